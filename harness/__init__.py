@@ -1,0 +1,1 @@
+"""linrnn-bench harness: training, the four studies, the results store, reports and the command line."""

@@ -1,0 +1,176 @@
+"""Frozen, typed configs: validated `key=value` overrides, dotted flattening, stable hashes.
+
+Every config in the project (a model's, a task's, a study's, a run's) is a frozen dataclass with
+type annotations. This module is the one place that turns strings from the command line into
+those typed values, and that refuses unknown keys and bad values with a message listing what is
+accepted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, TypeVar, get_args, get_origin
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration key or value that is not accepted; the message says what is."""
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+    """``["a=1", "b.c=x"]`` -> ``{"a": "1", "b.c": "x"}``; a malformed item is an error."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"Override {item!r} is not of the form key=value.")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def field_names(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def replace(config: T, overrides: Mapping[str, Any], *, what: str | None = None) -> T:
+    """A copy of the frozen dataclass ``config`` with ``overrides`` applied and validated.
+
+    Values may be typed already or strings (from the command line), which are parsed by the
+    field's annotation. Keys with a dot address a nested config field (``"model.d_state"``).
+    """
+    cls = type(config)
+    what = what or cls.__name__
+    hints = typing.get_type_hints(cls)
+    names = field_names(cls)
+    direct: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    for key, value in overrides.items():
+        head, dot, rest = key.partition(".")
+        if head not in names:
+            raise ConfigError(
+                f"Unknown key {key!r} for {what}; accepted keys: {', '.join(sorted(names))}."
+            )
+        if dot:
+            nested.setdefault(head, {})[rest] = value
+        else:
+            direct[head] = parse_value(value, hints[head], f"{what}.{head}")
+    for head, sub in nested.items():
+        current = direct.get(head, getattr(config, head))
+        if not dataclasses.is_dataclass(current):
+            raise ConfigError(f"{what}.{head} is not a nested config; cannot set {sorted(sub)}.")
+        direct[head] = replace(current, sub, what=f"{what}.{head}")
+    try:
+        return dataclasses.replace(config, **direct)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"Invalid {what}: {e}") from None
+
+
+def parse_value(value: Any, annotation: Any, where: str) -> Any:
+    """Convert ``value`` (often a string) to ``annotation``'s type, or raise `ConfigError`."""
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if annotation is Any:
+        return value
+    if origin is Literal:
+        if isinstance(value, str):
+            for a in args:
+                if str(a) == value:
+                    return a
+        elif value in args:
+            return value
+        raise ConfigError(f"{where}={value!r} is not accepted; accepted values: {list(args)}.")
+    if origin in (typing.Union, types.UnionType):
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            if type(None) in args:
+                return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return parse_value(value, a, where)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(f"{where}={value!r} matches none of {annotation}: {'; '.join(errors)}")
+    if origin is tuple:
+        items = _split_list(value)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(parse_value(v, args[0], where) for v in items)
+        if len(items) != len(args):
+            raise ConfigError(f"{where} needs {len(args)} values, got {len(items)}: {value!r}.")
+        return tuple(parse_value(v, a, where) for v, a in zip(items, args))
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
+            return False
+        raise ConfigError(f"{where}={value!r} is not a boolean; use true or false.")
+    if annotation is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}={value!r} is not an integer.")
+        try:
+            as_float = float(value)
+            if as_float != int(as_float):
+                raise ValueError
+            return int(as_float)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}={value!r} is not an integer.") from None
+    if annotation is float:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}={value!r} is not a number.") from None
+    if annotation is str:
+        return str(value)
+    if dataclasses.is_dataclass(annotation) and isinstance(value, annotation):
+        return value
+    if isinstance(annotation, type) and isinstance(value, annotation):
+        return value
+    raise ConfigError(f"{where}: cannot parse {value!r} as {annotation}.")
+
+
+def _split_list(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    text = str(value).strip()
+    if text.startswith(("(", "[")) and text.endswith((")", "]")):
+        text = text[1:-1]
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """A JSON-ready nested dict of a dataclass config (tuples become lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"model": {"d_state": 64}}`` -> ``{"model.d_state": 64}`` (lists kept as JSON text)."""
+    tree = to_dict(config) if dataclasses.is_dataclass(config) else config
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, prefix=f"{name}."))
+        elif isinstance(value, list):
+            out[name] = json.dumps(value)
+        else:
+            out[name] = value
+    return out
+
+
+def config_hash(config: Any, *extra: Any) -> str:
+    """A stable 16-hex-digit identity of a config (and any extra JSON-able values)."""
+    payload = json.dumps(
+        [to_dict(config) if dataclasses.is_dataclass(config) else config, *extra],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]

@@ -1,0 +1,60 @@
+"""Where a number came from: commit, tree state, library versions, backend and hardware."""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import subprocess
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+_ROOT = Path(__file__).resolve().parent.parent
+_LIBRARIES = ("jax", "jaxlib", "equinox", "optax", "numpy", "pandas")
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=_ROOT, capture_output=True, text=True, timeout=10, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+@functools.cache
+def _static() -> dict[str, Any]:
+    import jax
+
+    devices = jax.devices()
+    versions = {}
+    for lib in _LIBRARIES:
+        try:
+            versions[lib] = metadata.version(lib)
+        except metadata.PackageNotFoundError:
+            versions[lib] = None
+    return {
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "versions": versions,
+        "python": platform.python_version(),
+        "backend": jax.default_backend(),
+        "device_kind": devices[0].device_kind if devices else None,
+        "device_count": len(devices),
+        "cpu_count": os.cpu_count(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+    }
+
+
+def provenance() -> dict[str, Any]:
+    """A JSON-ready dict describing this process: commit, dirty tree, versions, device."""
+    return dict(_static())
+
+
+def now() -> str:
+    """The current UTC time in ISO 8601, seconds precision."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

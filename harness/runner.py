@@ -1,0 +1,148 @@
+"""Run a study's grid: skip what the store already holds, record every run whatever happens.
+
+Each run of a grid is independent. A run is executed, then recorded in one transaction with its
+status (done, diverged, failed) and provenance; a finished run is never recomputed unless
+``fresh``. The executor decides where runs execute (here, in-process, or on Ray); the store is
+written by this process alone, as results come back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from . import config as _config
+from .provenance import now, provenance
+from .store import Store
+from .studies import Diverged, Study
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What executing one run produced, ready to record."""
+
+    run_id: str
+    status: str
+    rows: list[dict[str, Any]]
+    error: str | None
+    started_at: str
+    finished_at: str
+    seconds: float
+    provenance: dict[str, Any]
+
+
+def execute(study: Study, spec: Any) -> Outcome:
+    """Execute one run of ``study``; never raises for a failing or diverging run."""
+    started, t0 = now(), time.perf_counter()
+    error: str | None = None
+    try:
+        rows, status = study.run(spec), "done"
+    except Diverged as e:
+        rows, status, error = e.rows, "diverged", str(e)
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # a failed run is a row with its error; the grid goes on
+        rows, status = [], "failed"
+        error = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"
+    return Outcome(
+        run_id=study.run_id(spec),
+        status=status,
+        rows=rows,
+        error=error,
+        started_at=started,
+        finished_at=now(),
+        seconds=time.perf_counter() - t0,
+        provenance=provenance(),
+    )
+
+
+# An executor maps (study, specs) to an iterator of outcomes, in any order.
+Executor = Callable[[Study, list[Any]], Iterator[Outcome]]
+
+
+def local_executor(study: Study, specs: list[Any]) -> Iterator[Outcome]:
+    for spec in specs:
+        yield execute(study, spec)
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    study: str
+    total: int
+    skipped: int
+    counts: dict[str, int]
+    seconds: float
+
+
+def pending(study: Study, specs: Iterable[Any], store: Store, *, fresh: bool) -> list[Any]:
+    """The specs whose run is not yet recorded as done (all of them if ``fresh``)."""
+    recorded = store.recorded(study.name)
+    out = []
+    for spec in specs:
+        status = recorded.get(study.run_id(spec))
+        if fresh or status is None or status == "failed":
+            # Failed runs are retried (the failure may have been the machine's); done and
+            # diverged ones are results.
+            out.append(spec)
+    return out
+
+
+def run_study(
+    study: Study,
+    config: Any,
+    *,
+    store: Store,
+    fresh: bool = False,
+    executor: Executor = local_executor,
+    progress: bool = True,
+) -> Summary:
+    """Run every pending run of ``study`` at ``config`` and record each as it completes."""
+    t0 = time.perf_counter()
+    specs = study.grid(config)
+    todo = pending(study, specs, store, fresh=fresh)
+    counts: dict[str, int] = {}
+    bar = _progress(len(todo), f"{study.name}", enabled=progress)
+    try:
+        for outcome, spec in _with_specs(executor(study, todo), study, todo):
+            store.record(
+                run_id=outcome.run_id,
+                study=study.name,
+                status=outcome.status,  # type: ignore[arg-type]
+                config=_config.to_dict(spec),
+                config_hash=_config.config_hash(spec),
+                seed=getattr(spec, "seed", None),
+                provenance={**outcome.provenance, "seconds": round(outcome.seconds, 3),
+                            "study_version": study.version},
+                rows=outcome.rows,
+                error=outcome.error,
+                started_at=outcome.started_at,
+                finished_at=outcome.finished_at,
+            )
+            counts[outcome.status] = counts.get(outcome.status, 0) + 1
+            bar.update(1)
+            if outcome.status != "done":
+                bar.write(f"[{study.name}] run {outcome.run_id} {outcome.status}: "
+                          f"{(outcome.error or '').splitlines()[0] if outcome.error else ''}")
+    finally:
+        bar.close()
+    return Summary(study.name, len(specs), len(specs) - len(todo), counts,
+                   time.perf_counter() - t0)
+
+
+def _with_specs(outcomes: Iterable[Outcome], study: Study, specs: list[Any]):
+    by_id = {study.run_id(s): s for s in specs}
+    for outcome in outcomes:
+        yield outcome, by_id[outcome.run_id]
+
+
+def _progress(total: int, desc: str, *, enabled: bool):
+    import os
+    import sys
+
+    from tqdm import tqdm
+
+    quiet = not enabled or os.environ.get("CI") == "true" or not sys.stderr.isatty()
+    return tqdm(total=total, desc=desc, disable=quiet, leave=False)

@@ -1,0 +1,63 @@
+"""The one abstract base every layer implements.
+
+A layer is a parametrisation: `discrete_system()` maps its parameters to a `DiscreteSystem`, and
+everything else (the forward pass, the hidden states, the kernel) is implemented here, once, on
+the shared engine. The harness talks to layers only through these methods.
+"""
+
+from __future__ import annotations
+
+import abc
+
+import equinox as eqx
+from jaxtyping import Array, Complex, Float, PyTree
+
+from . import _engine
+from ._system import DiscreteSystem
+
+
+class AbstractRecurrentLayer(eqx.Module):
+    """A linear recurrent layer: one sequence ``(L, H) -> (L, H)``.
+
+    Subclasses set the field ``algorithm`` (one of `models.ALGORITHMS`) and implement
+    `discrete_system` and `recurrent_mask`.
+    """
+
+    algorithm: eqx.AbstractVar[str]
+
+    @abc.abstractmethod
+    def discrete_system(self) -> DiscreteSystem:
+        """The discrete diagonal system the parameters define, recomputed on every call.
+
+        Must hold: ``|lam| < 1`` for every state; ``apply(discrete_system(), u)`` equals the
+        layer's paper-form recurrence on ``u``; the state norm ``||h_t||`` equals the paper's
+        state norm (a change of basis used to diagonalise must be unitary).
+        """
+
+    @abc.abstractmethod
+    def recurrent_mask(self) -> PyTree[bool]:
+        """A pytree like ``self`` whose leaves say which arrays form the *recurrent* group.
+
+        The recurrent group (eigenvalues, angles, decays, timescales, and the input map where
+        the model's paper says so) is trained with its own learning rate and no weight decay.
+        """
+
+    def __call__(self, u: Float[Array, "L H"]) -> Float[Array, "L H"]:
+        return _engine.apply(self.discrete_system(), u, algorithm=self.algorithm)
+
+    def hidden_states(self, u: Float[Array, "L H"]) -> Complex[Array, "L P"]:
+        """The forward-direction states h_t, ``(L, P)``; ``||h_t||`` is the paper's state norm."""
+        return _engine.hidden_states(self.discrete_system(), u, algorithm=self.algorithm)
+
+    def kernel(self, length: int) -> Float[Array, "..."]:
+        """The forward impulse response: ``(L, H)`` for a bank, ``(L, H, H)`` otherwise."""
+        return _engine.kernel(self.discrete_system(), length)
+
+    def resolved_algorithm(self) -> str:
+        """The concrete algorithm that `__call__` runs here (``"auto"`` resolved)."""
+        return _engine.resolve_algorithm(self.algorithm, self.discrete_system())
+
+    @property
+    def state_size(self) -> int:
+        """P: complex states per direction."""
+        return self.discrete_system().state_size

@@ -1,0 +1,38 @@
+"""Test configuration: strict JAX, a `getkey` fixture, per-dtype tolerances.
+
+Rank promotion raises (a silent broadcast is a bug); warnings are errors (pyproject.toml); the
+jaxtyping annotations of `models` are checked at run time under pytest (pyproject.toml's
+``--jaxtyping-packages``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import jax.random as jr  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+# Tolerances by dtype: float32 round-off accumulated over a few thousand steps, float64 tight.
+TOL = {
+    np.dtype("float32"): dict(rtol=2e-4, atol=2e-5),
+    np.dtype("float64"): dict(rtol=1e-10, atol=1e-12),
+}
+
+
+def tol(dtype) -> dict:
+    return TOL[np.dtype(dtype)]
+
+
+@pytest.fixture
+def getkey():
+    """Fresh PRNG keys from a fixed seed: ``getkey()`` returns a new key each call."""
+    counter = itertools.count()
+    base = jr.PRNGKey(0)
+    return lambda: jr.fold_in(base, next(counter))
