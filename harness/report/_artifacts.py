@@ -1,0 +1,63 @@
+"""What a report section returns: tables, figures, and statements of what could not be made.
+
+A section is a module `harness.report.<study>` with ``TITLE: str``, ``INTRO: str`` (a paragraph:
+what the study measures and how) and ``section(store) -> list[Artifact]``, a pure function of the
+store. The writer (`harness.report.render`) turns artifacts into files and the index page.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Literal, Union
+
+import pandas as pd
+from matplotlib.figure import Figure as MplFigure
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """A table written as CSV, Markdown and LaTeX (booktabs).
+
+    Attributes:
+        name: file stem (``accuracy_by_task``), unique in the report.
+        title: a short heading.
+        caption: one paragraph: what the numbers are, how they were computed (preset, seeds,
+            hardware and commit come from the store and are part of the caption text).
+        frame: the values; its index labels the rows.
+        stderr: same shape as ``frame`` or None; shown as ``mean ± se`` in Markdown/LaTeX and
+            as separate ``<col>_se`` columns in CSV.
+        best: per column, which value is best (``"max"``/``"min"``) to set in bold; columns not
+            named get no bold.
+        digits: decimals shown in Markdown/LaTeX (CSV keeps full precision).
+    """
+
+    name: str
+    title: str
+    caption: str
+    frame: pd.DataFrame
+    stderr: pd.DataFrame | None = None
+    best: Mapping[str, Literal["max", "min"]] = dataclasses.field(default_factory=dict)
+    digits: int = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    """A matplotlib figure written as PNG and PDF with deterministic bytes."""
+
+    name: str
+    title: str
+    caption: str
+    figure: MplFigure
+
+
+@dataclasses.dataclass(frozen=True)
+class Missing:
+    """A table or figure the store cannot support yet, stated in the index (never silent)."""
+
+    name: str
+    title: str
+    reason: str
+
+
+Artifact = Union[Table, Figure, Missing]
