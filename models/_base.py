@@ -57,6 +57,18 @@ class AbstractRecurrentLayer(eqx.Module):
         """The concrete algorithm that `__call__` runs here (``"auto"`` resolved)."""
         return _engine.resolve_algorithm(self.algorithm, self.discrete_system())
 
+    def rescaled(self, factor: float) -> "AbstractRecurrentLayer":
+        """A copy whose timescales Delta are multiplied by ``factor``.
+
+        For a sequence sampled ``factor`` times more coarsely (Speech Commands' 8 kHz zero-shot
+        test, as the S4/S5 papers do it). Only layers discretised from continuous time have a
+        Delta; the others raise.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} is parametrised in discrete time and has no timescale Delta "
+            "to rescale; timescale rescaling is defined for the S4D and S5 layers."
+        )
+
     @property
     def state_size(self) -> int:
         """P: complex states per direction."""
