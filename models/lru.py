@@ -1,0 +1,175 @@
+"""LRU, the Linear Recurrent Unit (Orvieto et al., ICML 2023; arXiv 2303.06349).
+
+One complex diagonal recurrence of P states (REFERENCES.md, "LRU"; paper Section 3):
+
+    x_k      = diag(lambda) x_{k-1} + exp(gamma_log) * (B u_k)
+    y_k      = Re(C x_k) + D * u_k
+    lambda_j = exp(-exp(nu_log_j) + i exp(theta_log_j))          (|lambda_j| < 1 always)
+
+This is already the engine's form: lambda, B_bar = exp(gamma_log) B and C go to the engine as
+they are, with plain Re (no conjugate half is dropped).
+
+Fields and the paper's symbols: ``nu_log`` log nu, ``theta_log`` log theta, ``gamma_log`` the
+normaliser log gamma (``None`` with ``normaliser="none"``: no gamma factor), ``B_re + i B_im``
+B, ``C_re + i C_im`` C, ``D`` D, ``C_reverse_re + i C_reverse_im`` the reverse scan's output map.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+from jaxtyping import Array, Complex, Float, PRNGKeyArray, PyTree
+
+from . import _validate
+from ._base import AbstractRecurrentLayer
+from ._engine import ALGORITHMS, Algorithm
+from ._registry import register
+from ._system import DiscreteSystem
+
+Normaliser = Literal["learned", "none"]
+NORMALISERS: tuple[str, ...] = ("learned", "none")
+# A MIMO layer's kernel is (L, H, H), which the engine does not apply by FFT.
+_MIMO_ALGORITHMS: tuple[str, ...] = tuple(a for a in ALGORITHMS if a != "convolution")
+
+
+@dataclasses.dataclass(frozen=True)
+class LRUConfig:
+    """LRU hyperparameters.
+
+    Attributes:
+        d_model: H, input and output channels.
+        d_state: P, the number of complex states.
+        r_min, r_max: the ring |lambda| in [r_min, r_max] at initialisation. The paper's code
+            defaults to [0, 1], but r = 1 means |lambda| = 1 (nu_log = -inf), so r_max < 1 here;
+            the default [0.9, 0.999] is the paper's sCIFAR and Pathfinder setting.
+        max_phase: the phases arg(lambda) are initialised uniform in (0, max_phase].
+        normaliser: ``"learned"`` (gamma_log initialised to log sqrt(1 - |lambda|^2), then
+            trained) or ``"none"`` (no gamma factor: the ablation).
+        bidirectional: add a reverse-time scan with its own output matrix, outputs summed.
+        algorithm: the engine algorithm (`models.ALGORITHMS`, not ``"convolution"``).
+    """
+
+    d_model: int
+    d_state: int
+    r_min: float = 0.9
+    r_max: float = 0.999
+    max_phase: float = 6.28
+    normaliser: Normaliser = "learned"
+    bidirectional: bool = False
+    algorithm: Algorithm = "auto"
+
+    def __post_init__(self):
+        _validate.positive_int("LRUConfig.d_model", self.d_model)
+        _validate.positive_int("LRUConfig.d_state", self.d_state)
+        # r_min = 0 is the paper's ListOps setting; r_max < 1 keeps nu_log finite.
+        _validate.in_range("LRUConfig.r_min", self.r_min, 0.0, 1.0)
+        _validate.in_range("LRUConfig.r_max", self.r_max, 0.0, 1.0, closed=False)
+        _validate.ordered("LRUConfig.r_min", self.r_min, "r_max", self.r_max)
+        _validate.in_range("LRUConfig.max_phase", self.max_phase, 0.0, 2 * math.pi)
+        if self.max_phase <= 0.0:
+            raise ValueError(
+                f"LRUConfig.max_phase={self.max_phase!r} must be positive: theta_log = log(theta) "
+                f"needs theta > 0. Accepted values: (0, {2 * math.pi}]."
+            )
+        _validate.choice("LRUConfig.normaliser", self.normaliser, NORMALISERS)
+        _validate.choice("LRUConfig.bidirectional", self.bidirectional, (False, True))
+        _validate.choice("LRUConfig.algorithm", self.algorithm, _MIMO_ALGORITHMS)
+
+
+def _uniform_open_closed(key: PRNGKeyArray, shape: tuple[int, ...]) -> Float[Array, "..."]:
+    # u in (0, 1]: a draw of exactly 0 would give nu = inf (r_min = 0) or theta_log = -inf.
+    return 1.0 - jr.uniform(key, shape)
+
+
+def _init_nu_log(key: PRNGKeyArray, config: LRUConfig) -> Float[Array, " P"]:
+    # Ring init: |lambda|^2 ~ U[r_min^2, r_max^2], nu = -log|lambda| = -0.5 log|lambda|^2.
+    u = _uniform_open_closed(key, (config.d_state,))
+    radius_sq = u * (config.r_max**2 - config.r_min**2) + config.r_min**2
+    return jnp.log(-0.5 * jnp.log(radius_sq))
+
+
+def _init_complex(key: PRNGKeyArray, shape: tuple[int, ...], scale: float):
+    k_re, k_im = jr.split(key)
+    return jr.normal(k_re, shape) * scale, jr.normal(k_im, shape) * scale
+
+
+@register("lru", LRUConfig)
+class LRU(AbstractRecurrentLayer):
+    """The LRU layer, one sequence ``(L, H) -> (L, H)``; see the module docstring.
+
+    Arguments:
+        config: an `LRUConfig`.
+        key: PRNG key for the initialisation (REFERENCES.md): ring init of lambda,
+            B ~ (N(0, 1) + i N(0, 1)) / sqrt(2 H), C ~ (N(0, 1) + i N(0, 1)) / sqrt(P),
+            D ~ N(0, 1), gamma_log = log sqrt(1 - |lambda|^2).
+    """
+
+    nu_log: Float[Array, " P"]
+    theta_log: Float[Array, " P"]
+    gamma_log: Float[Array, " P"] | None
+    B_re: Float[Array, "P H"]
+    B_im: Float[Array, "P H"]
+    C_re: Float[Array, "H P"]
+    C_im: Float[Array, "H P"]
+    D: Float[Array, " H"]
+    C_reverse_re: Float[Array, "H P"] | None
+    C_reverse_im: Float[Array, "H P"] | None
+    algorithm: str = eqx.field(static=True)
+
+    def __init__(self, config: LRUConfig, *, key: PRNGKeyArray):
+        k_nu, k_theta, k_b, k_c, k_d, k_rev = jr.split(key, 6)
+        H, P = config.d_model, config.d_state
+        self.nu_log = _init_nu_log(k_nu, config)
+        self.theta_log = jnp.log(config.max_phase * _uniform_open_closed(k_theta, (P,)))
+        if config.normaliser == "learned":
+            # gamma = sqrt(1 - |lambda|^2), |lambda|^2 = exp(-2 nu); expm1 keeps |lambda| ~ 1 exact.
+            self.gamma_log = 0.5 * jnp.log(-jnp.expm1(-2.0 * jnp.exp(self.nu_log)))
+        elif config.normaliser == "none":
+            self.gamma_log = None
+        else:
+            raise ValueError(f"normaliser={config.normaliser!r}; accepted values: {NORMALISERS}.")
+        self.B_re, self.B_im = _init_complex(k_b, (P, H), 1.0 / math.sqrt(2 * H))
+        self.C_re, self.C_im = _init_complex(k_c, (H, P), 1.0 / math.sqrt(P))
+        self.D = jr.normal(k_d, (H,))
+        if config.bidirectional:
+            self.C_reverse_re, self.C_reverse_im = _init_complex(k_rev, (H, P), 1.0 / math.sqrt(P))
+        else:
+            self.C_reverse_re = self.C_reverse_im = None
+        self.algorithm = config.algorithm
+
+    def eigenvalues(self) -> Complex[Array, " P"]:
+        """lambda_j = exp(-exp(nu_log_j) + i exp(theta_log_j)), ``(P,)`` complex."""
+        return jnp.exp(jax.lax.complex(-jnp.exp(self.nu_log), jnp.exp(self.theta_log)))
+
+    def discrete_system(self) -> DiscreteSystem:
+        B_bar = jax.lax.complex(self.B_re, self.B_im)
+        if self.gamma_log is not None:
+            B_bar = jnp.exp(self.gamma_log)[:, None] * B_bar
+        C_reverse = None
+        if self.C_reverse_re is not None and self.C_reverse_im is not None:
+            C_reverse = jax.lax.complex(self.C_reverse_re, self.C_reverse_im)
+        return DiscreteSystem(
+            lam=self.eigenvalues(),
+            B=B_bar,
+            C=jax.lax.complex(self.C_re, self.C_im),
+            D=self.D,
+            C_reverse=C_reverse,
+            conj_sym=False,
+            structure="mimo",
+        )
+
+    def recurrent_mask(self) -> PyTree[bool]:
+        # The paper trains lambda, B and gamma with a smaller learning rate and no weight decay.
+        mask = jax.tree_util.tree_map(lambda _: False, self)
+
+        def recurrent(m):
+            group = (m.nu_log, m.theta_log, m.B_re, m.B_im)
+            return group if m.gamma_log is None else (*group, m.gamma_log)
+
+        return eqx.tree_at(recurrent, mask, replace_fn=lambda _: True)

@@ -1,0 +1,196 @@
+"""LRU against its paper: a float64 loop over the complex recurrence is the reference.
+
+Reference (REFERENCES.md, "LRU"): x_k = lambda x_{k-1} + gamma (B u_k), y_k = Re(C x_k) + D u_k,
+lambda = exp(-exp(nu_log) + i exp(theta_log)), gamma = exp(gamma_log) (1 without normaliser).
+"""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import tol
+from models.lru import LRU, LRUConfig
+from test_rotrnn import cast, inputs, precision
+
+# H channels, P complex states, L steps: the shapes of the RotRNN tests, to share compilations.
+H, P, L = 3, 12, 16
+
+
+def complex_reference(layer: LRU, u) -> tuple[np.ndarray, np.ndarray]:
+    """y (L, H) and the forward states x_k (L, P), by a float64 loop over the paper's equations."""
+    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    lam = np.exp(-np.exp(f64(layer.nu_log)) + 1j * np.exp(f64(layer.theta_log)))
+    B = f64(layer.B_re) + 1j * f64(layer.B_im)
+    gamma = np.ones(B.shape[0]) if layer.gamma_log is None else np.exp(f64(layer.gamma_log))
+    u = f64(u)
+
+    def run(times):
+        x = np.zeros(B.shape[0], complex)
+        states = np.zeros((u.shape[0], B.shape[0]), complex)
+        for k in times:
+            x = lam * x + gamma * (B @ u[k])
+            states[k] = x
+        return states
+
+    forward = run(range(u.shape[0]))
+    y = (forward @ (f64(layer.C_re) + 1j * f64(layer.C_im)).T).real + f64(layer.D) * u
+    if layer.C_reverse_re is not None:
+        C_reverse = f64(layer.C_reverse_re) + 1j * f64(layer.C_reverse_im)
+        y = y + (run(reversed(range(u.shape[0]))) @ C_reverse.T).real
+    return y, forward
+
+
+def complex_jnp(layer: LRU, u):
+    """The same recurrence as a slow jnp scan over time, differentiable in the layer's fields."""
+    lam = jnp.exp(-jnp.exp(layer.nu_log) + 1j * jnp.exp(layer.theta_log))
+    B = layer.B_re + 1j * layer.B_im
+    if layer.gamma_log is not None:
+        B = jnp.exp(layer.gamma_log)[:, None] * B
+
+    def step(x, u_k):
+        x = lam * x + B @ u_k
+        return x, x
+
+    def run(reverse):
+        return jax.lax.scan(step, jnp.zeros(B.shape[0], B.dtype), u, reverse=reverse)[1]
+
+    y = (run(False) @ (layer.C_re + 1j * layer.C_im).T).real + layer.D[None] * u
+    if layer.C_reverse_re is not None:
+        C_reverse = layer.C_reverse_re + 1j * layer.C_reverse_im
+        y = y + (run(True) @ C_reverse.T).real
+    return y
+
+
+CASES = [
+    # dtype, bidirectional, normaliser, algorithm
+    ("float32", False, "learned", "auto"),
+    ("float64", True, "none", "parallel"),
+]
+
+
+@pytest.mark.parametrize("dtype, bidirectional, normaliser, algorithm", CASES)
+def test_forward_and_states_match_complex_reference(
+    getkey, dtype, bidirectional, normaliser, algorithm
+):
+    config = LRUConfig(
+        d_model=H,
+        d_state=P,
+        bidirectional=bidirectional,
+        normaliser=normaliser,
+        algorithm=algorithm,
+    )
+    layer = LRU(config, key=getkey())
+    with precision(dtype):
+        layer, u = cast(layer, dtype), inputs(10, (L, H), dtype)
+        y_ref, x_ref = complex_reference(layer, u)
+        y = layer(u)
+        assert y.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(np.asarray(y), y_ref, **tol(dtype))
+        np.testing.assert_allclose(np.asarray(layer.hidden_states(u)), x_ref, **tol(dtype))
+
+
+def test_vjp_matches_complex_jnp_loop(getkey):
+    """Gradients of both directions, every parameter and the input, against the slow loop."""
+    layer = LRU(LRUConfig(d_model=H, d_state=P, bidirectional=True), key=getkey())
+    with precision("float64"):
+        layer, u = cast(layer, "float64"), inputs(11, (L, H), "float64")
+        cotangent = inputs(12, (L, H), "float64")
+
+        @eqx.filter_jit
+        def pullbacks(m, x):
+            # One compiled program for both pullbacks: compilation is most of this test's time.
+            y_fast, vjp_fast = eqx.filter_vjp(lambda m, x: m(x), m, x)
+            y_slow, vjp_slow = eqx.filter_vjp(complex_jnp, m, x)
+            return y_fast, vjp_fast(cotangent), y_slow, vjp_slow(cotangent)
+
+        y_fast, grads_fast, y_slow, grads_slow = pullbacks(layer, u)
+        np.testing.assert_allclose(y_fast, y_slow, **tol("float64"))
+        leaves_fast, leaves_slow = jax.tree.leaves(grads_fast), jax.tree.leaves(grads_slow)
+        assert len(leaves_fast) == len(leaves_slow) == 11  # 10 parameter arrays and the input
+        for g_fast, g_slow in zip(leaves_fast, leaves_slow):
+            assert np.abs(np.asarray(g_slow)).max() > 0  # every parameter matters
+            np.testing.assert_allclose(g_fast, g_slow, **tol("float64"))
+
+
+@pytest.mark.parametrize(
+    "r_min, r_max, max_phase",
+    [(0.9, 0.999, 6.28), (0.0, 0.99, 2 * math.pi), (0.999, 0.9999, math.pi / 10)],
+)
+def test_ring_initialisation(getkey, r_min, r_max, max_phase):
+    """|lambda| in [r_min, r_max], phases in [0, max_phase], |lambda|^2 and phase uniform.
+
+    Bounds allow float32 round-off of exp(-exp(log(nu))) (relative 1e-6). Means of n = 4096
+    uniform draws must lie within 5 standard errors (width / sqrt(12 n)) of the midpoint.
+    """
+    n = 4096
+    config = LRUConfig(d_model=H, d_state=n, r_min=r_min, r_max=r_max, max_phase=max_phase)
+    layer = LRU(config, key=getkey())
+    lam = np.asarray(layer.eigenvalues()).astype(np.complex128)
+    radius, phase = np.abs(lam), np.exp(np.asarray(layer.theta_log, np.float64))
+    assert radius.min() >= r_min * (1 - 1e-6) and radius.max() <= r_max * (1 + 1e-6)
+    assert phase.min() >= 0 and phase.max() <= max_phase * (1 + 1e-6)
+    width_sq = r_max**2 - r_min**2
+    assert abs(np.mean(radius**2) - (r_min**2 + r_max**2) / 2) <= 5 * width_sq / math.sqrt(12 * n)
+    assert abs(np.mean(phase) - max_phase / 2) <= 5 * max_phase / math.sqrt(12 * n)
+    # The normaliser starts at gamma = sqrt(1 - |lambda|^2), |lambda|^2 = exp(-2 exp(nu_log)).
+    exact = np.sqrt(-np.expm1(-2 * np.exp(np.asarray(layer.nu_log, np.float64))))
+    np.testing.assert_allclose(np.exp(np.asarray(layer.gamma_log, np.float64)), exact, rtol=1e-5)
+
+
+def test_input_and_output_scales(getkey):
+    """B ~ (N(0,1) + i N(0,1)) / sqrt(2H), C ~ (N(0,1) + i N(0,1)) / sqrt(P): sample variances."""
+    layer = LRU(LRUConfig(d_model=H, d_state=4096), key=getkey())
+    for part, variance in [(layer.B_re, 1 / (2 * H)), (layer.B_im, 1 / (2 * H))]:
+        # The sample variance of n normal draws has relative standard error sqrt(2 / n).
+        assert abs(np.var(np.asarray(part)) / variance - 1) <= 5 * math.sqrt(2 / part.size)
+    for part in (layer.C_re, layer.C_im):
+        assert abs(np.var(np.asarray(part)) * 4096 - 1) <= 5 * math.sqrt(2 / part.size)
+
+
+def test_no_normaliser_means_no_gamma(getkey):
+    layer = LRU(LRUConfig(d_model=H, d_state=P, normaliser="none"), key=getkey())
+    assert layer.gamma_log is None
+    system = layer.discrete_system()
+    np.testing.assert_array_equal(np.asarray(system.B), np.asarray(layer.B_re + 1j * layer.B_im))
+
+
+@pytest.mark.parametrize("normaliser", ["learned", "none"])
+def test_recurrent_mask_is_lambda_b_and_gamma(getkey, normaliser):
+    config = LRUConfig(d_model=H, d_state=P, normaliser=normaliser, bidirectional=True)
+    layer = LRU(config, key=getkey())
+    mask = layer.recurrent_mask()
+    assert jax.tree.structure(mask) == jax.tree.structure(layer)
+    assert (mask.nu_log, mask.theta_log, mask.B_re, mask.B_im) == (True,) * 4
+    assert mask.gamma_log is (True if normaliser == "learned" else None)
+    assert (mask.C_re, mask.C_im, mask.D, mask.C_reverse_re, mask.C_reverse_im) == (False,) * 5
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(r_min=0.95, r_max=0.9), "r_min=0.95 must not exceed r_max=0.9"),
+        (dict(r_max=1.0), "r_max=1.0 must lie in (0.0, 1.0)"),
+        (dict(r_min=-0.1), "r_min=-0.1 must lie in [0.0, 1.0]"),
+        (dict(max_phase=0.0), "max_phase=0.0 must be positive"),
+        (dict(max_phase=7.0), "max_phase=7.0 must lie in"),
+        (dict(algorithm="convolution"), "accepted values: ['auto', 'sequential', 'parallel']"),
+    ],
+)
+def test_bad_config_is_an_error_naming_the_accepted_values(options, message):
+    with pytest.raises(ValueError) as error:
+        LRUConfig(**dict(dict(d_model=H, d_state=P), **options))
+    assert message in str(error.value)
+
+
+def test_unknown_normaliser_names_both_normalisers():
+    # Under pytest the jaxtyping hook rejects a value outside the Literal (a TypeError) before
+    # __post_init__ (a ValueError) can; either message must name the accepted normalisers.
+    with pytest.raises((TypeError, ValueError)) as error:
+        LRUConfig(d_model=H, d_state=P, normaliser="fixed")
+    assert "'learned'" in str(error.value) and "'none'" in str(error.value)

@@ -1,0 +1,275 @@
+"""RotRNN against its paper: a float64 loop over the dense real recurrence is the reference.
+
+Reference (REFERENCES.md, "RotRNN"): per head x_t = gamma A x_{t-1} + xi B u_t with
+A = P Theta P^T, P = expm(M - M^T); y_t = C x_t + D u_t (+ C_reverse g_t, g the reversed scan).
+
+Compilation dominates these tests' time (a new shape of ``jax.random.normal`` costs about a
+second), so layers are initialised in float32 at one set of shapes and cast for float64 runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+
+from conftest import tol
+from models.rotrnn import RotRNN, RotRNNConfig
+
+# H channels, N real states in HEADS heads of N / HEADS = 4, L steps.
+H, N, HEADS, L = 3, 12, 3, 16
+
+
+@contextlib.contextmanager
+def precision(dtype: str):
+    """float64 runs inside ``jax.enable_x64``, so that the engine computes in float64 too."""
+    with jax.enable_x64(True) if dtype == "float64" else contextlib.nullcontext():
+        yield
+
+
+def cast(tree, dtype: str):
+    """``tree`` with every floating array in ``dtype`` (call inside ``precision(dtype)``)."""
+    return jax.tree.map(lambda a: jnp.asarray(a, dtype), tree)
+
+
+def inputs(seed: int, shape: tuple[int, ...], dtype: str = "float32"):
+    """White unit-variance inputs from a local numpy generator."""
+    return jnp.asarray(np.random.default_rng(seed).standard_normal(shape), dtype)
+
+
+def rotation_blocks(angles: np.ndarray) -> np.ndarray:
+    """Theta = blockdiag(R(theta_1), ...), R(t) = [[cos t, -sin t], [sin t, cos t]]."""
+    n = 2 * len(angles)
+    theta = np.zeros((n, n))
+    for k, a in enumerate(angles):
+        c, s = np.cos(a), np.sin(a)
+        theta[2 * k : 2 * k + 2, 2 * k : 2 * k + 2] = [[c, -s], [s, c]]
+    return theta
+
+
+def dense_parameters(layer: RotRNN) -> dict:
+    """The paper's matrices in float64 numpy, straight from the layer's fields."""
+    M, angles, B = (np.asarray(a, np.float64) for a in (layer.M, layer.angles, layer.B))
+    P = np.stack([scipy.linalg.expm(m - m.T) for m in M])
+    A = np.stack([p @ rotation_blocks(a) @ p.T for p, a in zip(P, angles)])
+    gamma = np.exp(-np.exp(np.asarray(layer.gamma_log, np.float64)))
+    if layer.normalise:
+        xi = np.sqrt((1 - gamma**2) / np.einsum("hij,hij->h", B, B))
+    else:
+        xi = np.ones_like(gamma)
+    return dict(P=P, A=A, gamma=gamma, xi=xi, B=B)
+
+
+def dense_reference(layer: RotRNN, u) -> tuple[np.ndarray, np.ndarray]:
+    """y (L, H) and the forward states x^h_t (L, heads, N_h), by a float64 loop."""
+    p = dense_parameters(layer)
+    u = np.asarray(u, np.float64)
+    steps = u.shape[0]
+
+    def run(times):
+        x = np.zeros(p["B"].shape[:2])
+        states = np.zeros((steps, *x.shape))
+        for t in times:
+            x = p["gamma"][:, None] * np.einsum("hij,hj->hi", p["A"], x)
+            x = x + p["xi"][:, None] * (p["B"] @ u[t])
+            states[t] = x
+        return states
+
+    forward = run(range(steps))
+    y = forward.reshape(steps, -1) @ np.asarray(layer.C, np.float64).T
+    y = y + np.asarray(layer.D, np.float64) * u
+    if layer.C_reverse is not None:
+        backward = run(reversed(range(steps)))
+        y = y + backward.reshape(steps, -1) @ np.asarray(layer.C_reverse, np.float64).T
+    return y, forward
+
+
+def dense_jnp(layer: RotRNN, u):
+    """The same dense recurrence as a slow jnp scan with A formed explicitly; differentiable."""
+    P = jax.scipy.linalg.expm(layer.M - jnp.swapaxes(layer.M, -1, -2))
+    c, s = jnp.cos(layer.angles), jnp.sin(layer.angles)
+    heads, pairs = c.shape
+    # Theta = blockdiag(R(theta_k)): blocks (heads, pairs, 2, 2) placed on the diagonal.
+    blocks = jnp.stack([jnp.stack([c, -s], -1), jnp.stack([s, c], -1)], -2)
+    eye = jnp.eye(pairs, dtype=c.dtype)[None, :, None, :, None]
+    theta = (eye * blocks[:, :, :, None, :]).reshape(heads, 2 * pairs, 2 * pairs)
+    A = P @ theta @ jnp.swapaxes(P, -1, -2)
+    gamma = jnp.exp(-jnp.exp(layer.gamma_log))
+    if layer.normalise:
+        xi = jnp.sqrt((1 - gamma**2) / jnp.sum(layer.B**2, axis=(1, 2)))
+    else:
+        xi = jnp.ones_like(gamma)
+
+    def step(x, u_t):
+        x = gamma[:, None] * jnp.einsum("hij,hj->hi", A, x) + xi[:, None] * (layer.B @ u_t)
+        return x, x.reshape(-1)
+
+    def run(reverse):
+        x0 = jnp.zeros(layer.B.shape[:2], layer.B.dtype)
+        return jax.lax.scan(step, x0, u, reverse=reverse)[1]
+
+    y = run(False) @ layer.C.T + layer.D[None] * u
+    if layer.C_reverse is not None:
+        y = y + run(True) @ layer.C_reverse.T
+    return y
+
+
+CASES = [
+    # dtype, bidirectional, normalise, gamma_init, algorithm
+    ("float32", False, True, "loglog_uniform", "auto"),
+    ("float64", True, False, "ring", "parallel"),
+]
+
+
+@pytest.mark.parametrize("dtype, bidirectional, normalise, gamma_init, algorithm", CASES)
+def test_outputs_and_state_norms_match_dense_reference(
+    getkey, dtype, bidirectional, normalise, gamma_init, algorithm
+):
+    """y equals the dense loop's, and ||h_t|| of the engine's states equals ||x^h_t|| per head."""
+    config = RotRNNConfig(
+        d_model=H,
+        d_state=N,
+        heads=HEADS,
+        bidirectional=bidirectional,
+        normalise=normalise,
+        gamma_init=gamma_init,
+        gamma_min=0.6,
+        algorithm=algorithm,
+    )
+    layer = RotRNN(config, key=getkey())
+    with precision(dtype):
+        layer, u = cast(layer, dtype), inputs(0, (L, H), dtype)
+        y_ref, x_ref = dense_reference(layer, u)
+        y = layer(u)
+        assert y.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(np.asarray(y), y_ref, **tol(dtype))
+        h = np.asarray(layer.hidden_states(u)).reshape(L, HEADS, -1)  # (L, heads, pairs)
+        np.testing.assert_allclose(
+            np.linalg.norm(h, axis=-1), np.linalg.norm(x_ref, axis=-1), **tol(dtype)
+        )
+
+
+def test_vjp_matches_dense_jnp_loop(getkey):
+    """Gradients of both directions, every parameter and the input, against the dense loop."""
+    config = RotRNNConfig(d_model=H, d_state=N, heads=HEADS, bidirectional=True)
+    layer = RotRNN(config, key=getkey())
+    with precision("float64"):
+        layer, u = cast(layer, "float64"), inputs(2, (L, H), "float64")
+        cotangent = inputs(3, (L, H), "float64")
+
+        @eqx.filter_jit
+        def pullbacks(m, x):
+            # One compiled program for both pullbacks: compilation is most of this test's time.
+            y_fast, vjp_fast = eqx.filter_vjp(lambda m, x: m(x), m, x)
+            y_slow, vjp_slow = eqx.filter_vjp(dense_jnp, m, x)
+            return y_fast, vjp_fast(cotangent), y_slow, vjp_slow(cotangent)
+
+        y_fast, grads_fast, y_slow, grads_slow = pullbacks(layer, u)
+        np.testing.assert_allclose(y_fast, y_slow, **tol("float64"))
+        leaves_fast, leaves_slow = jax.tree.leaves(grads_fast), jax.tree.leaves(grads_slow)
+        assert len(leaves_fast) == len(leaves_slow) == 8  # 7 parameter arrays and the input
+        for g_fast, g_slow in zip(leaves_fast, leaves_slow):
+            assert np.abs(np.asarray(g_slow)).max() > 0  # every parameter matters
+            np.testing.assert_allclose(g_fast, g_slow, **tol("float64"))
+
+
+def _check_special_orthogonal(Q: np.ndarray, atol: float):
+    identity = np.broadcast_to(np.eye(Q.shape[-1]), Q.shape)
+    np.testing.assert_allclose(np.swapaxes(Q, -1, -2) @ Q, identity, rtol=0, atol=atol)
+    np.testing.assert_allclose(np.linalg.det(Q), 1.0, rtol=0, atol=atol)
+
+
+@pytest.mark.parametrize("dtype, atol", [("float32", 1e-5), ("float64", 1e-12)])
+def test_transition_stays_special_orthogonal_under_updates(getkey, dtype, atol):
+    """A_h = P_h Theta_h P_h^T is in SO(N_h) whatever M is: random updates of every size."""
+    layer = RotRNN(RotRNNConfig(d_model=H, d_state=N, heads=HEADS), key=getkey())
+    rng = np.random.default_rng(4)
+    with precision(dtype):
+        layer = cast(layer, dtype)
+        for scale in (0.0, 0.1, 1.0, 10.0):
+            step = jnp.asarray(scale * rng.standard_normal(layer.M.shape), dtype)
+            m = eqx.tree_at(lambda m: m.M, layer, layer.M + step)
+            P = np.asarray(m.rotation_basis(), np.float64)
+            A = np.stack([p @ rotation_blocks(a) @ p.T for p, a in zip(P, np.asarray(m.angles))])
+            _check_special_orthogonal(P, atol)
+            _check_special_orthogonal(A, atol)
+            # The engine's eigenvalues are gamma e^{i theta}: modulus gamma_h in every head.
+            lam = np.abs(np.asarray(m.discrete_system().lam)).reshape(HEADS, -1)
+            gamma = np.asarray(m.decay())[:, None]
+            np.testing.assert_allclose(lam, np.broadcast_to(gamma, lam.shape), **tol(dtype))
+
+
+def test_expected_state_norm_follows_one_minus_gamma_power(getkey):
+    """E||x^h_t||^2 = 1 - gamma_h^{2t} for white unit-variance inputs (t = 1, 2, ...).
+
+    Exactly: x_t has covariance Sigma_t = sum_j gamma^{2j} xi^2 A^j B B^T A^{jT}, whose trace is
+    1 - gamma^{2t}; for Gaussian inputs Var||x_t||^2 = 2 tr(Sigma_t^2). The Monte Carlo mean of
+    S samples must lie within 5 of its standard errors sqrt(2 tr(Sigma_t^2) / S) of the truth,
+    a relative tolerance of at most 5 sqrt(2 / S) = 3.9% at S = 2^15.
+    """
+    S = 2**15
+    config = RotRNNConfig(d_model=H, d_state=N, heads=HEADS, gamma_min=0.5, gamma_max=0.95)
+    layer = RotRNN(config, key=getkey())
+    p = dense_parameters(layer)
+    steps = np.arange(1, L + 1)
+    expected = 1 - p["gamma"][None, :] ** (2 * steps[:, None])  # (L, heads)
+    assert expected[0].max() < 0.8 and expected[-1].min() > 0.5  # a curve, not a constant
+
+    sigma = np.zeros(p["A"].shape)
+    variance = np.zeros((L, HEADS))
+    BBt = (p["xi"][:, None, None] ** 2) * p["B"] @ np.swapaxes(p["B"], 1, 2)
+    for t in range(L):
+        sigma = p["gamma"][:, None, None] ** 2 * p["A"] @ sigma @ np.swapaxes(p["A"], 1, 2) + BBt
+        np.testing.assert_allclose(np.trace(sigma, axis1=1, axis2=2), expected[t], rtol=1e-10)
+        variance[t] = 2 * np.einsum("hij,hji->h", sigma, sigma)
+
+    u = inputs(5, (S, L, H))
+    batched = eqx.filter_jit(lambda m, x: jax.vmap(m.hidden_states)(x))
+    states = batched(layer, u).reshape(S, L, HEADS, -1)  # (S, L, heads, pairs)
+    measured = np.asarray(jnp.mean(jnp.sum(jnp.abs(states) ** 2, axis=-1), axis=0))
+    z = np.abs(measured - expected) / np.sqrt(variance / S)
+    assert z.max() <= 5, z.max()
+
+
+def test_recurrent_mask_is_the_transition_and_input_map(getkey):
+    config = RotRNNConfig(d_model=H, d_state=N, heads=HEADS, bidirectional=True)
+    layer = RotRNN(config, key=getkey())
+    mask = layer.recurrent_mask()
+    assert jax.tree.structure(mask) == jax.tree.structure(layer)
+    assert (mask.M, mask.angles, mask.gamma_log, mask.B) == (True, True, True, True)
+    assert (mask.C, mask.D, mask.C_reverse) == (False, False, False)
+
+
+def test_normalise_false_fixes_xi_to_one(getkey):
+    layer = RotRNN(RotRNNConfig(d_model=H, d_state=N, heads=HEADS, normalise=False), key=getkey())
+    np.testing.assert_array_equal(np.asarray(layer.input_scale()), np.ones(HEADS))
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(d_state=7), "d_state=7 must be even"),
+        (dict(d_state=12, heads=4), "accepted heads for this d_state: [1, 2, 3, 6]"),
+        (dict(gamma_min=0.99, gamma_max=0.9), "gamma_min=0.99 must not exceed gamma_max=0.9"),
+        (dict(gamma_max=1.0), "gamma_max=1.0 must lie in (0.0, 1.0)"),
+        (dict(max_phase=7.0), "max_phase=7.0 must lie in"),
+        (dict(algorithm="convolution"), "accepted values: ['auto', 'sequential', 'parallel']"),
+    ],
+)
+def test_bad_config_is_an_error_naming_the_accepted_values(options, message):
+    with pytest.raises(ValueError) as error:
+        RotRNNConfig(**dict(dict(d_model=H, d_state=8), **options))
+    assert message in str(error.value)
+
+
+def test_unknown_gamma_init_names_both_inits():
+    # Under pytest the jaxtyping hook rejects a value outside the Literal (a TypeError) before
+    # __post_init__ (a ValueError) can; either message must name the accepted inits.
+    with pytest.raises((TypeError, ValueError)) as error:
+        RotRNNConfig(d_model=H, d_state=8, gamma_init="uniform")
+    assert "'loglog_uniform'" in str(error.value) and "'ring'" in str(error.value)

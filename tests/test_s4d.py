@@ -1,0 +1,265 @@
+"""S4D against a float64 numpy loop per channel, its two engine paths, and its initialisations.
+
+The reference is independent of `models.s4d`: each channel runs its full N-state complex system
+(the stored half and its conjugates) with output Re, not 2 Re; ZOH is done with the matrix
+exponential of the augmented system (Van Loan), bilinear by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+import scipy.linalg
+from conftest import tol
+
+import models
+from models.s4d import S4D, S4DConfig
+
+F32 = tol(np.float32)
+H, N, L = 3, 8, 12  # one set of shapes, so compiled code is shared between tests
+# (init, discretisation, bidirectional, train_B): every value of each option in four structures.
+CASES = [
+    ("lin", "zoh", False, True),
+    ("lin", "bilinear", True, False),
+    ("inv", "zoh", True, True),
+    ("inv", "bilinear", False, False),
+]
+
+
+# Jitted once per layer structure: eager calls would retrace the engine's scan every time.
+@eqx.filter_jit
+def forward(layer, u):
+    return layer(u)
+
+
+@eqx.filter_jit
+def value_and_pullback(f, layer, u, cotangent):
+    y, pullback = jax.vjp(f, layer, u)
+    return y, pullback(cotangent)
+
+
+def as64(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64)
+
+
+def with_algorithm(layer, template):
+    """``layer``'s parameters in ``template``'s structure (its static algorithm field)."""
+    return jax.tree_util.tree_unflatten(
+        jax.tree_util.tree_structure(template), jax.tree_util.tree_leaves(layer)
+    )
+
+
+def perturbed(layer: S4D, key) -> S4D:
+    """Random parameters (Re(a) < 0), so that nothing rests on the initial values."""
+    k = jr.split(key, 5)
+    shape = layer.A_imag.shape
+    A_real_log = jr.uniform(k[0], shape, minval=-3.0, maxval=0.5)
+    layer = eqx.tree_at(lambda m: m.A_real_log, layer, A_real_log)
+    layer = eqx.tree_at(lambda m: m.A_imag, layer, layer.A_imag + jr.normal(k[1], shape))
+    Delta_log = jr.uniform(k[2], (shape[0],), minval=-4.0, maxval=-1.0)
+    layer = eqx.tree_at(lambda m: m.Delta_log, layer, Delta_log)
+    if layer.B_re is not None:
+        layer = eqx.tree_at(lambda m: m.B_re, layer, jr.normal(k[3], shape))
+        layer = eqx.tree_at(lambda m: m.B_im, layer, jr.normal(k[4], shape))
+    return layer
+
+
+def reference(layer: S4D, u: np.ndarray, discretisation: str) -> np.ndarray:
+    """Per channel and state: x_t = A_bar x_{t-1} + B_bar u_t, y_t = Re(C x_t) + D u_t."""
+    a = -np.exp(as64(layer.A_real_log)) + 1j * as64(layer.A_imag)
+    B = np.ones_like(a) if layer.B_re is None else as64(layer.B_re) + 1j * as64(layer.B_im)
+    heads = [(as64(layer.C_re) + 1j * as64(layer.C_im), False)]
+    if layer.C_reverse_re is not None:
+        heads.append((as64(layer.C_reverse_re) + 1j * as64(layer.C_reverse_im), True))
+    Delta = np.exp(as64(layer.Delta_log))
+    y = as64(layer.D)[None, :] * u
+    for h in range(u.shape[1]):
+        # The full spectrum of channel h: the stored half and its conjugates.
+        a_h, B_h = np.concatenate([a[h], a[h].conj()]), np.concatenate([B[h], B[h].conj()])
+        A_bar, B_bar = np.zeros_like(a_h), np.zeros_like(a_h)
+        for n in range(a_h.size):
+            if discretisation == "zoh":
+                E = scipy.linalg.expm(np.array([[a_h[n], B_h[n]], [0.0, 0.0]]) * Delta[h])
+                A_bar[n], B_bar[n] = E[0, 0], E[0, 1]
+            else:
+                A_bar[n] = (1 + Delta[h] * a_h[n] / 2) / (1 - Delta[h] * a_h[n] / 2)
+                B_bar[n] = Delta[h] * B_h[n] / (1 - Delta[h] * a_h[n] / 2)
+        for C, reverse in heads:
+            C_h = np.concatenate([C[h], C[h].conj()])
+            x = np.zeros_like(a_h)
+            for t in reversed(range(u.shape[0])) if reverse else range(u.shape[0]):
+                x = A_bar * x + B_bar * u[t, h]
+                y[t, h] += (C_h @ x).real
+    return y
+
+
+@pytest.mark.parametrize("init,discretisation,bidirectional,train_B", CASES)
+def test_matches_numpy_loop_per_channel(getkey, init, discretisation, bidirectional, train_B):
+    config = S4DConfig(
+        H, N, init=init, discretisation=discretisation, bidirectional=bidirectional,
+        train_B=train_B,
+    )
+    layer = perturbed(S4D(config, key=getkey()), getkey())
+    assert layer.resolved_algorithm() == "convolution"
+    u = np.asarray(jr.normal(getkey(), (L, H)), dtype=np.float64)
+    expected = reference(layer, u, discretisation)
+    np.testing.assert_allclose(forward(layer, jnp.asarray(u, jnp.float32)), expected, **F32)
+
+
+@pytest.mark.parametrize("init,discretisation,bidirectional,train_B", [CASES[1], CASES[2]])
+def test_convolution_equals_recurrence(getkey, init, discretisation, bidirectional, train_B):
+    key = getkey()
+    config = S4DConfig(
+        H, N, init=init, discretisation=discretisation, bidirectional=bidirectional,
+        train_B=train_B,
+    )
+    layer = perturbed(S4D(config, key=key), getkey())
+    u = jr.normal(getkey(), (L, H))
+    y = forward(layer, u)
+    for algorithm in ("sequential", "parallel"):
+        template = S4D(dataclasses.replace(config, algorithm=algorithm), key=key)
+        other = with_algorithm(layer, template)
+        assert other.resolved_algorithm() == algorithm
+        np.testing.assert_allclose(forward(other, u), y, **F32)
+    # The kernel is the impulse response of the forward recurrence: K_l = y_l - D delta_l.
+    system = layer.discrete_system()
+    forward_only = models.DiscreteSystem(
+        lam=system.lam, B=system.B, C=system.C, D=system.D, conj_sym=True, structure="bank"
+    )
+    impulse = jnp.zeros((L, H)).at[0].set(1.0)
+    response = models.apply(forward_only, impulse, algorithm="sequential")
+    response = response - impulse * layer.D[None, :]
+    np.testing.assert_allclose(layer.kernel(L), response, **F32)
+
+
+def slow_s4d(layer: S4D, u):
+    """The same layer without the engine: K_hl = 2 Re sum_n C B_bar lambda^l, y = K * u + D u."""
+    a = -jnp.exp(layer.A_real_log) + 1j * layer.A_imag
+    Delta = jnp.exp(layer.Delta_log)[:, None]
+    if layer.discretisation == "zoh":
+        lam = jnp.exp(a * Delta)
+        gain = (lam - 1) / a
+    else:
+        lam = (1 + a * Delta / 2) / (1 - a * Delta / 2)
+        gain = Delta / (1 - a * Delta / 2)
+    B_bar = gain if layer.B_re is None else gain * (layer.B_re + 1j * layer.B_im)
+    lag = jnp.arange(u.shape[0])[:, None] - jnp.arange(u.shape[0])[None, :]  # t - s
+    powers = lam[None, None] ** jnp.abs(lag)[:, :, None, None]  # (t, s, H, N)
+
+    def mix(C, mask):
+        masked = jnp.where(mask[:, :, None, None], powers, 0)
+        weights = 2 * jnp.sum(masked * (C * B_bar)[None, None], axis=-1).real  # (t, s, H)
+        return jnp.einsum("tsh,sh->th", weights, u)
+
+    y = layer.D[None, :] * u + mix(layer.C_re + 1j * layer.C_im, lag >= 0)
+    if layer.C_reverse_re is not None:
+        y = y + mix(layer.C_reverse_re + 1j * layer.C_reverse_im, lag <= 0)
+    return y
+
+
+@pytest.mark.parametrize("init,discretisation,bidirectional,train_B", [CASES[1], CASES[2]])
+def test_gradients_match_slow_version(getkey, init, discretisation, bidirectional, train_B):
+    config = S4DConfig(
+        H, N, init=init, discretisation=discretisation, bidirectional=bidirectional,
+        train_B=train_B,
+    )
+    layer = perturbed(S4D(config, key=getkey()), getkey())
+    u = jr.normal(getkey(), (L, H))
+    cotangent = jr.normal(getkey(), u.shape)
+    y, grads = value_and_pullback(S4D.__call__, layer, u, cotangent)
+    y_slow, grads_slow = value_and_pullback(slow_s4d, layer, u, cotangent)
+    np.testing.assert_allclose(y, y_slow, **F32)
+    leaves, leaves_slow = jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(grads_slow)
+    assert len(leaves) == len(leaves_slow) == len(jax.tree_util.tree_leaves((layer, u)))
+    for g, g_slow in zip(leaves, leaves_slow):
+        scale = float(jnp.max(jnp.abs(g_slow)))
+        assert scale > 0  # every parameter reaches the output
+        np.testing.assert_allclose(g, g_slow, rtol=F32["rtol"], atol=F32["atol"] * max(1.0, scale))
+
+
+def test_initialisation_lin_and_inv(getkey):
+    lin = S4D(S4DConfig(H, N, dt_min=0.01, dt_max=0.02), key=getkey())
+    inv = S4D(S4DConfig(H, N, init="inv", train_B=False), key=getkey())
+    for layer in (lin, inv):
+        np.testing.assert_allclose(-np.exp(as64(layer.A_real_log)), -0.5, rtol=1e-6)
+    # S4D-Lin: a_n = -1/2 + i pi n;  S4D-Inv: a_n = -1/2 + i (N/pi)(N/(2n+1) - 1).
+    for n in range(N // 2):
+        np.testing.assert_allclose(lin.A_imag[:, n], math.pi * n, rtol=1e-6)
+        np.testing.assert_allclose(inv.A_imag[:, n], N / math.pi * (N / (2 * n + 1) - 1), rtol=1e-6)
+    assert np.all(np.asarray(lin.B_re) == 1) and np.all(np.asarray(lin.B_im) == 0)
+    assert inv.B_re is None and inv.B_im is None
+    system = inv.discrete_system()  # B fixed at 1: B_bar is the ZOH gain (lambda - 1)/a
+    a = -0.5 + 1j * as64(inv.A_imag)
+    np.testing.assert_allclose(system.B, (np.asarray(system.lam, np.complex128) - 1) / a, **F32)
+    Delta = np.exp(as64(lin.Delta_log))
+    assert Delta.shape == (H,)
+    assert np.all((Delta >= 0.01 * (1 - 1e-6)) & (Delta <= 0.02 * (1 + 1e-6)))
+    for layer in (lin, inv):
+        assert np.all(np.abs(layer.discrete_system().lam) < 1)
+
+
+def test_output_map_is_complex_standard_normal(getkey):
+    # E|C_n|^2 = 1 with real and imaginary parts of variance 1/2 (torch.randn's complex
+    # convention, which the authors' code uses). 64 x 64 draws: standard errors about 0.02.
+    layer = S4D(S4DConfig(64, 128), key=getkey())
+    C_re, C_im = as64(layer.C_re), as64(layer.C_im)
+    assert abs(np.mean(C_re**2 + C_im**2) - 1.0) < 0.1
+    assert abs(np.var(C_re) - 0.5) < 0.05 and abs(np.var(C_im) - 0.5) < 0.05
+    assert abs(np.mean(C_re)) < 0.05 and abs(np.mean(C_im)) < 0.05
+
+
+def test_rescaled_multiplies_every_timescale(getkey):
+    layer = S4D(S4DConfig(H, N), key=getkey())
+    doubled = layer.rescaled(2.0)
+    np.testing.assert_allclose(np.exp(doubled.Delta_log), 2 * np.exp(layer.Delta_log), rtol=1e-6)
+    a = -np.exp(as64(layer.A_real_log)) + 1j * as64(layer.A_imag)
+    expected = np.exp(a * 2 * np.exp(as64(layer.Delta_log))[:, None])
+    np.testing.assert_allclose(doubled.discrete_system().lam, expected, **F32)
+    with pytest.raises(ValueError, match="timescale factor must be a finite number > 0"):
+        layer.rescaled(-1.0)
+
+
+@pytest.mark.parametrize("train_B", [True, False])
+def test_recurrent_mask(getkey, train_B):
+    layer = S4D(S4DConfig(H, N, train_B=train_B, bidirectional=True), key=getkey())
+    mask = layer.recurrent_mask()
+    assert jax.tree_util.tree_structure(mask) == jax.tree_util.tree_structure(layer)
+    recurrent = {"A_real_log", "A_imag", "Delta_log"} | ({"B_re", "B_im"} if train_B else set())
+    for name in ("A_real_log", "A_imag", "B_re", "B_im", "C_re", "C_im", "C_reverse_re",
+                 "C_reverse_im", "D", "Delta_log"):
+        if getattr(layer, name) is None:
+            assert getattr(mask, name) is None and not train_B and name.startswith("B_")
+        else:
+            assert getattr(mask, name) is (name in recurrent), name
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        (dict(d_state=7), "d_state=7 must be even"),
+        (dict(init="legs"), r"'legs'[\s\S]*'inv'"),
+        (dict(discretisation="euler"), r"'euler'[\s\S]*'bilinear'"),
+        (dict(dt_min=0.1, dt_max=0.01), "dt_min=0.1 must not exceed"),
+        (dict(dt_min=-0.1), "dt_min=-0.1 must lie in"),
+        (dict(algorithm="fft"), r"'fft'[\s\S]*'convolution'"),
+        (dict(d_model=0), "d_model must be a positive integer"),
+    ],
+)
+def test_bad_config_is_rejected(options, message):
+    # Under pytest the jaxtyping hook checks Literal fields before __post_init__ runs, and its
+    # TypeError also names the bad value and the accepted ones; elsewhere the ValueError does.
+    with pytest.raises((ValueError, TypeError), match=message):
+        S4DConfig(**{"d_model": 2, "d_state": 8, **options})
+
+
+def test_built_by_the_registry(getkey):
+    layer = models.build("s4d", d_model=H, d_state=N, key=getkey(), init="inv")
+    assert isinstance(layer, S4D) and layer.state_size == H * N // 2
+    assert forward(layer, jnp.ones((L, H))).shape == (L, H)

@@ -1,0 +1,360 @@
+"""S5 against slow float64 references built from the paper's equations, and HiPPO-N.
+
+References are independent of `models.s5`: HiPPO-N is built here from its definition, ZOH is
+done by the matrix exponential of the augmented system (Van Loan: expm([[A, B], [0, 0]] Delta)
+= [[A_bar, B_bar], [0, I]]), bilinear by solving (I - Delta A/2) A_bar = I + Delta A/2, and a
+conjugate-symmetric system is expanded to its full spectrum with output Re, not 2 Re.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+import scipy.linalg
+from conftest import tol
+
+import models
+from models import _hippo
+from models.s5 import C_INITS, S5, S5Config
+
+F32 = tol(np.float32)
+H, P, J, L = 3, 8, 2, 12  # one set of shapes, so compiled code is shared between tests
+# (conj_sym, discretisation, bidirectional): every value of each option, and every pair of
+# options in both states, in four layer structures reused across tests.
+STRUCTURES = [
+    (True, "zoh", True),
+    (True, "bilinear", False),
+    (False, "zoh", False),
+    (False, "bilinear", True),
+]
+
+
+# Jitted once per layer structure: eager calls would retrace the engine's scan every time.
+@eqx.filter_jit
+def forward(layer, u):
+    return layer(u)
+
+
+@eqx.filter_jit
+def forward_states(layer, u):
+    return layer.hidden_states(u)
+
+
+@eqx.filter_jit
+def value_and_pullback(f, layer, u, cotangent):
+    y, pullback = jax.vjp(f, layer, u)
+    return y, pullback(cotangent)
+
+
+def hippo_n(N: int) -> np.ndarray:
+    """HiPPO-N from its definition, one entry at a time: A_LegS + p p^T, p_n = sqrt(n + 1/2)."""
+    S = np.zeros((N, N))
+    for n in range(N):
+        for k in range(N):
+            if n > k:
+                A = -math.sqrt(2 * n + 1) * math.sqrt(2 * k + 1)
+            elif n == k:
+                A = -(n + 1.0)
+            else:
+                A = 0.0
+            S[n, k] = A + math.sqrt(n + 0.5) * math.sqrt(k + 0.5)
+    return S
+
+
+def as64(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64)
+
+
+def as_complex(re, im) -> np.ndarray:
+    return as64(re) + 1j * as64(im)
+
+
+def run_loop(A_bar, B_bar, C, D, u, reverse=False) -> np.ndarray:
+    """y_t = Re(C x_t) + D u_t with x_t = A_bar x_{t-1} + B_bar u_t, a plain float64 loop."""
+    L = u.shape[0]
+    x = np.zeros(A_bar.shape[0], dtype=A_bar.dtype)
+    y = np.zeros_like(u)
+    for t in reversed(range(L)) if reverse else range(L):
+        x = A_bar @ x + B_bar @ u[t]
+        y[t] = (C @ x).real + (0.0 if D is None else D * u[t])
+    return y
+
+
+def discretise_by_hand(A, B, method):
+    """(A_bar, B_bar) of x' = A x + B u over one unit step (Delta already folded into A, B)."""
+    n, m = B.shape
+    if method == "zoh":
+        aug = np.zeros((n + m, n + m), dtype=complex)
+        aug[:n, :n], aug[:n, n:] = A, B
+        E = scipy.linalg.expm(aug)
+        return E[:n, :n], E[:n, n:]
+    elif method == "bilinear":
+        left = np.eye(n) - A / 2
+        return np.linalg.solve(left, np.eye(n) + A / 2), np.linalg.solve(left, B)
+    raise AssertionError(method)
+
+
+# --------------------------------------------------------------------------------------------
+# HiPPO-N
+
+
+@pytest.mark.parametrize("N", [2, 5, 8])
+def test_hippo_n_eigenpairs(N):
+    S = hippo_n(N)
+    np.testing.assert_allclose(_hippo.normal_matrix(N), S, rtol=1e-14, atol=1e-13)
+    eig = np.linalg.eigvals(S)  # general solver, independent of the Hermitian one in _hippo
+    np.testing.assert_allclose(eig.real, -0.5, atol=1e-10)
+    Lambda, V = _hippo.normal_eigenpairs(N)
+    np.testing.assert_allclose(Lambda.real, -0.5, atol=1e-12)
+    np.testing.assert_allclose(np.sort(Lambda.imag), np.sort(eig.imag), atol=1e-10)
+    np.testing.assert_allclose(V.conj().T @ V, np.eye(N), atol=1e-12)
+    np.testing.assert_allclose(S @ V, V * Lambda, atol=1e-10)
+
+
+@pytest.mark.parametrize("conj_sym", [False, True])
+def test_block_hippo_n_tiles_unitary_blocks(conj_sym):
+    P, J = 12, 3
+    size = P // J
+    Lambda, V = _hippo.block_hippo_n(P, J, conj_sym)
+    kept = size // 2 if conj_sym else size
+    assert Lambda.shape == (J * kept,) and V.shape == (P, J * kept)
+    eig = np.linalg.eigvals(hippo_n(size))
+    for j in range(J):
+        rows, cols = slice(j * size, (j + 1) * size), slice(j * kept, (j + 1) * kept)
+        block = V[rows, cols]
+        np.testing.assert_allclose(block.conj().T @ block, np.eye(kept), atol=1e-12)
+        outside = np.ones(V.shape, bool)
+        outside[rows, cols] = False
+        assert not np.any(V[rows][outside[rows]])  # block diagonal
+        spectrum = Lambda[cols]
+        if conj_sym:
+            assert np.all(spectrum.imag < 0)
+            spectrum = np.concatenate([spectrum, spectrum.conj()])
+        np.testing.assert_allclose(np.sort(spectrum.imag), np.sort(eig.imag), atol=1e-10)
+    dense = V @ np.diag(Lambda) @ V.conj().T
+    dense = 2 * dense.real if conj_sym else dense
+    np.testing.assert_allclose(dense, scipy.linalg.block_diag(*[hippo_n(size)] * J), atol=1e-10)
+
+
+# --------------------------------------------------------------------------------------------
+# The layer against the paper's equations
+
+
+def dense_system(layer: S5, P: int, J: int, conj_sym: bool, C_re, C_im):
+    """The real system in the original basis: A = blockdiag(HiPPO-N), B = V B~, C = C~ V^*."""
+    _, V = _hippo.block_hippo_n(P, J, conj_sym)
+    Bt = as_complex(layer.B_re, layer.B_im)
+    Ct = as_complex(C_re, C_im)
+    if conj_sym:  # x = V x~ + conj(V x~) over the full spectrum
+        return 2 * (V @ Bt).real, 2 * (Ct @ V.conj().T)
+    B = V @ Bt
+    # B~ was initialised as V^{-1} B with a real B: back in the original basis it is real.
+    np.testing.assert_allclose(B.imag, 0.0, atol=1e-6)
+    return B.real, Ct @ V.conj().T
+
+
+@pytest.mark.parametrize("conj_sym,discretisation,bidirectional", STRUCTURES)
+def test_matches_dense_system_in_original_basis(getkey, conj_sym, discretisation, bidirectional):
+    Delta = 0.05
+    config = S5Config(
+        H, P, blocks=J, conj_sym=conj_sym, discretisation=discretisation,
+        bidirectional=bidirectional, C_init="lecun_normal",
+    )
+    layer = S5(config, key=getkey())
+    # One shared timescale: only then is the dense system a single continuous A discretised.
+    shared = jnp.full_like(layer.Delta_log, math.log(Delta))
+    layer = eqx.tree_at(lambda m: m.Delta_log, layer, shared)
+    A = scipy.linalg.block_diag(*[hippo_n(P // J)] * J)
+    B, C = dense_system(layer, P, J, conj_sym, layer.C_re, layer.C_im)
+    A_bar, B_bar = discretise_by_hand(A * Delta, B * Delta, discretisation)
+    u = np.asarray(jr.normal(getkey(), (L, H)), dtype=np.float64)
+    expected = run_loop(A_bar, B_bar, C, as64(layer.D), u)
+    if bidirectional:
+        _, C_reverse = dense_system(layer, P, J, conj_sym, layer.C_reverse_re, layer.C_reverse_im)
+        expected += run_loop(A_bar, B_bar, C_reverse, None, u, reverse=True)
+    np.testing.assert_allclose(forward(layer, jnp.asarray(u, jnp.float32)), expected, **F32)
+
+
+def with_algorithm(layer, template):
+    """``layer``'s parameters in ``template``'s structure (its static algorithm field)."""
+    return jax.tree_util.tree_unflatten(
+        jax.tree_util.tree_structure(template), jax.tree_util.tree_leaves(layer)
+    )
+
+
+def perturbed(layer: S5, key) -> S5:
+    """Random parameters (stable: Re(Lambda) < 0), so that nothing rests on the initial values."""
+    k = jr.split(key, 4)
+    stored = layer.Lambda_re.shape
+    decay = jr.uniform(k[0], stored, minval=0.1, maxval=1.0)
+    layer = eqx.tree_at(lambda m: m.Lambda_re, layer, -decay)
+    layer = eqx.tree_at(lambda m: m.Lambda_im, layer, 3.0 * jr.normal(k[1], stored))
+    layer = eqx.tree_at(lambda m: m.B_im, layer, jr.normal(k[2], layer.B_im.shape))
+    Delta_log = jr.uniform(k[3], stored, minval=-4.0, maxval=-1.0)
+    return eqx.tree_at(lambda m: m.Delta_log, layer, Delta_log)
+
+
+@pytest.mark.parametrize(
+    "conj_sym,discretisation,bidirectional,C_init",
+    [(*structure, C_init) for structure, C_init in zip(STRUCTURES, C_INITS + ("lecun_normal",))],
+)
+def test_matches_diagonal_loop_with_per_state_timescales(
+    getkey, conj_sym, discretisation, bidirectional, C_init
+):
+    config = S5Config(
+        H, P, blocks=J, conj_sym=conj_sym, discretisation=discretisation,
+        bidirectional=bidirectional, C_init=C_init,
+    )
+    key, u_key = getkey(), getkey()
+    layer = perturbed(S5(config, key=key), getkey())
+    Lambda = as_complex(layer.Lambda_re, layer.Lambda_im)
+    Delta = np.exp(as64(layer.Delta_log))
+    B = as_complex(layer.B_re, layer.B_im)
+    Cs = [as_complex(layer.C_re, layer.C_im)]
+    if bidirectional:
+        Cs.append(as_complex(layer.C_reverse_re, layer.C_reverse_im))
+    if conj_sym:  # the full spectrum and output Re: checks the 2 Re shortcut independently
+        Lambda, Delta = np.concatenate([Lambda, Lambda.conj()]), np.concatenate([Delta, Delta])
+        B = np.concatenate([B, B.conj()])
+        Cs = [np.concatenate([C, C.conj()], axis=1) for C in Cs]
+    # Per-state timescales: state p is x' = Lambda_p x + B_p u over Delta_p, i.e. a unit step
+    # of the system with Lambda Delta and Delta B.
+    A_bar, B_bar = discretise_by_hand(np.diag(Lambda * Delta), Delta[:, None] * B, discretisation)
+    u = np.asarray(jr.normal(u_key, (L, H)), dtype=np.float64)
+    expected = run_loop(A_bar, B_bar, Cs[0], as64(layer.D), u)
+    if bidirectional:
+        expected += run_loop(A_bar, B_bar, Cs[1], None, u, reverse=True)
+    np.testing.assert_allclose(forward(layer, jnp.asarray(u, jnp.float32)), expected, **F32)
+    parallel = with_algorithm(layer, S5(dataclasses.replace(config, algorithm="parallel"), key=key))
+    assert layer.resolved_algorithm() == "sequential"
+    assert parallel.resolved_algorithm() == "parallel"
+    np.testing.assert_allclose(forward(parallel, jnp.asarray(u, jnp.float32)), expected, **F32)
+    # The hidden states are the paper's (diagonal) states: the forward loop's x_t.
+    x = np.zeros(A_bar.shape[0], complex)
+    for t in range(L):
+        x = A_bar @ x + B_bar @ u[t]
+    h = forward_states(layer, jnp.asarray(u, jnp.float32))
+    assert h.shape == (L, layer.state_size) == (L, P // 2 if conj_sym else P)
+    np.testing.assert_allclose(h[-1], x[: layer.state_size], **F32)
+
+
+def slow_s5(layer: S5, u):
+    """The same layer without a scan: x_t = sum_{s <= t} lambda^(t-s) B_bar u_s, in jnp."""
+    Lambda = layer.Lambda_re + 1j * layer.Lambda_im
+    Delta = jnp.exp(layer.Delta_log)
+    if layer.discretisation == "zoh":
+        lam = jnp.exp(Lambda * Delta)
+        gain = (lam - 1) / Lambda
+    else:
+        lam = (1 + Lambda * Delta / 2) / (1 - Lambda * Delta / 2)
+        gain = Delta / (1 - Lambda * Delta / 2)
+    b = u @ (gain[:, None] * (layer.B_re + 1j * layer.B_im)).T  # (L, P)
+    lag = jnp.arange(u.shape[0])[:, None] - jnp.arange(u.shape[0])[None, :]  # t - s
+    causal = (lag >= 0)[:, :, None]
+    powers = jnp.where(causal, lam[None, None, :] ** jnp.abs(lag)[:, :, None], 0)
+    scale = 2.0 if layer.conj_sym else 1.0
+    C = layer.C_re + 1j * layer.C_im
+    y = layer.D[None, :] * u + scale * (jnp.einsum("tsp,sp->tp", powers, b) @ C.T).real
+    if layer.C_reverse_re is not None:
+        C_reverse = layer.C_reverse_re + 1j * layer.C_reverse_im
+        anticausal = jnp.transpose(powers, (1, 0, 2))  # lambda^(s-t) for s >= t
+        y = y + scale * (jnp.einsum("tsp,sp->tp", anticausal, b) @ C_reverse.T).real
+    return y
+
+
+@pytest.mark.parametrize("conj_sym,discretisation,bidirectional", [STRUCTURES[0], STRUCTURES[3]])
+def test_gradients_match_slow_loop(getkey, conj_sym, discretisation, bidirectional):
+    config = S5Config(
+        H, P, blocks=J, conj_sym=conj_sym, discretisation=discretisation,
+        bidirectional=bidirectional,
+    )
+    layer = perturbed(S5(config, key=getkey()), getkey())
+    u = jr.normal(getkey(), (L, H))
+    cotangent = jr.normal(getkey(), u.shape)
+    y, grads = value_and_pullback(S5.__call__, layer, u, cotangent)
+    y_slow, grads_slow = value_and_pullback(slow_s5, layer, u, cotangent)
+    np.testing.assert_allclose(y, y_slow, **F32)
+    leaves, leaves_slow = jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(grads_slow)
+    assert len(leaves) == len(leaves_slow) == len(jax.tree_util.tree_leaves((layer, u)))
+    for g, g_slow in zip(leaves, leaves_slow):
+        scale = float(jnp.max(jnp.abs(g_slow)))
+        assert scale > 0  # every parameter reaches the output
+        np.testing.assert_allclose(g, g_slow, rtol=F32["rtol"], atol=F32["atol"] * max(1.0, scale))
+
+
+def test_rescaled_multiplies_every_timescale(getkey):
+    layer = S5(S5Config(H, P, discretisation="bilinear"), key=getkey())
+    doubled = layer.rescaled(2.0)
+    np.testing.assert_allclose(np.exp(doubled.Delta_log), 2 * np.exp(layer.Delta_log), rtol=1e-6)
+    Lambda = as_complex(layer.Lambda_re, layer.Lambda_im)
+    half = Lambda * np.exp(as64(layer.Delta_log))  # (2 Delta) / 2
+    np.testing.assert_allclose(doubled.discrete_system().lam, (1 + half) / (1 - half), **F32)
+    assert jax.tree_util.tree_structure(doubled) == jax.tree_util.tree_structure(layer)
+    for bad in (0.0, -2.0, math.inf):
+        with pytest.raises(ValueError, match="timescale factor must be a finite number > 0"):
+            layer.rescaled(bad)
+
+
+def test_recurrent_mask_is_the_official_ssm_group(getkey):
+    layer = S5(S5Config(H, P, bidirectional=True), key=getkey())
+    mask = layer.recurrent_mask()
+    assert jax.tree_util.tree_structure(mask) == jax.tree_util.tree_structure(layer)
+    recurrent = {"Lambda_re", "Lambda_im", "B_re", "B_im", "Delta_log"}
+    for name in ("Lambda_re", "Lambda_im", "B_re", "B_im", "C_re", "C_im", "C_reverse_re",
+                 "C_reverse_im", "D", "Delta_log"):
+        assert getattr(mask, name) is (name in recurrent), name
+
+
+def test_initialisation(getkey):
+    config = S5Config(H, P, blocks=J, dt_min=0.01, dt_max=0.02)
+    layer = S5(config, key=getkey())
+    Lambda, _ = _hippo.block_hippo_n(P, J, True)
+    np.testing.assert_allclose(layer.Lambda_re, Lambda.real, **F32)
+    np.testing.assert_allclose(layer.Lambda_im, Lambda.imag, **F32)
+    Delta = np.exp(as64(layer.Delta_log))
+    assert Delta.shape == (P // 2,)
+    assert np.all((Delta >= 0.01 * (1 - 1e-6)) & (Delta <= 0.02 * (1 + 1e-6)))
+    assert np.all(np.abs(layer.discrete_system().lam) < 1)
+
+
+def test_clip_eigs_keeps_the_system_stable(getkey):
+    config = S5Config(H, P, clip_eigs=True)
+    layer = S5(config, key=getkey())
+    unstable = eqx.tree_at(lambda m: m.Lambda_re, layer, jnp.full_like(layer.Lambda_re, 0.3))
+    assert np.all(np.abs(unstable.discrete_system().lam) < 1)
+    template = S5(dataclasses.replace(config, clip_eigs=False), key=getkey())
+    unclipped = with_algorithm(unstable, template)
+    assert np.all(np.abs(unclipped.discrete_system().lam) > 1)
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        (dict(d_state=12, blocks=5), "d_state=12 must be divisible by blocks=5"),
+        (dict(d_state=12, blocks=4), "even block size"),
+        (dict(C_init="normal"), r"'normal'[\s\S]*'lecun_normal'"),
+        (dict(discretisation="euler"), r"'euler'[\s\S]*'bilinear'"),
+        (dict(dt_min=0.1, dt_max=0.01), "dt_min=0.1 must not exceed"),
+        (dict(dt_min=0.0), "dt_min=0.0 must lie in"),
+        (dict(algorithm="convolution"), "algorithm='convolution' is not accepted"),
+        (dict(d_model=0), "d_model must be a positive integer"),
+    ],
+)
+def test_bad_config_is_rejected(options, message):
+    # Under pytest the jaxtyping hook checks Literal fields before __post_init__ runs, and its
+    # TypeError also names the bad value and the accepted ones; elsewhere the ValueError does.
+    with pytest.raises((ValueError, TypeError), match=message):
+        S5Config(**{"d_model": 2, "d_state": 8, **options})
+
+
+def test_built_by_the_registry(getkey):
+    layer = models.build("s5", d_model=H, d_state=P, key=getkey(), blocks=J, conj_sym=False)
+    assert isinstance(layer, S5) and layer.state_size == P
+    assert forward(layer, jnp.ones((L, H))).shape == (L, H)
