@@ -29,7 +29,11 @@ class Table:
             as separate ``<col>_se`` columns in CSV.
         best: per column, which value is best (``"max"``/``"min"``) to set in bold; columns not
             named get no bold.
-        digits: decimals shown in Markdown/LaTeX (CSV keeps full precision).
+        digits: decimals shown in Markdown/LaTeX (CSV keeps full precision): one number for
+            every column, or ``{column: decimals}`` (columns not named get 2).
+        runs: the run ids the values come from (optional); when given, the table's provenance
+            (commit, hardware, seeds, preset) is taken from these runs alone, else from every
+            finished run of the section's study.
     """
 
     name: str
@@ -38,17 +42,22 @@ class Table:
     frame: pd.DataFrame
     stderr: pd.DataFrame | None = None
     best: Mapping[str, Literal["max", "min"]] = dataclasses.field(default_factory=dict)
-    digits: int = 2
+    digits: int | Mapping[str, int] = 2
+    runs: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
 class Figure:
-    """A matplotlib figure written as PNG and PDF with deterministic bytes."""
+    """A matplotlib figure written as PNG and PDF with deterministic bytes.
+
+    ``runs`` (optional) are the run ids drawn, as for `Table`.
+    """
 
     name: str
     title: str
     caption: str
     figure: MplFigure
+    runs: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

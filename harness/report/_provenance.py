@@ -1,0 +1,218 @@
+"""Where a section's numbers came from, summarised from the store's runs for the index page.
+
+Every run records its provenance (`harness.provenance.provenance`): commit and dirty flag,
+library versions, backend, device kind and CPU count. A report states these per section and
+per artifact, together with the preset the runs belong to and the seeds they used. Where runs
+disagree (two commits, two machines), every distinct value is listed: a mixed store is shown
+as mixed, never summarised as the first value found.
+
+The preset is not stored with a run; it is recovered from the code: a run belongs to preset
+``p`` when its id is among the run ids of the study's grid at ``p``'s config. A run made with
+``key=value`` overrides belongs to no preset and is labelled ``custom``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from ..store import STATUSES, Store
+from ..studies import PRESET_NAMES
+
+log = logging.getLogger(__name__)
+
+CUSTOM = "custom"  # a run in no preset's grid (made with key=value overrides)
+UNKNOWN = "unknown"  # the study's grids could not be built, so the preset cannot be told
+# The libraries a reader most needs to reproduce a number, in the order they are named.
+_LIBRARIES: tuple[str, ...] = ("jax", "jaxlib", "equinox", "optax", "numpy", "pandas")
+
+
+@functools.cache
+def _grid_ids(study_name: str) -> dict[str, frozenset[str]] | None:
+    """``{preset: run ids of the study's grid at that preset}``; None if grids can't be built."""
+    from .. import studies
+
+    try:
+        study = studies.get(study_name)
+        return {
+            preset: frozenset(study.run_id(spec) for spec in study.grid(study.config(preset)))
+            for preset in PRESET_NAMES
+        }
+    except Exception as e:  # the report still renders; the preset is then stated as unknown
+        log.warning("the grids of study %r cannot be built (%s: %s): its runs' preset is "
+                    "labelled %r", study_name, type(e).__name__, e, UNKNOWN)
+        return None
+
+
+def run_presets(study_name: str, run_ids: Iterable[str]) -> dict[str, str]:
+    """``{run_id: preset}``: the presets whose grid holds the run, joined by ``+``; ``custom``
+    for a run in no preset's grid; ``unknown`` for every run if the study's grids can't be built.
+    """
+    grids = _grid_ids(study_name)
+    out = {}
+    for run_id in run_ids:
+        if grids is None:
+            out[run_id] = UNKNOWN
+            continue
+        found = [p for p in PRESET_NAMES if run_id in grids[p]]
+        out[run_id] = "+".join(found) if found else CUSTOM
+    return out
+
+
+def with_presets(frame: pd.DataFrame, study_name: str) -> pd.DataFrame:
+    """``frame`` (from `Store.read` or `Store.runs`) with a ``preset`` column added."""
+    if frame.empty:
+        return frame.assign(preset=pd.Series(dtype=object))
+    labels = run_presets(study_name, frame["run_id"].unique())
+    return frame.assign(preset=frame["run_id"].map(labels))
+
+
+def pick_preset(presets: Iterable[str]) -> str | None:
+    """The largest-scale preset among ``presets`` (gpu over cpu over smoke), else None.
+
+    A label ``smoke+cpu`` counts for both. ``custom`` (then ``unknown``) runs are chosen only
+    when no preset's runs exist.
+    """
+    present = {part for label in presets for part in str(label).split("+")}
+    for preset in (*reversed(PRESET_NAMES), CUSTOM, UNKNOWN):
+        if preset in present:
+            return preset
+    return None
+
+
+def in_preset(labels: pd.Series, preset: str) -> pd.Series:
+    """Boolean mask: the rows whose ``preset`` label includes ``preset``."""
+    return labels.astype(str).str.split("+").map(lambda parts: preset in parts)
+
+
+def _distinct(values: Iterable[Any]) -> list[Any]:
+    seen = []
+    for v in values:
+        if _isnull(v):
+            continue
+        v = v.item() if hasattr(v, "item") else v
+        if v not in seen:
+            seen.append(v)
+    return sorted(seen, key=lambda x: (str(type(x)), x))
+
+
+def _isnull(value: Any) -> bool:
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def summarise(store: Store, study_name: str, run_ids: Sequence[str] = ()) -> dict[str, Any]:
+    """A JSON-ready summary of the provenance of ``study_name``'s runs (or of ``run_ids``).
+
+    Keys: ``study``, ``runs`` (count per status), ``presets``, ``seeds`` (of finished runs),
+    ``hardware`` (distinct
+    backend / device kind / device count / CPU count / machine), ``commits`` (distinct commit and
+    dirty flag), ``versions`` (distinct library versions), ``python``, ``study_version``,
+    ``run_seconds`` (total wall time of the runs as recorded).
+    """
+    runs = store.runs(study_name)
+    if not runs.empty and run_ids:
+        runs = runs[runs["run_id"].isin(set(run_ids))].reset_index(drop=True)
+    summary: dict[str, Any] = {"study": study_name}
+    if runs.empty:
+        summary["runs"] = {s: 0 for s in STATUSES}
+        return summary
+    summary["runs"] = {s: int((runs["status"] == s).sum()) for s in STATUSES}
+    presets = run_presets(study_name, runs["run_id"])
+    summary["presets"] = _distinct(presets.values())
+    # The seeds behind the numbers: those of finished runs (the others are counted above).
+    done = runs[runs["status"] == "done"]
+    summary["seeds"] = [int(s) for s in _distinct(done["seed"])] if "seed" in done else []
+
+    def column(name: str) -> pd.Series:
+        return runs[name] if name in runs.columns else pd.Series(None, index=runs.index)
+
+    hardware = pd.DataFrame(
+        {
+            "backend": column("prov.backend"),
+            "device_kind": column("prov.device_kind"),
+            "device_count": column("prov.device_count"),
+            "cpu_count": column("prov.cpu_count"),
+            "machine": column("prov.machine"),
+        }
+    )
+    summary["hardware"] = _distinct_records(hardware)
+    commits = pd.DataFrame({"commit": column("prov.git_commit"), "dirty": column("prov.git_dirty")})
+    summary["commits"] = _distinct_records(commits)
+    versions = pd.DataFrame({lib: column(f"prov.versions.{lib}") for lib in _LIBRARIES})
+    summary["versions"] = _distinct_records(versions)
+    summary["python"] = _distinct(column("prov.python"))
+    summary["study_version"] = [int(v) for v in _distinct(column("prov.study_version"))]
+    seconds = pd.to_numeric(column("prov.seconds"), errors="coerce")
+    summary["run_seconds"] = round(float(seconds.sum()), 1) if seconds.notna().any() else None
+    return summary
+
+
+def _distinct_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The distinct rows of ``frame`` as dicts of plain values, in a stable order."""
+    records = []
+    for record in frame.to_dict(orient="records"):
+        clean = {k: (None if _isnull(v) else (v.item() if hasattr(v, "item") else v))
+                 for k, v in record.items()}
+        if clean not in records:
+            records.append(clean)
+    return sorted(records, key=lambda r: json.dumps(r, sort_keys=True, default=str))
+
+
+def _join(items: Sequence[str]) -> str:
+    return "; ".join(items) if items else "not recorded"
+
+
+def describe(summary: Mapping[str, Any]) -> str:
+    """One paragraph (Markdown) stating the runs, preset, seeds, hardware, commit and versions."""
+    counts = summary.get("runs", {})
+    total = sum(counts.values())
+    if total == 0:
+        return "No runs of this study are in the store."
+    status = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "none"
+    presets = summary.get("presets", [])
+    seeds = summary.get("seeds", [])
+    seed_text = (
+        f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''} ({', '.join(map(str, seeds))}) "
+        "among finished runs"
+        if seeds
+        else "no seed recorded among finished runs"
+    )
+    hardware = [
+        f"{h.get('backend') or '?'} backend, device {h.get('device_kind') or '?'}"
+        f" x{h.get('device_count') or '?'}, {h.get('cpu_count') or '?'} CPU cores"
+        f" ({h.get('machine') or '?'})"
+        for h in summary.get("hardware", [])
+    ]
+    commits = [
+        f"`{(c.get('commit') or 'unknown')[:12]}`"
+        + (" (uncommitted changes)" if c.get("dirty") else "")
+        for c in summary.get("commits", [])
+    ]
+    versions = [
+        ", ".join(f"{lib} {v}" for lib, v in record.items() if v is not None)
+        for record in summary.get("versions", [])
+    ]
+    python = summary.get("python", [])
+    seconds = summary.get("run_seconds")
+    parts = [
+        f"**Provenance.** {total} run{'s' if total != 1 else ''} ({status})",
+        f"preset {', '.join(f'`{p}`' for p in presets) or 'unknown'}",
+        seed_text,
+        f"hardware: {_join(hardware)}",
+        f"commit {_join(commits)}",
+        f"libraries: {_join(versions)}" + (f", Python {', '.join(python)}" if python else ""),
+    ]
+    if seconds is not None:
+        parts.append(f"{seconds:.0f} s of run time in total")
+    text = "; ".join(parts) + "."
+    if len(summary.get("commits", [])) > 1 or len(summary.get("hardware", [])) > 1:
+        text += " The runs were made on more than one commit or machine (listed above)."
+    return text

@@ -1,0 +1,298 @@
+"""Artifacts to files: tables as CSV, Markdown and LaTeX; figures as PNG and PDF.
+
+Every writer is deterministic: the same artifact gives the same bytes on every call (no
+timestamps or library versions in the files' metadata, fixed DPI), so a report rendered twice
+from the same store is byte-identical and a diff of ``reports/`` shows only what changed in the
+results.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import style
+from ._artifacts import Figure, Table
+
+# A file stem that is safe on every file system and in a Markdown link.
+_STEM = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
+
+TABLE_SUFFIXES: tuple[str, ...] = (".csv", ".md", ".tex")
+FIGURE_SUFFIXES: tuple[str, ...] = (".png", ".pdf")
+
+# Metadata that would change between runs or library versions, switched off. PNG: matplotlib
+# writes "Software: matplotlib version ..." by default. PDF: the creation and modification
+# dates, and the producer and creator strings (which carry library versions).
+_PNG_METADATA: dict[str, None] = {"Software": None}
+_PDF_METADATA: dict[str, None] = {
+    "CreationDate": None, "ModDate": None, "Producer": None, "Creator": None,
+}
+
+_PM = {"md": " ± ", "tex": r" $\pm$ "}
+_MISSING_CELL = "–"  # an en dash: no value
+
+
+def check_name(name: str) -> str:
+    """``name`` if it is a valid artifact file stem, else a `ValueError` saying what is."""
+    if not isinstance(name, str) or not _STEM.match(name):
+        raise ValueError(
+            f"Artifact name {name!r} is not a valid file stem; use lower-case letters, digits, "
+            "'_' and '-', starting with a letter or digit (e.g. 'accuracy_by_task')."
+        )
+    return name
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+
+
+def best_mask(frame: pd.DataFrame, best: Mapping[str, str]) -> pd.DataFrame:
+    """Boolean frame: True where a cell holds its column's best value (all ties are best).
+
+    Only numeric cells compete; NaN and text (``"unknown"``) never win. A column whose numeric
+    cells are all equal has no best (bold everywhere would say nothing). ``best`` maps a column
+    to ``"max"`` or ``"min"``; columns not named are all False.
+    """
+    mask = pd.DataFrame(False, index=frame.index, columns=frame.columns)
+    for column, how in best.items():
+        if column not in frame.columns:
+            raise ValueError(
+                f"best names column {column!r}, which the table lacks; columns: "
+                f"{[str(c) for c in frame.columns]}."
+            )
+        if how not in ("max", "min"):
+            raise ValueError(f"best[{column!r}] must be 'max' or 'min', got {how!r}.")
+        values = pd.to_numeric(frame[column], errors="coerce").astype(float)
+        if values.dropna().nunique() > 1:
+            target = values.max() if how == "max" else values.min()
+            mask[column] = (values == target).to_numpy()
+    return mask
+
+
+def _is_numeric_column(series: pd.Series) -> bool:
+    """Whether a column holds numbers (right-aligned) rather than text (left-aligned)."""
+    if pd.api.types.is_numeric_dtype(series.dtype):
+        return True
+    return bool(pd.to_numeric(series, errors="coerce").notna().any())
+
+
+def _is_integer_column(series: pd.Series) -> bool:
+    return pd.api.types.is_integer_dtype(series.dtype) and not pd.api.types.is_bool_dtype(
+        series.dtype
+    )
+
+
+def format_number(
+    value: object, digits: int, *, integer: bool = False, scientific: bool = True
+) -> str:
+    """One number as shown in Markdown and LaTeX: fixed ``digits`` decimals.
+
+    Integers (``integer=True``) are shown whole; with ``scientific``, a non-zero magnitude too
+    small for ``digits`` decimals is shown in scientific notation rather than as a misleading
+    0.00 (standard errors are not: "± 0.0" says the spread is below the precision shown). NaN
+    and None are a dash; text is returned unchanged.
+    """
+    if value is None or value is pd.NA:
+        return _MISSING_CELL
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    x = float(value)  # type: ignore[arg-type]
+    if math.isnan(x):
+        return _MISSING_CELL
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if integer and x == int(x):
+        return f"{int(x)}"
+    if scientific and x != 0 and abs(x) < 0.5 * 10.0 ** (-digits):
+        return f"{x:.{max(digits - 1, 1)}e}"
+    return f"{x:.{digits}f}"
+
+
+def _cells(table: Table, flavour: str) -> pd.DataFrame:
+    """The table's data cells as text for ``flavour`` ``"md"`` or ``"tex"`` (mean ± se, bold)."""
+    frame, se = table.frame, table.stderr
+    bold = best_mask(frame, table.best)
+    out = pd.DataFrame(index=frame.index, columns=frame.columns, dtype=object)
+    for column in frame.columns:
+        integer = _is_integer_column(frame[column])
+        digits = column_digits(table, column)
+        for row in frame.index:
+            value = frame.at[row, column]
+            text = format_number(value, digits, integer=integer)
+            if flavour == "tex":
+                text = latex_escape(text)
+            if se is not None and column in se.columns:
+                err = se.at[row, column]
+                if not _isnull(err) and text != _MISSING_CELL:
+                    text += _PM[flavour] + format_number(err, digits, scientific=False)
+            if bold.at[row, column]:
+                text = f"**{text}**" if flavour == "md" else rf"\textbf{{{text}}}"
+            out.at[row, column] = text
+    return out
+
+
+def column_digits(table: Table, column: object) -> int:
+    """The decimals shown for ``column`` (``table.digits``, or its entry in a per-column map)."""
+    if isinstance(table.digits, Mapping):
+        return int(table.digits.get(column, 2))  # type: ignore[arg-type]
+    return int(table.digits)
+
+
+def _isnull(value: object) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _check_table(table: Table) -> None:
+    check_name(table.name)
+    frame = table.frame
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"Table {table.name!r}: frame must be a pandas DataFrame.")
+    if not frame.columns.is_unique:
+        raise ValueError(f"Table {table.name!r} has repeated column names.")
+    if table.stderr is not None:
+        if not isinstance(table.stderr, pd.DataFrame):
+            raise TypeError(f"Table {table.name!r}: stderr must be a DataFrame or None.")
+        extra = [c for c in table.stderr.columns if c not in frame.columns]
+        if extra or not table.stderr.index.equals(frame.index):
+            raise ValueError(
+                f"Table {table.name!r}: stderr must have the frame's index and a subset of its "
+                f"columns; unknown columns {extra}, index equal: "
+                f"{table.stderr.index.equals(frame.index)}."
+            )
+    digits = table.digits.values() if isinstance(table.digits, Mapping) else [table.digits]
+    if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in digits):
+        raise ValueError(
+            f"Table {table.name!r}: digits must be an integer >= 0 or a mapping of columns to "
+            f"such integers, got {table.digits!r}."
+        )
+    if isinstance(table.digits, Mapping):
+        unknown = [c for c in table.digits if c not in frame.columns]
+        if unknown:
+            raise ValueError(f"Table {table.name!r}: digits names unknown columns {unknown}.")
+
+
+def _index_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """The index levels as leading columns (an unnamed single index is dropped if a RangeIndex)."""
+    if isinstance(frame.index, pd.RangeIndex) and frame.index.name is None:
+        return frame.reset_index(drop=True)
+    names = [n if n is not None else "" for n in frame.index.names]
+    flat = frame.copy()
+    flat.index = flat.index.set_names(names)
+    return flat.reset_index()
+
+
+def table_csv(table: Table) -> str:
+    """CSV at full precision; each standard-error column ``c_se`` follows its column ``c``."""
+    _check_table(table)
+    frame = table.frame
+    parts: list[pd.Series] = []
+    for column in frame.columns:
+        parts.append(frame[column])
+        if table.stderr is not None and column in table.stderr.columns:
+            parts.append(table.stderr[column].rename(f"{column}_se"))
+    wide = pd.concat(parts, axis=1) if parts else frame.copy()
+    return _index_columns(wide).to_csv(index=False, lineterminator="\n")
+
+
+def table_markdown(table: Table) -> str:
+    """A GitHub-flavoured Markdown table: ``mean ± se``, the best per column in bold."""
+    _check_table(table)
+    cells = _index_columns(_cells(table, "md"))
+    n_index = cells.shape[1] - table.frame.shape[1]
+    cells = cells.map(lambda v: str(v).replace("|", r"\|"))
+    cells.columns = [str(c).replace("|", r"\|") for c in cells.columns]
+    align = ["left"] * n_index + [
+        "right" if _is_numeric_column(table.frame[c]) else "left" for c in table.frame.columns
+    ]
+    return cells.to_markdown(index=False, colalign=align, disable_numparse=True) + "\n"
+
+
+def latex_escape(text: str) -> str:
+    """``text`` with LaTeX's special characters escaped (for names and labels)."""
+    replacements = {
+        "\\": r"\textbackslash{}",
+        "&": r"\&",
+        "%": r"\%",
+        "$": r"\$",
+        "#": r"\#",
+        "_": r"\_",
+        "{": r"\{",
+        "}": r"\}",
+        "~": r"\textasciitilde{}",
+        "^": r"\textasciicircum{}",
+        "|": r"\textbar{}",
+        "<": r"\textless{}",
+        ">": r"\textgreater{}",
+        "–": "--",
+        "±": r"$\pm$",
+    }
+    return "".join(replacements.get(ch, ch) for ch in str(text))
+
+
+def table_latex(table: Table) -> str:
+    """A booktabs ``tabular`` (``\\usepackage{booktabs}``), best per column in bold.
+
+    Only the tabular is written, so a paper wraps it in its own ``table`` environment and
+    caption: ``\\input{reports/tables/<name>.tex}``.
+    """
+    _check_table(table)
+    cells = _cells(table, "tex")
+    index_frame = _index_columns(pd.DataFrame(index=table.frame.index))
+    index_frame = index_frame.map(lambda v: latex_escape(str(v)))
+    index_frame.index = cells.index
+    body = pd.concat([index_frame, cells], axis=1) if not index_frame.empty else cells
+    body.columns = [latex_escape(str(c)) for c in body.columns]
+    body = body.reset_index(drop=True)
+    spec = "l" * index_frame.shape[1] + "".join(
+        "r" if _is_numeric_column(table.frame[c]) else "l" for c in table.frame.columns
+    )
+    tex = body.style.hide(axis="index").to_latex(hrules=True, column_format=spec)
+    return f"% {latex_escape(table.title)} (linrnn-bench table {table.name})\n{tex}"
+
+
+def write_table(table: Table, directory: Path) -> list[Path]:
+    """Write ``<name>.csv``, ``.md`` and ``.tex`` into ``directory``; the paths written."""
+    texts = {
+        ".csv": table_csv(table),
+        ".md": table_markdown(table),
+        ".tex": table_latex(table),
+    }
+    paths = []
+    for suffix, text in texts.items():
+        path = directory / f"{table.name}{suffix}"
+        path.write_text(text, encoding="utf-8", newline="\n")
+        paths.append(path)
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures
+
+
+def write_figure(figure: Figure, directory: Path) -> list[Path]:
+    """Write ``<name>.png`` and ``.pdf`` with deterministic bytes, then close the figure."""
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure as MplFigure
+
+    check_name(figure.name)
+    if not isinstance(figure.figure, MplFigure):
+        raise TypeError(
+            f"Figure {figure.name!r}: figure must be a matplotlib Figure, got "
+            f"{type(figure.figure).__name__}."
+        )
+    paths = []
+    try:
+        for suffix, metadata in ((".png", _PNG_METADATA), (".pdf", _PDF_METADATA)):
+            path = directory / f"{figure.name}{suffix}"
+            figure.figure.savefig(path, format=suffix[1:], dpi=style.DPI, metadata=metadata)
+            paths.append(path)
+    finally:
+        plt.close(figure.figure)
+    return paths

@@ -1,0 +1,327 @@
+"""The report writer: every format written, byte-identical renders, Missing statements, mean ± se.
+
+The store is synthetic (rows written with `Store.record`), so these tests need no training and
+check the writer and the accuracy section against numbers computed by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.report import MARKER, README_TEXT, ReportError, render
+from harness.report import _published, _writers, accuracy, style
+from harness.report._artifacts import Table
+from harness.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_PROV = {
+    "git_commit": "0123456789abcdef0123456789abcdef01234567",
+    "git_dirty": False,
+    "versions": {"jax": "0.10.2", "numpy": "2.4.6"},
+    "python": "3.11.9",
+    "backend": "cpu",
+    "device_kind": "cpu",
+    "device_count": 1,
+    "cpu_count": 2,
+    "machine": "x86_64",
+    "seconds": 1.5,
+    "study_version": 1,
+}
+
+# Hand-computed case: test accuracies (fractions) per (model, task) over three seeds.
+_TEST_ACC = {
+    ("lru", "listops"): (0.30, 0.40, 0.50),  # mean 40.0 %, s = 10, se = 10/sqrt(3) = 5.7735 %
+    ("rotrnn", "listops"): (0.45, 0.45, 0.48),  # mean 46.0 %, s = sqrt(3), se = 1.0 %
+    ("lru", "digits"): (0.90, 0.92, 0.94),  # mean 92.0 %, s = 2, se = 2/sqrt(3) = 1.1547 %
+    ("rotrnn", "digits"): (0.80, 0.85, 0.90),  # mean 85.0 %, s = 5, se = 5/sqrt(3) = 2.8868 %
+}
+
+
+def _record_accuracy(store: Store) -> None:
+    for (model, task), accs in _TEST_ACC.items():
+        for seed, acc in enumerate(accs):
+            rows = [
+                {"kind": "eval", "step": step, "val_accuracy": acc * frac, "train_loss": 1.0 / step}
+                for step, frac in ((10, 0.5), (20, 0.9), (30, 1.0))
+            ]
+            rows.append({"kind": "final", "val_accuracy": acc + 0.01, "test_accuracy": acc,
+                         "test_loss": 1.0 - acc, "selection": "accuracy", "best_step": 30,
+                         "params": 1234, "steps": 30, "train_seconds": 2.0})
+            store.record(
+                run_id=f"acc-{model}-{task}-{seed}",
+                study="accuracy",
+                status="done",
+                config={"network": {"layer": model, "depth": 2, "d_model": 8, "d_state": 4},
+                        "task": task, "train": {"batch_size": 16}, "seed": seed},
+                config_hash=f"h-{model}-{task}-{seed}",
+                seed=seed,
+                provenance=_PROV,
+                rows=rows,
+            )
+    for seed, loss in enumerate((0.25, 0.35)):  # a regression task: selected on loss
+        store.record(
+            run_id=f"acc-lru-adding-{seed}", study="accuracy", status="done",
+            config={"network": {"layer": "lru", "depth": 2}, "task": "adding", "seed": seed},
+            config_hash=f"h-add-{seed}",
+            seed=seed, provenance=_PROV,
+            rows=[{"kind": "final", "val_accuracy": None, "test_accuracy": None,
+                   "test_loss": loss, "selection": "loss", "best_step": 30, "params": 99,
+                   "steps": 30, "train_seconds": 1.0}],
+        )
+    store.record(
+        run_id="acc-lru-listops-9", study="accuracy", status="diverged",
+        config={"network": {"layer": "lru", "depth": 2}, "task": "listops", "seed": 9},
+        config_hash="h-div", seed=9,
+        provenance=_PROV, rows=[{"kind": "eval", "step": 10, "val_accuracy": 0.1},
+                                {"kind": "diverged", "step": 12}],
+        error="loss became nan",
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(tmp_path / "store.sqlite")
+    _record_accuracy(s)
+    return s
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_render_writes_every_format_and_is_byte_identical(store, tmp_path):
+    out = tmp_path / "reports"
+    written = render(store, out)
+    files = {p.relative_to(out).as_posix() for p in written}
+    for stem in ("accuracy_test", "accuracy_detail", "published_lra_accuracy"):
+        assert {f"tables/{stem}{s}" for s in _writers.TABLE_SUFFIXES} <= files
+    for stem in ("accuracy_by_task", "accuracy_curves"):
+        assert {f"figures/{stem}{s}" for s in _writers.FIGURE_SUFFIXES} <= files
+    assert {"index.md", "provenance.json", "README.md"} <= files
+    assert (out / "figures/accuracy_by_task.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "figures/accuracy_by_task.pdf").read_bytes()[:5] == b"%PDF-"
+    assert r"\toprule" in (out / "tables/accuracy_test.tex").read_text()
+    first = _digests(out)
+
+    # A stale file from an earlier render is gone after the next one, and the bytes repeat.
+    (out / "figures" / "stale.png").write_bytes(b"old")
+    # So is the temporary folder of a render that was killed half-way.
+    leftover = tmp_path / ".reports.killed.tmp"
+    leftover.mkdir()
+    (leftover / MARKER).write_text("")
+    render(store, out)
+    assert _digests(out) == first
+    assert not leftover.exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".reports")]
+
+    index = (out / "index.md").read_text()
+    assert "![Test accuracy by task](figures/accuracy_by_task.png)" in index
+    assert "preset `custom`" in index  # synthetic runs belong to no preset's grid
+    assert "3 seeds (0, 1, 2)" in index and "`0123456789ab`" in index
+    # The published numbers sit in their own section, after ours, and say they are published.
+    assert index.index("## Accuracy") < index.index("## Published numbers (not ours)")
+    assert "| S5 " in index and "PUBLISHED" in index
+    provenance = json.loads((out / "provenance.json").read_text())
+    entry = provenance["artifacts"]["accuracy_test"]
+    assert entry["files"]["tables/accuracy_test.csv"] == first["tables/accuracy_test.csv"]
+    assert entry["provenance"]["commits"] == [{"commit": _PROV["git_commit"], "dirty": False}]
+    assert provenance["artifacts"]["published_lra_accuracy"]["provenance"]["published"] is True
+
+
+def test_study_without_rows_is_stated_missing(tmp_path):
+    out = tmp_path / "reports"
+    out.mkdir()  # as in a fresh clone: only the tracked note
+    (out / "README.md").write_text(README_TEXT)
+    render(Store(tmp_path / "empty.sqlite"), out)
+    index = (out / "index.md").read_text()
+    assert "## Not produced" in index
+    statement = "**Accuracy: Test accuracy (%) by task** (`accuracy_test`): no runs of the accuracy"
+    assert statement in index
+    assert "> **Missing** (`accuracy_by_task`)" in index
+    assert not (out / "figures" / "accuracy_by_task.png").exists()
+    # Published numbers never depend on the store.
+    assert (out / "tables" / "published_lra_accuracy.csv").exists()
+
+
+def test_missing_or_broken_section_is_stated(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from harness import studies
+
+    broken = types.ModuleType("harness.report.brokenstudy")
+    broken.TITLE, broken.INTRO = "Broken", "A section that raises."
+
+    def section(store):
+        raise RuntimeError("boom")
+
+    broken.section = section
+    monkeypatch.setitem(sys.modules, "harness.report.brokenstudy", broken)
+    monkeypatch.setattr(studies, "names", lambda: ["accuracy", "nosuchstudy", "brokenstudy"])
+    out = tmp_path / "reports"
+    render(Store(tmp_path / "s.sqlite"), out)
+    index = (out / "index.md").read_text()
+    assert "no report section module `harness/report/nosuchstudy.py` exists yet" in index
+    assert "- [Nosuchstudy](#nosuchstudy): not produced" in index
+    assert "**Broken** (whole section): its section raised RuntimeError: boom" in index
+
+
+def _markdown_rows(markdown: str) -> list[list[str]]:
+    lines = [ln for ln in markdown.splitlines() if ln.startswith("|") and "---" not in ln]
+    return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines]
+
+
+def test_mean_se_and_bold_best_by_hand(store):
+    rows, runs = store.read("accuracy"), store.runs("accuracy")
+    final = accuracy._keys(rows[rows["kind"] == "final"])
+    cells = accuracy.summarise(final, accuracy._keys(runs)).set_index(["model", "task"])
+    for (model, task), accs in _TEST_ACC.items():
+        assert cells.at[(model, task), "test"] == pytest.approx(100 * sum(accs) / 3)
+        assert cells.at[(model, task), "n"] == 3
+    assert cells.at[("lru", "listops"), "test_se"] == pytest.approx(10 / math.sqrt(3))
+    assert cells.at[("rotrnn", "listops"), "test_se"] == pytest.approx(1.0)
+    assert cells.at[("lru", "digits"), "test_se"] == pytest.approx(2 / math.sqrt(3))
+    assert cells.at[("lru", "listops"), "diverged"] == 1
+    assert cells.at[("rotrnn", "listops"), "diverged"] == 0
+    assert cells.at[("lru", "adding"), "regression"]
+    assert cells.at[("lru", "adding"), "loss"] == pytest.approx(0.30)
+    assert cells.at[("lru", "adding"), "loss_se"] == pytest.approx(0.05)  # s = 0.0707, n = 2
+
+    table = next(a for a in accuracy.section(store) if a.name == "accuracy_test")
+    rows_md = _markdown_rows(_writers.table_markdown(table))
+    # Columns are tasks (digits, listops); the best mean per task is bold, the other is not.
+    assert rows_md[0] == ["Model", "digits", "listops"]
+    assert rows_md[1] == ["RotRNN", "85.0 ± 2.9", "**46.0 ± 1.0**"]
+    assert rows_md[2] == ["LRU", "**92.0 ± 1.2**", "40.0 ± 5.8"]
+    latex = _writers.table_latex(table)
+    assert r"LRU & \textbf{92.0 $\pm$ 1.2} & 40.0 $\pm$ 5.8 \\" in latex
+    csv = pd.read_csv(pd.io.common.StringIO(_writers.table_csv(table)))
+    assert list(csv.columns) == ["Model", "digits", "digits_se", "listops", "listops_se"]
+    assert csv.loc[csv["Model"] == "LRU", "listops_se"].item() == pytest.approx(10 / math.sqrt(3))
+
+
+def test_table_writer_edge_cases():
+    frame = pd.DataFrame(
+        {"a": [1.0, 1.0, float("nan")], "b": [3.0, 2.0, 1e-6], "c": [2.0, 2.0, 1.0],
+         "text": ["x|y", "z", "w"]},
+        index=pd.Index(["p_1", "q", "r"], name="row"),
+    )
+    table = Table("edge", "Edge & cases", "caption", frame,
+                  best={"a": "max", "b": "min", "c": "max"})
+    mask = _writers.best_mask(frame, table.best)
+    assert mask["a"].tolist() == [False, False, False]  # all equal: no best
+    assert mask["b"].tolist() == [False, False, True]
+    assert mask["c"].tolist() == [True, True, False]  # ties for best are both bold
+    markdown = _writers.table_markdown(table)
+    assert r"x\|y" in markdown and "1.0e-06" in markdown and "–" in markdown
+    latex = _writers.table_latex(table)
+    assert r"p\_1" in latex and r"% Edge \& cases" in latex and r"x\textbar{}y" in latex
+    with pytest.raises(ValueError, match="lacks"):
+        _writers.best_mask(frame, {"nope": "max"})
+    with pytest.raises(ValueError, match="'max' or 'min'"):
+        _writers.best_mask(frame, {"a": "largest"})
+    per_column = Table("edge", "t", "caption", frame[["a", "b"]], digits={"b": 7})
+    assert "0.0000010" in _writers.table_markdown(per_column)  # b: 7 decimals; a: the default 2
+    assert "1.00" in _writers.table_markdown(per_column)
+    with pytest.raises(ValueError, match="unknown columns"):
+        _writers.table_csv(Table("edge", "t", "c", frame, digits={"nope": 1}))
+    with pytest.raises(ValueError, match="not a valid file stem"):
+        _writers.check_name("Bad Name")
+
+
+def test_refuses_to_replace_a_folder_it_did_not_write(store, tmp_path):
+    out = tmp_path / "precious"
+    out.mkdir()
+    (out / "thesis.tex").write_text("do not delete")
+    with pytest.raises(ReportError, match="Refusing to replace"):
+        render(store, out)
+    assert (out / "thesis.tex").read_text() == "do not delete"
+    (out / "thesis.tex").unlink()
+    (out / "README.md").write_text("my own notes")  # a README that is not the generated note
+    with pytest.raises(ReportError, match="Refusing to replace"):
+        render(store, out)
+    assert (out / "README.md").read_text() == "my own notes"
+    assert not any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
+
+
+def test_readme_note_matches_and_published_numbers_are_kept_apart():
+    assert (ROOT / "reports" / "README.md").read_text() == README_TEXT
+    assert MARKER.startswith(".")
+    frame = _published.accuracy_frame()
+    assert frame.at["S5", "ListOps"] == "62.15" and frame.at["LRU", "ListOps"] == "60.2"
+    assert frame.at["S4D-Lin", "Path-X"] == _published.FAILS
+    with pytest.raises(ValueError, match="neither a number"):
+        _published.PublishedRow("X", ("1",) * 5 + ("6o.2",), "nowhere")
+
+
+def test_style_one_colour_per_model():
+    colours = [style.model_colour(m) for m in style.MODEL_ORDER]
+    assert len(set(colours)) == len(colours)
+    ordered = style.order_models(["s5", "lru", "s5", "zeta", "rotrnn"])
+    assert ordered == ["rotrnn", "lru", "s5", "zeta"]
+    assert style.model_palette(["s4d"]) == {"s4d": style.model_colour("s4d")}
+    with pytest.raises(ValueError, match="'column' or 'full'"):
+        style.figsize("wide")
+
+
+def test_depth_sweep_and_diverged_cells(tmp_path):
+    store = Store(tmp_path / "s.sqlite")
+    for depth, accs in ((1, (0.5, 0.7)), (4, (0.8, 0.9))):
+        for seed, acc in enumerate(accs):
+            store.record(
+                run_id=f"d{depth}-{seed}", study="accuracy", status="done",
+                config={"network": {"layer": "lru", "depth": depth}, "task": "digits",
+                        "seed": seed},
+                config_hash=f"d{depth}-{seed}", seed=seed, provenance=_PROV,
+                rows=[{"kind": "final", "val_accuracy": acc, "test_accuracy": acc,
+                       "selection": "accuracy", "params": 10 * depth, "steps": 5}],
+            )
+    store.record(  # a model whose only run diverged keeps its line, as a dash
+        run_id="s5-div", study="accuracy", status="diverged",
+        config={"network": {"layer": "s5", "depth": 1}, "task": "digits", "seed": 0},
+        config_hash="s5-div", seed=0, provenance=_PROV, rows=[], error="nan",
+    )
+    artifacts = {a.name: a for a in accuracy.section(store)}
+    table = artifacts["accuracy_test"]
+    assert list(table.frame.index) == ["LRU (depth 1)", "LRU (depth 4)", "S5 (depth 1)"]
+    assert math.isnan(table.frame.at["S5 (depth 1)", "digits"])
+    assert "– marks a cell without a finished run" in table.caption
+    assert "No bar for S5 (depth 1) on digits" in artifacts["accuracy_by_task"].caption
+    detail = artifacts["accuracy_detail"].frame
+    assert detail.at[("digits", "S5 (depth 1)"), "diverged"] == 1
+    assert detail.at[("digits", "S5 (depth 1)"), "n seeds"] == 0
+    assert table.frame["digits"].tolist()[:2] == pytest.approx([60.0, 85.0])
+    assert table.stderr["digits"].tolist()[:2] == pytest.approx([10.0, 5.0])
+
+
+def test_grid_runs_not_yet_made_keep_their_cells(tmp_path):
+    from harness import studies
+
+    study = studies.get("accuracy")
+    specs = study.grid(study.config("smoke"))
+    done = specs[0]
+    store = Store(tmp_path / "s.sqlite")
+    store.record(
+        run_id=study.run_id(done), study="accuracy", status="done",
+        config=json.loads(json.dumps(dataclasses.asdict(done))), config_hash="x",
+        seed=done.seed, provenance=_PROV,
+        rows=[{"kind": "final", "val_accuracy": 0.5, "test_accuracy": 0.4,
+               "selection": "accuracy", "params": 1, "steps": 1}],
+    )
+    artifacts = {a.name: a for a in accuracy.section(store)}
+    detail = artifacts["accuracy_detail"].frame
+    assert detail["n seeds"].sum() == 1
+    assert detail["not run"].sum() == len(specs) - 1  # every other run of the smoke grid
+    assert "preset smoke" in artifacts["accuracy_test"].caption.lower()
