@@ -35,6 +35,7 @@ from jaxtyping import Array, Complex, Float
 
 Structure = Literal["mimo", "bank"]
 STRUCTURES: tuple[str, ...] = ("mimo", "bank")
+_ARRAY_FIELDS: tuple[str, ...] = ("lam", "B", "C", "D", "C_reverse")
 
 
 class DiscreteSystem(eqx.Module):
@@ -64,6 +65,39 @@ class DiscreteSystem(eqx.Module):
             raise ValueError(
                 f"DiscreteSystem.structure must be one of {STRUCTURES}, got {self.structure!r}."
             )
+        self._check_shapes()
+
+    def _check_shapes(self) -> None:
+        """The fields' shapes agree with `structure` (see the module docstring)."""
+        shapes = {name: getattr(getattr(self, name), "shape", None) for name in _ARRAY_FIELDS}
+        if any(shapes[name] is None for name in ("lam", "B", "C", "D")):
+            return  # placeholders (e.g. a partitioned pytree), nothing to check
+        lam, D = shapes["lam"], shapes["D"]
+        if len(D) != 1:
+            raise ValueError(f"DiscreteSystem.D must have shape (H,), got {D}.")
+        (H,) = D
+        if self.structure == "mimo":
+            if len(lam) != 1:
+                raise ValueError(
+                    f"A 'mimo' DiscreteSystem needs lam of shape (P,), got {lam}; a bank of "
+                    "single-input single-output systems is structure='bank' with lam (H, N)."
+                )
+            expected = {"B": (lam[0], H), "C": (H, lam[0]), "C_reverse": (H, lam[0])}
+            layout = "lam (P,), B (P, H), C (H, P), D (H,)"
+        else:
+            if len(lam) != 2 or lam[0] != H:
+                raise ValueError(
+                    f"A 'bank' DiscreteSystem needs lam of shape (H, N) with H = {H} (the length "
+                    f"of D), got {lam}."
+                )
+            expected = {"B": lam, "C": lam, "C_reverse": lam}
+            layout = "lam, B, C of shape (H, N) and D (H,)"
+        for name, shape in expected.items():
+            if shapes[name] is not None and tuple(shapes[name]) != tuple(shape):
+                raise ValueError(
+                    f"DiscreteSystem.{name} has shape {shapes[name]}, expected {shape} for "
+                    f"structure={self.structure!r} ({layout}; here H = {H})."
+                )
 
     @property
     def bidirectional(self) -> bool:
