@@ -99,6 +99,10 @@ def parse_value(value: Any, annotation: Any, where: str) -> Any:
                 errors.append(str(e))
         raise ConfigError(f"{where}={value!r} matches none of {annotation}: {'; '.join(errors)}")
     if origin is tuple:
+        if args == (str, Any) and isinstance(value, str) and "=" in value:
+            # An option pair from the command line, "name=value" (as in layer_options).
+            name, _, text = value.partition("=")
+            return (name.strip(), parse_literal(text.strip()))
         items = _split_list(value)
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(parse_value(v, args[0], where) for v in items)
@@ -135,6 +139,15 @@ def parse_value(value: Any, annotation: Any, where: str) -> Any:
     if isinstance(annotation, type) and isinstance(value, annotation):
         return value
     raise ConfigError(f"{where}: cannot parse {value!r} as {annotation}.")
+
+
+def parse_literal(text: str) -> Any:
+    """A command-line value of an untyped option: a JSON number, true/false/null, or text."""
+    try:
+        value = json.loads(text.lower() if text.lower() in ("true", "false", "null") else text)
+    except json.JSONDecodeError:
+        return text
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _split_list(value: Any) -> list[Any]:

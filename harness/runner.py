@@ -9,9 +9,12 @@ written by this process alone, as results come back.
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from . import config as _config
@@ -104,7 +107,7 @@ def run_study(
     specs = study.grid(config)
     todo = pending(study, specs, store, fresh=fresh)
     counts: dict[str, int] = {}
-    bar = _progress(len(todo), f"{study.name}", enabled=progress)
+    bar = progress_bar(len(todo), f"{study.name}", enabled=progress)
     try:
         for outcome, spec in _with_specs(executor(study, todo), study, todo):
             store.record(
@@ -138,9 +141,29 @@ def _with_specs(outcomes: Iterable[Outcome], study: Study, specs: list[Any]):
         yield outcome, by_id[outcome.run_id]
 
 
-def _progress(total: int, desc: str, *, enabled: bool):
-    import os
-    import sys
+JAX_CACHE_ENV = "LINRNN_JAX_CACHE"
+_DEFAULT_JAX_CACHE = Path(__file__).resolve().parent.parent / ".cache" / "jax"
+
+
+def enable_compilation_cache() -> str | None:
+    """Keep compiled XLA programs on disk (``$LINRNN_JAX_CACHE``, default ``.cache/jax``).
+
+    Compiling dominates short CPU runs; a rerun, a resumed grid or a Ray worker then loads
+    the programs instead. An empty ``LINRNN_JAX_CACHE`` switches this off. Returns the
+    directory used, or None.
+    """
+    import jax
+
+    cache = os.environ.get(JAX_CACHE_ENV, str(_DEFAULT_JAX_CACHE))
+    if not cache:
+        return None
+    jax.config.update("jax_compilation_cache_dir", cache)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    return cache
+
+
+def progress_bar(total: int, desc: str, *, enabled: bool = True):
+    """A tqdm bar, quiet when not ``enabled``, in CI (``CI=true``) and off a terminal."""
 
     from tqdm import tqdm
 

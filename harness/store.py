@@ -181,8 +181,8 @@ class Store:
         """One line per run: id, study, status, seed, error, times, ``cfg.*`` and ``prov.*``."""
         db = self._connect()
         try:
-            query = "SELECT * FROM runs" + (" WHERE study = ?" if study else "")
-            frame = pd.read_sql_query(query + " ORDER BY run_id", db, params=(study,) if study else ())
+            query = "SELECT * FROM runs" + (" WHERE study = ?" if study else "") + " ORDER BY run_id"
+            frame = pd.read_sql_query(query, db, params=(study,) if study else ())
         finally:
             db.close()
         return _expand(frame)

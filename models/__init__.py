@@ -14,3 +14,6 @@ from ._registry import from_config as from_config
 from ._registry import make_config as make_config
 from ._registry import names as names
 from ._registry import register as register
+from .network import Network as Network
+from .network import NetworkConfig as NetworkConfig
+from .network import count_parameters as count_parameters

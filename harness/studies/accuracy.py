@@ -1,0 +1,306 @@
+"""The accuracy study: every model trained on every task with one recipe, over several seeds.
+
+One run is one training run (`harness.train.train`) of one (model, task, seed[, depth]). Its
+rows: one ``kind="eval"`` row per evaluation (step, lr, train_loss, val_loss, val_accuracy) and
+one ``kind="final"`` row (best_step, val and test loss/accuracy of the checkpoint selected on
+validation, params, recurrent_params, steps, epochs, train_seconds). Means and standard errors
+over seeds are the report's job. The run's config (``cfg.task``, ``cfg.network.layer``,
+``cfg.network.*``, ``cfg.train.*``, ``cfg.task_options``, ``cfg.seed``) is in the store.
+
+Honest comparisons: every model of a task gets the same steps, batch size, width, depth and
+recipe; what differs per model is only what its paper prescribes (layer options such as the
+LRU's ring radii), stated in the preset's recipes with their source. The seed changes the
+initialisation, the batch order and dropout; the data set is the same for every seed.
+
+A run checkpoints after every evaluation (directory: ``$LINRNN_CHECKPOINTS``, default
+``results/checkpoints``; the command line puts it beside the store), so an interrupted grid
+resumes where it stopped and ends with the rows an uninterrupted one would have written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import models
+import tasks
+from models.network import NetworkConfig
+
+from .. import config as _config
+from ..train import TrainConfig, train
+from ._study import Study
+
+CHECKPOINT_ENV = "LINRNN_CHECKPOINTS"
+DEFAULT_CHECKPOINTS = Path("results") / "checkpoints"
+_PREFIXES: tuple[str, ...] = ("network.", "train.", "task.", "layer.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """Settings for the runs of one model and/or task, with where they come from.
+
+    Attributes:
+        model: a model name, or ``"*"`` for every model.
+        task: a task name, or ``"*"`` for every task.
+        overrides: ``(key, value)`` pairs; a key is ``network.<field>``, ``train.<field>``,
+            ``task.<option>`` or ``layer.<option>`` (the layer's own options).
+        source: the paper, table or choice the values come from.
+    """
+
+    model: str = "*"
+    task: str = "*"
+    overrides: tuple[tuple[str, Any], ...] = ()
+    source: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "overrides", tuple(tuple(p) for p in self.overrides))
+        for pair in self.overrides:
+            if len(pair) != 2 or not isinstance(pair[0], str) or not pair[0].startswith(_PREFIXES):
+                raise ValueError(
+                    f"Recipe override {pair!r} must be (key, value) with a key starting with one "
+                    f"of {list(_PREFIXES)}."
+                )
+
+    def applies(self, model: str, task: str) -> bool:
+        return self.model in ("*", model) and self.task in ("*", task)
+
+
+@dataclasses.dataclass(frozen=True)
+class AccuracyConfig:
+    """The grid: models x tasks x seeds (x depths).
+
+    Attributes:
+        models: layer names (`models.names()`).
+        tasks: task names (`tasks.names()`); each uses ``tasks.preset_options(task,
+            task_preset)``, then the recipes' ``task.*`` options.
+        seeds: one run per seed.
+        depths: a depth sweep; empty for ``network.depth`` alone.
+        task_preset: which of the tasks' own size presets to start from.
+        network: the shared architecture; ``network.layer`` is replaced by each model, and
+            ``network.layer_options`` apply to every model (model-specific ones go in recipes).
+        train: the shared recipe.
+        recipes: per model/task settings, applied in order after the shared ones (so a recipe
+            wins over ``network.*``/``train.*`` overrides; ``recipes=()`` drops them all).
+    """
+
+    models: tuple[str, ...] = ("lru", "rotrnn", "s4d", "s5")
+    tasks: tuple[str, ...] = ("digits",)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    depths: tuple[int, ...] = ()
+    task_preset: str = "cpu"
+    network: NetworkConfig = NetworkConfig()
+    train: TrainConfig = TrainConfig()
+    recipes: tuple[Recipe, ...] = ()
+
+    def __post_init__(self):
+        _nonempty_known("models", self.models, models.names())
+        _nonempty_known("tasks", self.tasks, tasks.names())
+        if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
+                                 for s in self.seeds):
+            raise ValueError(
+                f"seeds must be non-negative integers, at least one; got {self.seeds!r}."
+            )
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds repeat a value: {self.seeds!r}.")
+        if any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in self.depths):
+            raise ValueError(f"depths must be positive integers; got {self.depths!r}.")
+        if self.task_preset not in tasks.PRESETS:
+            raise ValueError(
+                f"task_preset={self.task_preset!r} is not accepted; accepted values: "
+                f"{list(tasks.PRESETS)}."
+            )
+        for r in self.recipes:
+            if r.model != "*":
+                _nonempty_known("recipe model", (r.model,), models.names())
+            if r.task != "*":
+                _nonempty_known("recipe task", (r.task,), tasks.names())
+
+
+def _nonempty_known(where: str, values: tuple[str, ...], accepted: list[str]) -> None:
+    if not values:
+        raise ValueError(f"{where} must name at least one; accepted: {', '.join(accepted)}.")
+    unknown = [v for v in values if v not in accepted]
+    if unknown:
+        raise ValueError(f"Unknown {where} {unknown}; accepted: {', '.join(accepted)}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One training run, fully resolved (its hash is the run's identity)."""
+
+    task: str
+    task_options: tuple[tuple[str, Any], ...]
+    network: NetworkConfig
+    train: TrainConfig
+    seed: int
+
+
+def grid(config: AccuracyConfig) -> list[RunSpec]:
+    """Every run of ``config``, seeds outermost (a partial grid covers every model early)."""
+    specs = []
+    depths = config.depths or (config.network.depth,)
+    for seed in config.seeds:
+        for task in config.tasks:
+            for model in config.models:
+                for depth in depths:
+                    specs.append(_resolve(config, model, task, depth, seed))
+    return specs
+
+
+def _resolve(config: AccuracyConfig, model: str, task: str, depth: int, seed: int) -> RunSpec:
+    network: dict[str, Any] = {"depth": depth}
+    training: dict[str, Any] = {}
+    task_options = tasks.preset_options(task, config.task_preset)
+    layer_options = dict(config.network.layer_options)
+    for recipe in config.recipes:
+        if not recipe.applies(model, task):
+            continue
+        for key, value in recipe.overrides:
+            head, _, rest = key.partition(".")
+            {"network": network, "train": training, "task": task_options,
+             "layer": layer_options}[head][rest] = value
+    where = f"accuracy run ({model}, {task})"
+    network.update(layer=model, layer_options=tuple(layer_options.items()))
+    resolved_network = _config.replace(config.network, network, what=f"{where} network")
+    resolved_train = _config.replace(config.train, training, what=f"{where} train")
+    try:
+        tasks.make_config(task, **task_options)  # fail at grid time, not in every run
+    except (TypeError, ValueError) as e:
+        raise _config.ConfigError(f"{where}: {e}") from None
+    options = tuple(sorted(task_options.items()))
+    return RunSpec(task, options, resolved_network, resolved_train, seed)
+
+
+def checkpoint_dir() -> Path:
+    """Where runs keep their checkpoints: ``$LINRNN_CHECKPOINTS`` or ``results/checkpoints``."""
+    return Path(os.environ.get(CHECKPOINT_ENV) or DEFAULT_CHECKPOINTS)
+
+
+def run(spec: RunSpec) -> list[dict[str, Any]]:
+    """Train one run; its rows (see the module docstring)."""
+    task = tasks.build(spec.task, **dict(spec.task_options))
+    path = checkpoint_dir() / f"accuracy-{STUDY.run_id(spec)}.eqx"
+    result = train(spec.network, task, spec.train, seed=spec.seed, checkpoint=path, progress=True)
+    return result.rows
+
+
+# --------------------------------------------------------------------------------------------
+# Presets. Sizes are stated here, in one place; what is not from a paper says so.
+
+_SMOKE = AccuracyConfig(
+    # Seconds: the tests' preset. One tiny run per model on sequential digits (256 examples).
+    models=("lru", "rotrnn", "s4d", "s5"),
+    tasks=("digits",),
+    seeds=(0,),
+    task_preset="smoke",
+    network=NetworkConfig(depth=1, d_model=8, d_state=8),
+    train=TrainConfig(steps=4, batch_size=8, eval_every=2, eval_batch_size=64),
+)
+
+# RotRNN's head size: the authors' sweeps use 4 to 8 real states per head (REFERENCES.md).
+_ROTRNN_HEAD_SIZE = 8
+
+_CPU = AccuracyConfig(
+    # Minutes on two idle cores (compiling is a good part of it; a rerun loads the compiled
+    # programs from .cache/jax). 4 models x 4 tasks x 3 seeds = 48 runs: sequential digits
+    # (L=64, 10 classes), short ListOps (L<=250), the adding problem (L=100, regression, MSE),
+    # JapaneseVowels (L<=29, 9 classes). MQAR is left out: at its cpu size (and at L=64 with
+    # 4 pairs) every model stayed at chance within this step budget.
+    # Every run: 2 blocks, H=32, d_state=32 (each layer's own meaning of it: LRU P=32 complex
+    # states; RotRNN N=32 real states in 4 heads; S5 P=32 before conjugate halving; S4D N=32
+    # per channel), BatchNorm, half-GLU, no dropout; 300 AdamW steps of 32 examples, lr 3e-3,
+    # recurrent lr 1e-3 (S4D's value for A, B, Delta), weight decay 0.05, 10% warm-up then
+    # cosine; validation every 100 steps. The same recipe for every model: no per-model tuning,
+    # so these are short-budget numbers, not the papers'.
+    models=("lru", "rotrnn", "s4d", "s5"),
+    tasks=("digits", "listops", "adding", "ucr"),
+    seeds=(0, 1, 2),
+    task_preset="cpu",
+    network=NetworkConfig(depth=2, d_model=32, d_state=32),
+    train=TrainConfig(steps=300, batch_size=32, lr=3e-3, recurrent_lr=1e-3, weight_decay=0.05,
+                      eval_every=100, eval_batch_size=256),
+    recipes=(
+        Recipe(task="listops", overrides=(("task.min_length", 50), ("task.max_length", 250)),
+               source="short ListOps (LRA generator, lengths 50-250, 4000/500/500 examples): "
+                      "LRA's 500-2000 is beyond the CPU budget"),
+        Recipe(task="adding", overrides=(("task.seq_len", 100),),
+               source="adding problem at L=100 (5000/500/500 examples): L=200 doubles the cost"),
+        Recipe(task="ucr", overrides=(("task.dataset", "JapaneseVowels"),),
+               source="JapaneseVowels (UEA; 9 classes, 12 features, length <= 29): PigCVP's "
+                      "length 2000 is beyond the CPU budget"),
+        Recipe(model="rotrnn", overrides=(("layer.heads", 32 // _ROTRNN_HEAD_SIZE),),
+               source="RotRNN head size 8 (authors' sweeps: 4-8)"),
+        Recipe(model="lru", task="listops", overrides=(("layer.r_min", 0.0), ("layer.r_max", 0.99)),
+               source="LRU paper, ListOps ring [0, 0.99]"),
+    ),
+)
+
+
+def _lra(task: str, depth: int, width: int, steps: int, batch: int,
+         extra: tuple[tuple[str, Any], ...] = ()) -> Recipe:
+    return Recipe(
+        task=task,
+        overrides=(("network.depth", depth), ("network.d_model", width), ("train.steps", steps),
+                   ("train.batch_size", batch), *extra),
+        source="LRU paper Table 9 (depth, H, iterations, batch), shared by every model",
+    )
+
+
+def _state(model: str, task: str, d_state: int, extra: tuple[tuple[str, Any], ...],
+           source: str) -> Recipe:
+    return Recipe(model=model, task=task, overrides=(("network.d_state", d_state), *extra),
+                  source=source)
+
+
+_BIDIRECTIONAL = (("layer.bidirectional", True),)
+
+_GPU = AccuracyConfig(
+    # The papers' configurations for the LRA tasks this project can generate (ListOps,
+    # Pathfinder 32x32, Path-X 128x128 at LRA sizes: see tasks' gpu presets), for an
+    # accelerator; days of compute. Shared per task (LRU Table 9): depth, width H, iterations,
+    # batch; bidirectional on Pathfinder and Path-X (LRU; S5 is bidirectional throughout).
+    # Per model, from each paper: the state size (LRU N, S5 P and blocks J, S4D N=64, RotRNN
+    # N=128 in 32 heads on ListOps), the LRU's ring radii and phase. Not in REFERENCES.md and
+    # therefore assumed, the same for every model: lr 1e-3 (recurrent 1e-3, S4D's value),
+    # weight decay 0.05, dropout 0, BatchNorm pre-norm with half-GLU, 10% warm-up then cosine.
+    models=("lru", "rotrnn", "s4d", "s5"),
+    tasks=("listops", "pathfinder", "pathx"),
+    seeds=(0, 1, 2),
+    task_preset="gpu",
+    network=NetworkConfig(depth=6, d_model=128, d_state=256),
+    train=TrainConfig(steps=80_000, batch_size=32, lr=1e-3, recurrent_lr=1e-3, weight_decay=0.05,
+                      eval_every=2_000, eval_batch_size=256),
+    recipes=(
+        _lra("listops", 6, 128, 80_000, 32),
+        _lra("pathfinder", 6, 192, 500_000, 64, (("train.eval_every", 10_000),)),
+        _lra("pathx", 6, 128, 250_000, 32, (("train.eval_every", 10_000),)),
+        Recipe(task="pathfinder", overrides=_BIDIRECTIONAL, source="LRU: bidirectional"),
+        Recipe(task="pathx", overrides=_BIDIRECTIONAL, source="LRU: bidirectional"),
+        Recipe(model="s5", overrides=_BIDIRECTIONAL, source="S5: bidirectional on every task"),
+        _state("lru", "listops", 256, (("layer.r_min", 0.0), ("layer.r_max", 0.99)),
+               "LRU Table 9 (N=256), ring [0, 0.99]"),
+        _state("lru", "pathfinder", 256, (("layer.r_min", 0.9), ("layer.r_max", 0.999)),
+               "LRU Table 9 (N=256), ring [0.9, 0.999]"),
+        _state("lru", "pathx", 256, (("layer.r_min", 0.999), ("layer.r_max", 0.9999),
+                                     ("layer.max_phase", math.pi / 10)),
+               "LRU Table 9 (N=256), ring [0.999, 0.9999], max phase pi/10"),
+        _state("s5", "listops", 16, (("layer.blocks", 8),), "S5 settings: ListOps P=16, J=8"),
+        _state("s5", "pathfinder", 256, (("layer.blocks", 8),), "S5 settings: P=256, J=8"),
+        _state("s5", "pathx", 256, (("layer.blocks", 16),), "S5 settings: P=256, J=16"),
+        _state("s4d", "*", 64, (), "S4D: N=64 per channel"),
+        _state("rotrnn", "*", 128, (("layer.heads", 32),),
+               "RotRNN authors' ListOps sweep: N=128 in 32 heads (used for every task)"),
+    ),
+)
+
+STUDY = Study(
+    name="accuracy",
+    description="Test accuracy at the best validation step: every model on every task and seed.",
+    presets={"smoke": _SMOKE, "cpu": _CPU, "gpu": _GPU},
+    grid=grid,
+    run=run,
+    version=1,
+)

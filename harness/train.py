@@ -1,0 +1,551 @@
+"""Training and evaluation: the papers' recipe, checkpoints, divergence, model selection.
+
+The recipe (LRU, S5 and S4D papers): AdamW with a linear warm-up then a cosine decay to zero;
+the *recurrent* parameters (each layer's `recurrent_mask()`, never parameter names) get their own
+learning rate and no weight decay:
+
+    regular:    AdamW(lr * s(t), weight_decay)          encoder, norms, GLU, head, C, D, ...
+    recurrent:  Adam(recurrent_lr * s(t))               eigenvalues, angles, timescales, ...
+    s(t) = t / T_w for t < T_w, then (1 + cos(pi (t - T_w) / (T - T_w))) / 2
+
+with optional clipping of the global gradient norm before both. Batches are drawn without
+replacement from a permutation of the training split that depends only on (seed, epoch), so a
+run resumed from a checkpoint sees exactly the batches an uninterrupted one would; the last
+incomplete batch of an epoch is dropped (one compiled shape).
+
+Evaluation runs in inference mode (BatchNorm's running statistics, no dropout) over every example
+of a split exactly once. Model selection is on validation (accuracy, or loss for regression);
+the test split is evaluated once, for the selected checkpoint.
+
+A non-finite loss or gradient stops the run at once: `harness.studies.Diverged` carries the rows
+measured so far and the step. The finiteness flag is the only per-step host synchronisation, and
+it is read one step late so that the next step is already queued.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import optax
+
+from models.network import Network, NetworkConfig, count_parameters, recurrent_mask
+from tasks._base import Split, Task, TaskInfo
+
+from . import config as _config
+from .runner import progress_bar
+from .studies import Diverged
+
+OnEval = Callable[[int, Network, eqx.nn.State], list[dict[str, Any]]]
+_CHECKPOINT_FORMAT = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """The optimisation recipe, shared by every model of a comparison.
+
+    Attributes:
+        steps: optimiser updates in total.
+        batch_size: training examples per update.
+        lr: peak learning rate of the regular parameters.
+        recurrent_lr: peak learning rate of the recurrent parameters (no weight decay).
+        weight_decay: AdamW's decoupled weight decay on the regular parameters.
+        warmup_fraction: the share of ``steps`` spent warming up linearly from zero.
+        clip_norm: clip the global gradient norm to this value; None for no clipping.
+        eval_every: evaluate on validation (and call ``on_eval``) every this many steps; the
+            last step is always evaluated.
+        eval_batch_size: examples per evaluation batch (memory only; results do not depend on
+            it beyond float round-off).
+    """
+
+    steps: int = 1000
+    batch_size: int = 32
+    lr: float = 3e-3
+    recurrent_lr: float = 1e-3
+    weight_decay: float = 0.05
+    warmup_fraction: float = 0.1
+    clip_norm: float | None = None
+    eval_every: int = 100
+    eval_batch_size: int = 256
+
+    def __post_init__(self):
+        for name in ("steps", "batch_size", "eval_every", "eval_batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"TrainConfig.{name} must be a positive integer, got {value!r}.")
+        for name, low in (("lr", 0.0), ("recurrent_lr", 0.0), ("weight_decay", 0.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                math.isfinite(value) and value >= low
+            ):
+                raise ValueError(
+                    f"TrainConfig.{name} must be a finite number >= {low}, got {value!r}."
+                )
+        if self.lr == 0.0:
+            raise ValueError("TrainConfig.lr must be positive, got 0.0.")
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise ValueError(
+                f"TrainConfig.warmup_fraction must lie in [0, 1), got {self.warmup_fraction!r}."
+            )
+        if self.clip_norm is not None and not (
+            isinstance(self.clip_norm, (int, float)) and self.clip_norm > 0
+        ):
+            raise ValueError(
+                f"TrainConfig.clip_norm must be a positive number or None, got {self.clip_norm!r}."
+            )
+
+    @property
+    def warmup_steps(self) -> int:
+        return int(self.warmup_fraction * self.steps)
+
+    def schedule(self, peak: float) -> optax.Schedule:
+        """s(t) times ``peak``: linear warm-up from zero, then cosine to zero at ``steps``."""
+        return optax.warmup_cosine_decay_schedule(
+            init_value=0.0,
+            peak_value=peak,
+            warmup_steps=self.warmup_steps,
+            decay_steps=self.steps,
+            end_value=0.0,
+        )
+
+
+class Batch(NamedTuple):
+    """A batch of examples as device arrays (shapes as `tasks.Split`, with n = batch size)."""
+
+    inputs: jax.Array
+    labels: jax.Array
+    lengths: jax.Array
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What `train` returns.
+
+    Attributes:
+        rows: every metric row (evaluation rows, the callback's rows, the final row).
+        final: the final row (also the last entry of ``rows``).
+        network, state: the network after the last step.
+        best_network, best_state: the selected checkpoint (best validation).
+    """
+
+    rows: list[dict[str, Any]]
+    final: dict[str, Any]
+    network: Network
+    state: eqx.nn.State
+    best_network: Network
+    best_state: eqx.nn.State
+
+
+# --------------------------------------------------------------------------------------------
+# Building blocks (public: the stability and throughput studies use them)
+
+
+def build_network(
+    config: NetworkConfig, info: TaskInfo, *, key: jax.Array
+) -> tuple[Network, eqx.nn.State]:
+    """The network for task ``info`` and its BatchNorm state."""
+    if info.input_kind == "tokens":
+        size = info.vocab_size
+    elif info.input_kind == "real":
+        size = info.input_dim
+    else:
+        raise ValueError(
+            f"Task {info.name!r} has input_kind={info.input_kind!r}; accepted: tokens, real."
+        )
+    return eqx.nn.make_with_state(Network)(
+        config,
+        input_kind=info.input_kind,
+        input_size=size,
+        num_classes=info.num_classes,
+        target=info.target,
+        pair=info.pair,
+        key=key,
+    )
+
+
+def parameter_groups(network: Network) -> Any:
+    """A pytree like ``eqx.filter(network, eqx.is_inexact_array)``: "recurrent" or "regular"."""
+    labels = jax.tree.map(lambda m: "recurrent" if m else "regular", recurrent_mask(network))
+    return eqx.filter(labels, jax.tree.map(eqx.is_inexact_array, network))
+
+
+def make_optimiser(network: Network, config: TrainConfig) -> optax.GradientTransformation:
+    """The two-group optimiser of the module docstring for ``network``'s parameters.
+
+    The same (config, parameter structure) gives the same object, so compiled training steps
+    are reused across seeds.
+    """
+    labels = parameter_groups(network)
+    leaves, treedef = jax.tree.flatten(labels)
+    return _optimiser(config, treedef, tuple(leaves))
+
+
+@functools.lru_cache(maxsize=64)
+def _optimiser(
+    config: TrainConfig, treedef: Any, leaves: tuple[str, ...]
+) -> optax.GradientTransformation:
+    labels = jax.tree.unflatten(treedef, leaves)
+    groups = optax.multi_transform(
+        {
+            "regular": optax.adamw(config.schedule(config.lr), weight_decay=config.weight_decay),
+            "recurrent": optax.adam(config.schedule(config.recurrent_lr)),
+        },
+        # A callable: the labels tree is itself a (callable) Network, which optax would call.
+        lambda _: labels,
+    )
+    if config.clip_norm is None:
+        return groups
+    return optax.chain(optax.clip_by_global_norm(config.clip_norm), groups)
+
+
+def _forward(
+    network: Network, state: eqx.nn.State, batch: Batch, key: jax.Array | None
+) -> tuple[jax.Array, eqx.nn.State]:
+    if key is None:
+        fn = lambda x, n: network(x, n, state)  # noqa: E731
+        return jax.vmap(fn, axis_name="batch", out_axes=(0, None))(batch.inputs, batch.lengths)
+    keys = jr.split(key, batch.inputs.shape[0])
+    fn = lambda x, n, k: network(x, n, state, key=k)  # noqa: E731
+    return jax.vmap(fn, axis_name="batch", out_axes=(0, None))(batch.inputs, batch.lengths, keys)
+
+
+def batch_sums(
+    network: Network,
+    state: eqx.nn.State,
+    batch: Batch,
+    weights: jax.Array,
+    key: jax.Array | None = None,
+) -> tuple[jax.Array, jax.Array, jax.Array, eqx.nn.State]:
+    """Sums over a batch: (loss, correct predictions, scored predictions), and the new state.
+
+    ``weights`` (n,) is 1 for a real example and 0 for padding. The loss is cross-entropy
+    (``"class"``, ``"per_step"`` at steps whose label is not -1) or squared error
+    (``"regression"``, where "correct" is 0).
+    """
+    out, state = _forward(network, state, batch, key)
+    if network.target == "class":
+        ce = optax.losses.softmax_cross_entropy_with_integer_labels(out, batch.labels)
+        hit = (jnp.argmax(out, axis=-1) == batch.labels).astype(jnp.float32)
+        return jnp.sum(ce * weights), jnp.sum(hit * weights), jnp.sum(weights), state
+    elif network.target == "per_step":
+        scored = (batch.labels >= 0).astype(jnp.float32) * weights[:, None]
+        labels = jnp.where(batch.labels >= 0, batch.labels, 0)
+        ce = optax.losses.softmax_cross_entropy_with_integer_labels(out, labels)
+        hit = (jnp.argmax(out, axis=-1) == labels).astype(jnp.float32)
+        return jnp.sum(ce * scored), jnp.sum(hit * scored), jnp.sum(scored), state
+    elif network.target == "regression":
+        err = jnp.square(out - batch.labels)
+        return jnp.sum(err * weights), jnp.zeros(()), jnp.sum(weights), state
+    else:
+        raise ValueError(
+            f"Unknown target {network.target!r}; accepted: class, per_step, regression."
+        )
+
+
+@eqx.filter_jit
+def _train_step(network, state, opt_state, batch, key, optimiser):
+    def loss_fn(net):
+        loss, _, count, new_state = batch_sums(
+            net, state, batch, jnp.ones(batch.inputs.shape[0]), key
+        )
+        return loss / jnp.maximum(count, 1.0), new_state
+
+    (loss, state), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(network)
+    finite = jnp.isfinite(loss) & jnp.isfinite(optax.tree.norm(grads))
+    params = eqx.filter(network, eqx.is_inexact_array)
+    updates, opt_state = optimiser.update(grads, opt_state, params)
+    network = eqx.apply_updates(network, updates)
+    return network, state, opt_state, loss, finite
+
+
+def make_train_step(optimiser: optax.GradientTransformation) -> Callable[..., tuple]:
+    """A jitted training step for ``optimiser`` (from `make_optimiser`).
+
+    ``step(network, state, opt_state, batch, key) -> (network, state, opt_state, loss,
+    finite)``: one forward, backward and optimiser update on ``batch`` (a `Batch`), dropout
+    from ``key``; ``loss`` is the batch's mean loss before the update and ``finite`` whether
+    the loss and the gradient norm are finite. Compiled once per shape and structure.
+    """
+
+    def step(network, state, opt_state, batch, key):
+        return _train_step(network, state, opt_state, batch, key, optimiser)
+
+    return step
+
+
+@eqx.filter_jit
+def _eval_sums(network, state, batch, weights):
+    loss, correct, count, _ = batch_sums(network, state, batch, weights)
+    return loss, correct, count
+
+
+def to_batch(split: Split, index: np.ndarray) -> Batch:
+    """The examples ``index`` of ``split`` as a device `Batch`."""
+    return Batch(
+        jnp.asarray(split.inputs[index]),
+        jnp.asarray(split.labels[index]),
+        jnp.asarray(split.lengths[index]),
+    )
+
+
+def evaluate(
+    network: Network, state: eqx.nn.State, split: Split, *, batch_size: int
+) -> dict[str, float | None]:
+    """Mean loss and accuracy over every example of ``split``, in inference mode.
+
+    Returns ``{"loss", "accuracy"}``; accuracy is None for a regression target. The last
+    batch is padded with weight-zero copies so one compiled shape serves the whole split.
+    """
+    network = eqx.nn.inference_mode(network)
+    n = len(split)
+    size = min(batch_size, n)
+    totals = [jnp.zeros(()), jnp.zeros(()), jnp.zeros(())]
+    for start in range(0, n, size):
+        index = np.arange(start, start + size)
+        weights = (index < n).astype(np.float32)
+        index = np.where(index < n, index, 0)
+        sums = _eval_sums(network, state, to_batch(split, index), jnp.asarray(weights))
+        totals = [t + s for t, s in zip(totals, sums)]
+    loss, correct, count = (float(t) for t in totals)
+    count = max(count, 1.0)
+    accuracy = None if network.target == "regression" else correct / count
+    return {"loss": loss / count, "accuracy": accuracy}
+
+
+class BatchSampler:
+    """Training batches without replacement; epoch e's order depends only on (seed, e)."""
+
+    def __init__(self, split: Split, batch_size: int, seed: int):
+        n = len(split)
+        if n < batch_size:
+            raise ValueError(
+                f"The training split has {n} examples, fewer than batch_size={batch_size}; "
+                "lower train.batch_size or enlarge the task."
+            )
+        self.split, self.batch_size, self.seed = split, batch_size, seed
+        self.per_epoch = n // batch_size
+        self._epoch, self._order = -1, np.arange(0)
+
+    def __call__(self, step: int) -> Batch:
+        """The batch of step ``step`` (0-based)."""
+        epoch, i = divmod(step, self.per_epoch)
+        if epoch != self._epoch:
+            # A seed sequence of (seed, epoch): epochs are independent streams, so resuming at
+            # any step reconstructs the same order without replaying earlier epochs.
+            rng = np.random.default_rng(np.random.SeedSequence([self.seed, epoch]))
+            self._epoch, self._order = epoch, rng.permutation(len(self.split))
+        return to_batch(self.split, self._order[i * self.batch_size : (i + 1) * self.batch_size])
+
+
+# --------------------------------------------------------------------------------------------
+# Checkpoints: one file, a JSON header line then equinox's serialised leaves, written atomically
+
+
+def save_checkpoint(path: Path, header: dict[str, Any], tree: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(json.dumps(header, allow_nan=True).encode() + b"\n")
+        eqx.tree_serialise_leaves(f, tree)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path, like: Any) -> tuple[dict[str, Any], Any]:
+    with open(path, "rb") as f:
+        header = json.loads(f.readline())
+        tree = eqx.tree_deserialise_leaves(f, like)
+    return header, tree
+
+
+def _identity(network_config: NetworkConfig, task: Task, config: TrainConfig, seed: int) -> str:
+    """What a checkpoint must match to be resumed: architecture, task, recipe and seed."""
+    task_config = task.config
+    if dataclasses.is_dataclass(task_config):
+        task_config = _config.to_dict(task_config)
+    return _config.config_hash(
+        network_config, dataclasses.asdict(task.info), repr(task_config),
+        _config.to_dict(config), seed,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The training loop
+
+
+def train(
+    network_config: NetworkConfig,
+    task: Task,
+    config: TrainConfig,
+    *,
+    seed: int,
+    on_eval: OnEval | None = None,
+    checkpoint: str | Path | None = None,
+    progress: bool = False,
+) -> TrainResult:
+    """Train a network on ``task``; select on validation; test the selected checkpoint.
+
+    Arguments:
+        network_config: the architecture.
+        task: a built task (``info`` and ``split(name)``).
+        config: the recipe.
+        seed: initialisation, batch order and dropout; the same seed gives bit-identical
+            metrics on CPU.
+        on_eval: called as ``on_eval(step, network, state)`` at step 0 and after every
+            evaluation; the rows it returns join the run's rows (``step`` added if missing).
+        checkpoint: a file to save to after every evaluation and resume from; None for none.
+            It is deleted once the run ends (finished or diverged).
+        progress: show a progress bar over steps (quiet anyway in CI and off a terminal).
+
+    Returns:
+        A `TrainResult`. Rows: ``kind="eval"`` (step, lr, train_loss, val_loss,
+        val_accuracy), the callback's rows, and one ``kind="final"`` row (best_step,
+        val_loss/val_accuracy and test_loss/test_accuracy of the selected checkpoint, params,
+        recurrent_params, steps, epochs, train_seconds).
+
+    Raises:
+        Diverged: a non-finite loss, gradient or validation loss; its rows are those so far
+            plus one ``kind="diverged"`` row with the step.
+    """
+    info = task.info
+    train_split, val_split = task.split("train"), task.split("val")
+    base = jr.PRNGKey(seed)
+    network, state = build_network(network_config, info, key=jr.fold_in(base, 0))
+    dropout_key = jr.fold_in(base, 1)
+    optimiser = make_optimiser(network, config)
+    opt_state = optimiser.init(eqx.filter(network, eqx.is_inexact_array))
+    step_fn = make_train_step(optimiser)
+    sampler = BatchSampler(train_split, config.batch_size, seed)
+    lr_at = config.schedule(config.lr)
+    selection = "loss" if info.target == "regression" else "accuracy"
+    params = count_parameters(network)
+    recurrent = count_parameters(eqx.filter(network, recurrent_mask(network)))
+
+    path = None if checkpoint is None else Path(checkpoint)
+    identity = _identity(network_config, task, config, seed)
+    start, rows, best, seconds = 0, [], None, 0.0
+    best_network, best_state = network, state
+    if path is not None and path.exists():
+        resumed = _resume(path, identity, (network, state, opt_state, network, state))
+        if resumed is not None:
+            header, (network, state, opt_state, best_network, best_state) = resumed
+            start, rows, best = header["step"], header["rows"], header["best"]
+            seconds = header["seconds"]
+
+    def callback(step: int) -> None:
+        if on_eval is not None:
+            for row in on_eval(step, network, state):
+                rows.append({"step": step, **row})
+
+    def diverged(step: int, what: str) -> Diverged:
+        if path is not None:
+            path.unlink(missing_ok=True)
+        rows.append({"kind": "diverged", "step": step})
+        return Diverged(f"non-finite {what} at step {step}", rows)
+
+    if start == 0:
+        callback(0)
+    t0 = time.perf_counter()
+    losses: list[jax.Array] = []
+    pending: tuple[int, jax.Array] | None = None
+    bar = progress_bar(config.steps, f"{network_config.layer}/{info.name}", enabled=progress)
+    bar.update(start)
+    try:
+        for s in range(start, config.steps):
+            network, state, opt_state, loss, finite = step_fn(
+                network, state, opt_state, sampler(s), jr.fold_in(dropout_key, s)
+            )
+            losses.append(loss)
+            if pending is not None and not bool(pending[1]):
+                raise diverged(pending[0], "loss or gradient")
+            pending = (s + 1, finite)
+            bar.update(1)
+            step = s + 1
+            if step % config.eval_every and step != config.steps:
+                continue
+            if not bool(finite):
+                raise diverged(step, "loss or gradient")
+            pending = None
+            val = evaluate(network.rescaled(info.timescale), state, val_split,
+                           batch_size=config.eval_batch_size)
+            if not math.isfinite(val["loss"]):
+                raise diverged(step, "validation loss")
+            rows.append({
+                "kind": "eval",
+                "step": step,
+                "lr": float(lr_at(step)),
+                "train_loss": float(jnp.mean(jnp.stack(losses))),
+                "val_loss": val["loss"],
+                "val_accuracy": val["accuracy"],
+            })
+            losses = []
+            if best is None or _better(val, best, selection):
+                best = {"step": step, **val}
+                best_network, best_state = network, state
+            callback(step)
+            if path is not None and step != config.steps:
+                header = {"format": _CHECKPOINT_FORMAT, "identity": identity, "step": step,
+                          "rows": rows, "best": best,
+                          "seconds": seconds + time.perf_counter() - t0}
+                save_checkpoint(path, header, (network, state, opt_state, best_network, best_state))
+    finally:
+        bar.close()
+    seconds += time.perf_counter() - t0
+
+    assert best is not None  # the last step is always evaluated
+    test = evaluate(best_network.rescaled(info.timescale), best_state, task.split("test"),
+                    batch_size=config.eval_batch_size)
+    final = {
+        "kind": "final",
+        "step": config.steps,
+        "best_step": best["step"],
+        "val_loss": best["loss"],
+        "val_accuracy": best["accuracy"],
+        "test_loss": test["loss"],
+        "test_accuracy": test["accuracy"],
+        "selection": selection,
+        "params": params,
+        "recurrent_params": recurrent,
+        "steps": config.steps,
+        "epochs": config.steps * config.batch_size / len(train_split),
+        "train_seconds": round(seconds, 3),
+    }
+    rows.append(final)
+    if path is not None:
+        path.unlink(missing_ok=True)
+    return TrainResult(rows, final, network, state, best_network, best_state)
+
+
+def _better(val: dict[str, Any], best: dict[str, Any], selection: str) -> bool:
+    # Strictly better only: ties keep the earlier checkpoint.
+    if selection == "accuracy":
+        return val["accuracy"] > best["accuracy"]
+    return val["loss"] < best["loss"]
+
+
+def _resume(path: Path, identity: str, like: Any) -> tuple[dict[str, Any], Any] | None:
+    """The checkpoint at ``path`` if it belongs to this run, else None (and it is removed)."""
+    try:
+        header, tree = load_checkpoint(path, like)
+    except (OSError, ValueError, EOFError) as e:
+        print(f"Checkpoint {path} is unreadable ({type(e).__name__}: {e}); starting afresh.")
+        path.unlink(missing_ok=True)
+        return None
+    if header.get("format") != _CHECKPOINT_FORMAT or header.get("identity") != identity:
+        print(f"Checkpoint {path} belongs to another run; starting afresh.")
+        path.unlink(missing_ok=True)
+        return None
+    return header, tree

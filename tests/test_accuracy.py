@@ -1,0 +1,93 @@
+"""The accuracy study's grid: sizes, order, recipes, identities, validation, presets."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import models
+import tasks
+from harness import config as C
+from harness.studies import accuracy as A
+
+
+def test_grid_is_models_by_tasks_by_seeds_by_depths_with_seeds_outermost():
+    config = A.STUDY.config("smoke", {"models": "lru,s5", "tasks": "digits,mqar", "seeds": "0,1",
+                                      "depths": "1,2"})
+    specs = A.grid(config)
+    assert len(specs) == 2 * 2 * 2 * 2
+    assert [s.seed for s in specs] == [0] * 8 + [1] * 8
+    assert {(s.network.layer, s.task, s.network.depth) for s in specs[:8]} == {
+        (m, t, d) for m in ("lru", "s5") for t in ("digits", "mqar") for d in (1, 2)
+    }
+    ids = {A.STUDY.run_id(s) for s in specs}
+    assert len(ids) == len(specs)
+    assert A.grid(config) == specs  # the same config gives the same runs, so resuming works
+    # Task sizes come from the tasks' own presets; the recipe is shared by every model.
+    mqar = [s for s in specs if s.task == "mqar"]
+    assert dict(mqar[0].task_options) == tasks.preset_options("mqar", "smoke")
+    assert len({s.train for s in specs}) == 1
+
+
+def test_recipes_apply_to_their_model_and_task_only():
+    recipes = (
+        A.Recipe(model="lru", task="*", overrides=(("layer.r_min", 0.5), ("train.lr", 0.01)),
+                 source="test"),
+        A.Recipe(model="*", task="mqar", overrides=(("network.d_model", 16),
+                                                     ("task.num_kv_pairs", 2))),
+    )
+    base = A.STUDY.config("smoke", {"models": "lru,s5", "tasks": "digits,mqar", "seeds": "0"})
+    grid = A.grid(dataclasses.replace(base, recipes=recipes))
+    specs = {(s.network.layer, s.task): s for s in grid}
+    assert dict(specs["lru", "digits"].network.layer_options) == {"r_min": 0.5}
+    assert specs["lru", "digits"].train.lr == 0.01
+    assert specs["s5", "digits"].network.layer_options == ()
+    assert specs["s5", "digits"].train.lr == base.train.lr
+    assert specs["s5", "mqar"].network.d_model == 16
+    assert specs["lru", "digits"].network.d_model == base.network.d_model
+    assert dict(specs["s5", "mqar"].task_options)["num_kv_pairs"] == 2
+
+
+def test_bad_settings_fail_at_grid_time_with_what_is_accepted():
+    base = A.STUDY.config("smoke", {"models": "lru", "tasks": "mqar"})
+    with pytest.raises(C.ConfigError, match=r"Unknown option\(s\) \['nope'\] for model 'lru'"):
+        A.grid(dataclasses.replace(base, recipes=(A.Recipe(overrides=(("layer.nope", 1),)),)))
+    with pytest.raises(C.ConfigError, match=r"accuracy run \(lru, mqar\).*Unknown option"):
+        A.grid(dataclasses.replace(base, recipes=(A.Recipe(overrides=(("task.nope", 1),)),)))
+    with pytest.raises(C.ConfigError, match="Unknown key 'colour'"):
+        A.grid(dataclasses.replace(base, recipes=(A.Recipe(overrides=(("train.colour", 1),)),)))
+    with pytest.raises(ValueError, match="must be \\(key, value\\) with a key starting with"):
+        A.Recipe(overrides=(("lr", 0.1),))
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"models": "lru,gru"}, r"Unknown models \['gru'\]; accepted: lru, rotrnn, s4d, s5"),
+        ({"tasks": "imagenet"}, r"Unknown tasks \['imagenet'\]; accepted: listops"),
+        ({"seeds": "()"}, r"seeds must be non-negative integers, at least one"),
+        ({"seeds": "1,1"}, r"seeds repeat a value"),
+        ({"depths": "0"}, r"depths must be positive integers"),
+        ({"task_preset": "huge"}, r"task_preset='huge' is not accepted"),
+        ({"network.norm": "group"}, r"network.norm='group' is not accepted"),
+        ({"train.steps": "0"}, r"steps must be a positive integer"),
+    ],
+)
+def test_config_errors_name_the_accepted_values(overrides, message):
+    with pytest.raises(C.ConfigError, match=message):
+        A.STUDY.config("smoke", overrides)
+
+
+def test_presets_cover_every_model_with_one_recipe_per_task():
+    for name, preset in A.STUDY.presets.items():
+        assert set(preset.models) == set(models.names()), name
+        specs = A.grid(preset)
+        assert len(specs) == len(preset.models) * len(preset.tasks) * len(preset.seeds) * max(
+            1, len(preset.depths))
+        # Honest comparisons: within a task, every model gets the same steps, batch and width.
+        for task in preset.tasks:
+            same = {(s.train.steps, s.train.batch_size, s.network.d_model, s.network.depth)
+                    for s in specs if s.task == task}
+            assert len(same) == 1, (name, task, same)
+    assert len(A.STUDY.presets["cpu"].seeds) == 3

@@ -1,0 +1,126 @@
+"""The results store: atomic runs, replacement, reading back, concurrent writers, resumption."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.runner import pending, run_study
+from harness.store import Store, StoreError
+from harness.studies import Diverged, Study
+
+
+def record(store: Store, run_id: str, rows, status="done", study="s", seed=0):
+    store.record(run_id=run_id, study=study, status=status, config={"a": {"b": seed}},
+                 config_hash="h" + run_id, seed=seed, provenance={"backend": "cpu"}, rows=rows)
+
+
+def test_rows_come_back_with_config_and_provenance_columns(tmp_path):
+    store = Store(tmp_path / "store.sqlite")
+    record(store, "r2", [{"x": 1.0, "kind": "eval"}, {"x": 2.0, "kind": "final"}], seed=2)
+    record(store, "r1", [{"x": 3.0}], seed=1)
+    record(store, "r3", [{"x": 9.0}], status="failed")
+    frame = store.read("s")
+    assert list(frame["run_id"]) == ["r1", "r2", "r2"]  # ordered by run, then row
+    assert list(frame["x"]) == [3.0, 1.0, 2.0]
+    assert list(frame["cfg.a.b"]) == [1, 2, 2] and set(frame["prov.backend"]) == {"cpu"}
+    assert len(store.read("s", statuses=("done", "failed"))) == 4
+    assert store.read("other").empty
+    assert store.recorded("s") == {"r1": "done", "r2": "done", "r3": "failed"}
+    pd.testing.assert_frame_equal(store.read("s"), Store(tmp_path / "store.sqlite").read("s"))
+
+
+def test_recording_again_replaces_the_run_whole(tmp_path):
+    store = Store(tmp_path / "store.sqlite")
+    record(store, "r", [{"x": 1.0}, {"x": 2.0}, {"x": 3.0}])
+    record(store, "r", [{"x": 5.0}], status="diverged")
+    assert store.status("r") == "diverged"
+    assert list(store.read("s", statuses=("diverged",))["x"]) == [5.0]
+
+
+def test_a_failing_write_leaves_nothing_behind(tmp_path):
+    store = Store(tmp_path / "store.sqlite")
+    with pytest.raises(TypeError, match="Cannot store a value of type object"):
+        record(store, "r", [{"x": 1.0}, {"x": object()}])
+    assert store.status("r") is None and store.read("s").empty
+    with pytest.raises(ValueError, match="status must be one of"):
+        record(store, "r", [], status="finished")
+
+
+def test_a_file_that_is_not_a_store_is_a_clear_error(tmp_path):
+    bad = tmp_path / "store.sqlite"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="is not a usable results store.*--store"):
+        Store(bad)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from harness.store import Store
+    store = Store(sys.argv[1])
+    for i in range(40):
+        rows = [{"writer": sys.argv[2], "i": i, "j": j} for j in range(25)]
+        store.record(run_id=f"{sys.argv[2]}-{i}", study="s", status="done", config={},
+                     config_hash="h", seed=i, provenance={}, rows=rows)
+    """
+)
+
+
+def test_two_processes_writing_one_store_lose_nothing(tmp_path):
+    path = tmp_path / "store.sqlite"
+    Store(path)
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(path), name], cwd=Path.cwd())
+        for name in ("a", "b")
+    ]
+    assert [w.wait(timeout=120) for w in writers] == [0, 0]
+    frame = Store(path).read("s")
+    assert len(Store(path).recorded("s")) == 80
+    assert len(frame) == 80 * 25
+    # Each run's rows landed whole and in order.
+    for run_id, rows in frame.groupby("run_id"):
+        assert list(rows["j"]) == list(range(25))
+        assert rows["writer"].nunique() == 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    seed: int
+
+
+def test_the_runner_skips_results_retries_failures_and_records_divergence(tmp_path):
+    calls = []
+
+    def run(spec):
+        calls.append(spec.seed)
+        if spec.seed == 2:
+            raise RuntimeError("boom")
+        if spec.seed == 3:
+            raise Diverged("non-finite loss at step 7", [{"step": 5}])
+        return [{"value": spec.seed * 10}]
+
+    specs = [Spec(1), Spec(2), Spec(3)]
+    study = Study(name="toy", description="toy", presets=dict.fromkeys(("smoke", "cpu", "gpu")),
+                  grid=lambda config: specs, run=run)
+    store = Store(tmp_path / "store.sqlite")
+    summary = run_study(study, None, store=store, progress=False)
+    assert summary.counts == {"done": 1, "failed": 1, "diverged": 1}
+    runs = store.runs("toy").set_index("seed")
+    assert runs.loc[3, "status"] == "diverged" and "step 7" in runs.loc[3, "error"]
+    assert "RuntimeError: boom" in runs.loc[2, "error"]
+    assert list(store.read("toy", statuses=("diverged",))["step"]) == [5]
+    # A rerun retries only the failed run; --fresh reruns everything.
+    assert pending(study, specs, store, fresh=False) == [Spec(2)]
+    calls.clear()
+    again = run_study(study, None, store=store, progress=False)
+    assert calls == [2] and again.skipped == 2
+    calls.clear()
+    run_study(study, None, store=store, fresh=True, progress=False)
+    assert calls == [1, 2, 3]

@@ -1,0 +1,302 @@
+"""Training: optimiser groups, schedule, batching, losses, determinism, resume, divergence."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+from harness import train as T
+from harness.runner import execute
+from harness.studies import Diverged, Study
+from models.network import NetworkConfig, recurrent_mask
+from tasks._base import Split, TaskInfo
+
+from conftest import tol
+
+L, N = 16, 48
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyConfig:
+    seed: int = 0
+    nan_example: int | None = None  # a training example whose inputs are NaN (real inputs)
+
+
+class ToyTask:
+    """Is the token 3 (the feature 3, for real inputs) present at least twice? Variable length."""
+
+    def __init__(self, config: ToyConfig = ToyConfig(), *, kind: str = "tokens",
+                 target: str = "class"):
+        self.config = config
+        self.info = TaskInfo(
+            name="toy", description="toy", seq_len=L, variable_length=True, input_kind=kind,
+            num_classes=1 if target == "regression" else 2,
+            vocab_size=6 if kind == "tokens" else None, input_dim=None if kind == "tokens" else 1,
+            target=target,
+        )
+        self._splits = {}
+        for i, name in enumerate(("train", "val", "test")):
+            rng = np.random.default_rng([config.seed, i])
+            n = N if name == "train" else 20
+            lengths = rng.integers(L // 2, L + 1, n).astype(np.int32)
+            valid = np.arange(L) < lengths[:, None]
+            x = np.where(valid, rng.integers(1, 6, (n, L)), 0).astype(np.int32)
+            if target == "class":
+                y = ((x == 3).sum(1) >= 2).astype(np.int32)
+            elif target == "per_step":
+                y = np.where(valid & (np.arange(L) % 2 == 1), (x == 3).cumsum(1) % 2, -1)
+                y = y.astype(np.int32)
+            else:
+                y = (x == 3).mean(1).astype(np.float32)
+            if kind == "real":
+                x = x[..., None].astype(np.float32)
+                if name == "train" and config.nan_example is not None:
+                    x[config.nan_example] = np.nan
+            self._splits[name] = Split(x, y, lengths)
+
+    def split(self, name: str) -> Split:
+        return self._splits[name]
+
+
+NET = NetworkConfig(layer="lru", depth=1, d_model=8, d_state=8, norm="batch")
+RECIPE = T.TrainConfig(steps=6, batch_size=16, eval_every=2, eval_batch_size=32, lr=1e-2)
+
+
+def without_time(rows):
+    return [{k: v for k, v in r.items() if k != "train_seconds"} for r in rows]
+
+
+# --------------------------------------------------------------------------------------------
+# Config, schedule, batches
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("steps", 0, "steps must be a positive integer, got 0"),
+        ("lr", 0.0, "lr must be positive"),
+        ("recurrent_lr", -1.0, "recurrent_lr must be a finite number >= 0.0"),
+        ("warmup_fraction", 1.0, r"warmup_fraction must lie in \[0, 1\)"),
+        ("clip_norm", -1.0, "clip_norm must be a positive number or None"),
+    ],
+)
+def test_train_config_rejects_bad_values(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        T.TrainConfig(**{field: value})
+
+
+def test_schedule_warms_up_linearly_then_decays_by_cosine_to_zero():
+    c = T.TrainConfig(steps=100, warmup_fraction=0.1, lr=1.0)
+    s = c.schedule(2.0)
+    np.testing.assert_allclose([s(0), s(5), s(10), s(55), s(100)], [0.0, 1.0, 2.0, 1.0, 0.0],
+                               atol=1e-6)
+
+
+def test_batches_cover_each_example_once_per_epoch_and_resume_anywhere():
+    split = ToyTask().split("train")
+    sampler = T.BatchSampler(split, 16, seed=3)
+    assert sampler.per_epoch == N // 16
+    # Lengths identify the drawn examples well enough with an index column: use the labels
+    # of a split whose "labels" are the example indices.
+    indexed = Split(split.inputs, np.arange(N, dtype=np.int32), split.lengths)
+    sampler = T.BatchSampler(indexed, 16, seed=3)
+    epoch0 = np.concatenate([np.asarray(sampler(s).labels) for s in range(3)])
+    epoch1 = np.concatenate([np.asarray(sampler(s).labels) for s in range(3, 6)])
+    assert sorted(epoch0) == list(range(N)) and sorted(epoch1) == list(range(N))
+    assert list(epoch0) != list(epoch1)
+    fresh = T.BatchSampler(indexed, 16, seed=3)  # a resumed run starts mid-way
+    np.testing.assert_array_equal(fresh(4).labels, sampler(4).labels)
+    with pytest.raises(ValueError, match="fewer than batch_size=64"):
+        T.BatchSampler(indexed, 64, seed=0)
+
+
+# --------------------------------------------------------------------------------------------
+# The optimiser: two groups by the layers' recurrent masks, never by names
+
+
+def test_recurrent_group_gets_its_own_rate_and_no_weight_decay(getkey):
+    task = ToyTask()
+    net, _ = T.build_network(NET, task.info, key=getkey())
+    labels = T.parameter_groups(net)
+    mask = eqx.filter(recurrent_mask(net), jax.tree.map(eqx.is_inexact_array, net))
+    assert jax.tree.leaves(labels) == [
+        "recurrent" if m else "regular" for m in jax.tree.leaves(mask)
+    ]
+    assert {"recurrent", "regular"} == set(jax.tree.leaves(labels))
+
+    config = T.TrainConfig(steps=10, warmup_fraction=0.0, lr=0.1, recurrent_lr=0.01,
+                           weight_decay=0.5)
+    optimiser = T.make_optimiser(net, config)
+    assert optimiser is T.make_optimiser(net, config)  # cached: compiled steps are reused
+    params = eqx.filter(net, eqx.is_inexact_array)
+    grads = jax.tree.map(lambda p: jr.normal(getkey(), p.shape, p.dtype), params)
+    updates, _ = jax.jit(optimiser.update)(grads, optimiser.init(params), params)
+    # Adam's first step is g / (|g| + eps); AdamW adds wd * p on the regular group only.
+    for u, g, p, label in zip(*(jax.tree.leaves(t) for t in (updates, grads, params, labels))):
+        adam = g / (jnp.abs(g) + 1e-8)
+        if label == "recurrent":
+            expected = -0.01 * adam
+        else:
+            expected = -0.1 * (adam + 0.5 * p)
+        np.testing.assert_allclose(u, expected, rtol=1e-5, atol=2e-6)
+
+
+def test_clipping_scales_the_global_gradient_norm_before_both_groups(getkey):
+    task = ToyTask()
+    net, _ = T.build_network(NET, task.info, key=getkey())
+    params = eqx.filter(net, eqx.is_inexact_array)
+    recipe = T.TrainConfig(warmup_fraction=0.0, weight_decay=0.0, lr=1.0, recurrent_lr=0.5)
+    clip = T.make_optimiser(net, dataclasses.replace(recipe, clip_norm=1.0))
+    plain = T.make_optimiser(net, recipe)
+    big = jax.tree.map(lambda p: jr.normal(getkey(), p.shape, p.dtype) * 100.0, params)
+    small = jax.tree.map(lambda p: jr.normal(getkey(), p.shape, p.dtype) * 1e-3, params)
+    norm = jnp.sqrt(sum(jnp.sum(jnp.abs(g) ** 2) for g in jax.tree.leaves(big)))
+    by_hand = jax.tree.map(lambda g: g / norm, big)
+
+    def two_steps(optimiser, first):
+        state = optimiser.init(params)
+        _, state = optimiser.update(first, state, params)
+        return optimiser.update(small, state, params)[0]
+
+    # Clipping equals dividing the first gradient by its global norm by hand; the second
+    # (small) gradient is under the threshold. Adam alone would be scale-invariant, so the
+    # two-step comparison is what makes the clipping visible.
+    expected, got = two_steps(plain, by_hand), two_steps(clip, big)
+    unclipped = two_steps(plain, big)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(expected)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7)
+    assert not all(np.allclose(a, b) for a, b in zip(jax.tree.leaves(got),
+                                                     jax.tree.leaves(unclipped)))
+
+
+# --------------------------------------------------------------------------------------------
+# Losses and evaluation
+
+
+def test_per_step_loss_scores_only_labelled_steps_of_real_examples(getkey):
+    task = ToyTask(target="per_step")
+    net, state = T.build_network(NET, task.info, key=getkey())
+    split = task.split("val")
+    batch = T.to_batch(split, np.arange(4))
+    weights = jnp.array([1.0, 1.0, 1.0, 0.0])
+    net = eqx.nn.inference_mode(net)
+    loss, correct, count, _ = eqx.filter_jit(T.batch_sums)(net, state, batch, weights)
+    forward = eqx.filter_jit(lambda net, x, n: jax.vmap(lambda x, n: net(x, n, state)[0],
+                                                        axis_name="batch")(x, n))
+    logits = forward(net, batch.inputs, batch.lengths)
+    scored = (np.asarray(batch.labels) >= 0) & (np.asarray(weights)[:, None] > 0)
+    logp = jax.nn.log_softmax(logits)
+    labels = np.where(scored, np.asarray(batch.labels), 0)
+    picked = np.take_along_axis(np.asarray(logp), labels[..., None], -1)[..., 0]
+    assert count == scored.sum()
+    np.testing.assert_allclose(loss, -picked[scored].sum(), rtol=1e-5)
+    hits = (np.asarray(logits).argmax(-1) == labels) & scored
+    assert correct == hits.sum()
+
+
+def test_evaluate_counts_every_example_once_whatever_the_batch(getkey):
+    task = ToyTask()
+    net, state = T.build_network(NET, task.info, key=getkey())
+    split = task.split("val")
+    whole = T.evaluate(net, state, split, batch_size=len(split))
+    padded = T.evaluate(net, state, split, batch_size=8)  # 20 = 8 + 8 + 4 real + 4 padding
+    np.testing.assert_allclose(padded["loss"], whole["loss"], **tol(np.float32))
+    assert padded["accuracy"] == whole["accuracy"]
+    assert whole["accuracy"] in {k / 20 for k in range(21)}
+
+
+# --------------------------------------------------------------------------------------------
+# Whole runs: bit-identical repeats, resume after an interruption, divergence
+
+
+def probe(step, network, state):
+    # A callback row that depends on every parameter: equal rows mean equal networks.
+    norm = sum(float(jnp.sum(jnp.abs(p) ** 2)) for p in
+               jax.tree.leaves(eqx.filter(network, eqx.is_inexact_array)))
+    return [{"kind": "probe", "param_norm2": norm}]
+
+
+def test_same_seed_gives_bit_identical_rows_and_resume_changes_nothing(tmp_path):
+    task = ToyTask()
+    first = T.train(NET, task, RECIPE, seed=1, on_eval=probe)
+    kinds = [r["kind"] for r in first.rows]
+    assert kinds == ["probe", "eval", "probe", "eval", "probe", "eval", "probe", "final"]
+    final = first.final
+    assert final["steps"] == 6 and final["best_step"] in (2, 4, 6)
+    assert 0.0 <= final["test_accuracy"] <= 1.0 and final["selection"] == "accuracy"
+    assert final["params"] > final["recurrent_params"] > 0
+    assert [r["step"] for r in first.rows if r["kind"] == "eval"] == [2, 4, 6]
+
+    again = T.train(NET, task, RECIPE, seed=1, on_eval=probe)
+    assert without_time(again.rows) == without_time(first.rows)
+    other = T.train(NET, task, RECIPE, seed=2, on_eval=probe)
+    assert without_time(other.rows) != without_time(first.rows)
+
+    # Interrupt after the step-2 checkpoint (the callback at step 4 raises), then resume.
+    path = tmp_path / "run.eqx"
+
+    def interrupt(step, network, state):
+        if step == 4:
+            raise KeyboardInterrupt
+        return probe(step, network, state)
+
+    with pytest.raises(KeyboardInterrupt):
+        T.train(NET, task, RECIPE, seed=1, on_eval=interrupt, checkpoint=path)
+    assert path.exists()
+    assert json.loads(path.read_bytes().split(b"\n", 1)[0])["step"] == 2
+    resumed = T.train(NET, task, RECIPE, seed=1, on_eval=probe, checkpoint=path)
+    assert without_time(resumed.rows) == without_time(first.rows)
+    assert not path.exists()  # a finished run leaves no checkpoint
+
+
+def test_a_checkpoint_of_another_run_is_not_resumed(tmp_path, capsys):
+    task = ToyTask()
+    path = tmp_path / "run.eqx"
+
+    def interrupt(step, network, state):
+        if step == 4:
+            raise KeyboardInterrupt
+        return []
+
+    with pytest.raises(KeyboardInterrupt):
+        T.train(NET, task, RECIPE, seed=5, on_eval=interrupt, checkpoint=path)
+    result = T.train(NET, task, RECIPE, seed=1, checkpoint=path)
+    assert "belongs to another run" in capsys.readouterr().out
+    reference = T.train(NET, task, RECIPE, seed=1)
+    assert without_time(result.rows) == without_time(reference.rows)
+
+
+def test_non_finite_loss_stops_the_run_at_once_with_its_step(tmp_path):
+    net = dataclasses.replace(NET, norm="layer")
+    recipe = dataclasses.replace(RECIPE, steps=12)
+    # Find the first step whose batch holds example 5, whose inputs are NaN.
+    probe_split = Split(np.zeros((N, L, 1), np.float32), np.arange(N, dtype=np.int32),
+                        np.full(N, L, np.int32))
+    sampler = T.BatchSampler(probe_split, recipe.batch_size, seed=0)
+    bad_step = next(s + 1 for s in range(12) if 5 in np.asarray(sampler(s).labels))
+    assert bad_step > 2, "pick another example: the test wants an evaluation before it"
+
+    task = ToyTask(ToyConfig(nan_example=5), kind="real")
+    path = tmp_path / "run.eqx"
+    with pytest.raises(Diverged, match=f"non-finite loss or gradient at step {bad_step}") as e:
+        T.train(net, task, recipe, seed=0, checkpoint=path)
+    rows = e.value.rows
+    assert rows[-1] == {"kind": "diverged", "step": bad_step}
+    assert [r["step"] for r in rows if r["kind"] == "eval"] == list(range(2, bad_step, 2))
+    assert not path.exists()
+
+    # Through the runner the run is recorded as diverged with those rows; nothing raises.
+    study = Study(
+        name="toy", description="toy", presets={"smoke": None, "cpu": None, "gpu": None},
+        grid=lambda c: [0], run=lambda spec: T.train(net, task, recipe, seed=spec).rows,
+    )
+    outcome = execute(study, 0)
+    assert outcome.status == "diverged" and outcome.rows == rows
+    assert f"step {bad_step}" in outcome.error
