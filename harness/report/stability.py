@@ -1,0 +1,392 @@
+"""Report section of the stability study: hidden-state norms through training, depth and seeds."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.colors as mcolors
+import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
+import numpy as np
+import pandas as pd
+
+from ..store import Store
+from ..studies.stability import VARIANTS
+from . import style
+from ._artifacts import Artifact, Figure, Missing, Table
+from ._provenance import in_preset, pick_preset, with_presets
+
+TITLE = "Stability of the hidden-state norm"
+
+INTRO = (
+    "The RotRNN paper's central claim is that its rotation and normaliser xi keep the norm of "
+    "the hidden state near constant through training, across depth and seeds, while the LRU's "
+    "learned normaliser lets it drift. This study measures the same quantity for every layer: "
+    "the Euclidean norm ||h_t|| of the layer's forward state vector at each step t (for RotRNN "
+    "the norm of its real state, since the change of basis P is orthogonal), taken from the "
+    "layer's own `hidden_states` on the input the layer sees inside the network in a training "
+    "step (pre-norm BatchNorm with the probe batch's statistics, no dropout, padding excluded; "
+    "inference-mode running statistics are (0, 1) at initialisation, which would leave deeper "
+    "layers' inputs unnormalised, so they are not used by default). It is averaged over a fixed "
+    "probe batch (the first validation examples, the same for every model and seed) and over "
+    "time, and kept as a profile over t. Networks of several depths are measured at "
+    "initialisation; some depths are also trained with the shared recipe (AdamW, warm-up and "
+    "cosine decay, a separate learning rate for the recurrent parameters) and measured at every "
+    "evaluation, together "
+    "with the gradient norm of each layer's parameters and the eigenvalue moduli |lambda| of "
+    "each layer. Ablations: RotRNN with xi off and with ring-initialised gamma, the LRU with its "
+    "gamma normaliser off. The spread is summarised by the coefficient of variation (standard "
+    "deviation over mean) of the per-step mean norm across layers, seeds and evaluation steps."
+)
+
+_STATUSES = ("done", "diverged")
+
+
+def _label(variant: str) -> str:
+    return VARIANTS[variant].label if variant in VARIANTS else variant
+
+
+def _variant_order(names) -> list[str]:
+    present = set(names)
+    return [v for v in VARIANTS if v in present] + sorted(present - set(VARIANTS))
+
+
+def _shade(colour: str, k: int, depth: int) -> tuple[float, float, float]:
+    """``colour`` lightened towards white for shallow layers: layer ``depth`` is the full colour."""
+    weight = 0.35 + 0.65 * (k / depth if depth > 1 else 1.0)
+    rgb = np.array(mcolors.to_rgb(colour))
+    return tuple(weight * rgb + (1.0 - weight) * np.ones(3))
+
+
+def _selected(store: Store) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
+    """Rows and runs of the largest-scale preset present (presets never mix in one figure)."""
+    rows = store.read("stability", statuses=_STATUSES)
+    runs = store.runs("stability")
+    if rows.empty:
+        return rows, runs, None
+    rows = with_presets(rows, "stability")
+    preset = pick_preset(rows["preset"].unique())
+    rows = rows[in_preset(rows["preset"], preset)]
+    runs = with_presets(runs, "stability")
+    runs = runs[in_preset(runs["preset"], preset)]
+    return rows, runs, preset
+
+
+def _trained(frame: pd.DataFrame) -> pd.Series:
+    if "cfg.train.steps" not in frame.columns:
+        return pd.Series(False, index=frame.index)
+    return frame["cfg.train.steps"].notna()
+
+
+def _panels(n: int, height: float = 1.8):
+    ncols = min(4, n)
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(style.FULL_WIDTH_IN, height * nrows), squeeze=False
+    )
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
+def _run_ids(frame: pd.DataFrame) -> tuple[str, ...]:
+    return tuple(sorted(frame["run_id"].unique()))
+
+
+def section(store: Store) -> list[Artifact]:
+    rows, runs, preset = _selected(store)
+    if rows.empty:
+        reason = "no finished runs of the stability study (python -m harness study stability)"
+        return [
+            Missing("stability_training", "Hidden-state norm through training", reason),
+            Missing("stability_depth", "Hidden-state norm by layer and depth", reason),
+            Missing("stability_summary", "Spread of the hidden-state norm", reason),
+        ]
+    out: list[Artifact] = []
+    for task in sorted(rows["cfg.task"].unique()):
+        frame = rows[rows["cfg.task"] == task]
+        layer = frame[frame["kind"] == "layer"]
+        trained = layer[_trained(layer)]
+        if trained.empty:
+            reason = f"no trained runs on {task} at preset {preset}"
+            out += [
+                Missing(f"stability_training_{task}", f"Norm through training ({task})", reason),
+                Missing(f"stability_eigenvalues_{task}", f"|lambda| through training ({task})",
+                        reason),
+            ]
+        else:
+            out.append(_training_figure(trained, task, preset))
+            out.append(_eigen_figure(trained, task, preset))
+        out.append(_depth_figure(layer, task, preset))
+        out.append(_profile_figure(frame[frame["kind"] == "profile"], task, preset))
+        task_runs = runs[runs["cfg.task"] == task] if "cfg.task" in runs.columns else runs
+        out.append(_summary_table(frame, task_runs, task, preset))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+
+
+def _deepest_trained(trained: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    depth = int(trained["cfg.network.depth"].max())
+    return trained[trained["cfg.network.depth"] == depth], depth
+
+
+def _training_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artifact:
+    style.apply_style()
+    trained, depth = _deepest_trained(trained)
+    variants = _variant_order(trained["cfg.variant"].unique())
+    fig, axes = _panels(len(variants))
+    for ax, variant in zip(axes.flat, variants):
+        rows = trained[trained["cfg.variant"] == variant]
+        colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
+        for k in range(1, depth + 1):
+            shade = _shade(colour, k, depth)
+            at_k = rows[rows["layer"] == k]
+            for _, seed_rows in at_k.groupby("seed"):
+                seed_rows = seed_rows.sort_values("step")
+                ax.plot(seed_rows["step"], seed_rows["norm_mean"], color=shade, alpha=0.35,
+                        linewidth=0.6)
+            mean = at_k.groupby("step")["norm_mean"].mean()
+            ax.plot(mean.index, mean.values, color=shade, linewidth=1.6, label=f"layer {k}")
+        ax.set_title(_label(variant))
+        ax.set_yscale("log")
+        ax.set_xlabel("training step")
+        ax.legend(fontsize=5.5, handlelength=1.2)
+    for row in axes:
+        row[0].set_ylabel("mean ||h_t|| on the probe batch")
+    seeds = sorted(trained["seed"].unique())
+    return Figure(
+        name=f"stability_training_{task}",
+        title=f"Hidden-state norm through training, per layer ({task})",
+        caption=(
+            f"Mean over the probe batch and time of the state norm ||h_t|| of each layer of a "
+            f"{depth}-block network trained on {task} (preset {preset}), at every evaluation "
+            f"step. Light lines: {len(seeds)} seeds; bold: their mean; darker shades are deeper "
+            f"layers. One panel per layer variant; log scale."
+        ),
+        figure=fig,
+        runs=_run_ids(trained),
+    )
+
+
+def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artifact:
+    style.apply_style()
+    trained, depth = _deepest_trained(trained)
+    variants = _variant_order(trained["cfg.variant"].unique())
+    fig, axes = _panels(len(variants))
+    for ax, variant in zip(axes.flat, variants):
+        rows = trained[trained["cfg.variant"] == variant]
+        colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
+        # Over the network's layers: the modulus closest to 1, the median, the farthest.
+        per_seed = rows.groupby(["seed", "step"]).agg(
+            lam_max=("lam_max", "max"), lam_median=("lam_median", "median"),
+            lam_min=("lam_min", "min"),
+        )
+        mean = per_seed.groupby("step").mean()
+        for column, linestyle, what in (
+            ("lam_max", "-", "max |lambda|"),
+            ("lam_median", "--", "median"),
+            ("lam_min", ":", "min"),
+        ):
+            ax.plot(mean.index, 1.0 - mean[column], color=colour, linestyle=linestyle, label=what)
+        ax.set_title(_label(variant))
+        ax.set_yscale("log")
+        ax.set_xlabel("training step")
+        ax.legend(fontsize=5.5, handlelength=1.6)
+    for row in axes:
+        row[0].set_ylabel("1 - |lambda|")
+    return Figure(
+        name=f"stability_eigenvalues_{task}",
+        title=f"Eigenvalue moduli through training ({task})",
+        caption=(
+            f"Distance of the eigenvalue moduli from the unit circle, 1 - |lambda|, over all "
+            f"{depth} layers of the trained networks on {task} (preset {preset}): the largest "
+            f"modulus over layers (solid), the median of the layers' medians (dashed) and the "
+            f"smallest (dotted), averaged over seeds. A solid line falling towards zero is drift "
+            f"towards instability. Log scale."
+        ),
+        figure=fig,
+        runs=_run_ids(trained),
+    )
+
+
+def _depth_figure(layer: pd.DataFrame, task: str, preset: str | None) -> Artifact:
+    style.apply_style()
+    variants = _variant_order(layer["cfg.variant"].unique())
+    fig, axes = _panels(len(variants))
+    depths = sorted(int(d) for d in layer["cfg.network.depth"].unique())
+    trained_mask = _trained(layer)
+    for ax, variant in zip(axes.flat, variants):
+        rows = layer[layer["cfg.variant"] == variant]
+        colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
+        for i, depth in enumerate(depths):
+            at_depth = rows[rows["cfg.network.depth"] == depth]
+            if at_depth.empty:
+                continue
+            shade = _shade(colour, i + 1, len(depths))
+            init = at_depth[at_depth["step"] == 0].groupby("layer")["norm_mean"].mean()
+            ax.plot(init.index, init.values, color=shade, marker="o", markersize=2.5,
+                    label=f"depth {depth}, init")
+            done = at_depth[trained_mask.loc[at_depth.index]]
+            if not done.empty:
+                last = done[done["step"] == done.groupby("run_id")["step"].transform("max")]
+                final = last.groupby("layer")["norm_mean"].mean()
+                ax.plot(final.index, final.values, color=shade, marker="s", markersize=2.5,
+                        linestyle="--", label=f"depth {depth}, trained")
+        ax.set_title(_label(variant))
+        ax.set_yscale("log")
+        ax.set_xlabel("layer index")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(fontsize=5.0, handlelength=1.6)
+    for row in axes:
+        row[0].set_ylabel("mean ||h_t||")
+    return Figure(
+        name=f"stability_depth_{task}",
+        title=f"Hidden-state norm by layer index and network depth ({task})",
+        caption=(
+            f"Mean state norm of each layer (x: its index in the network) for networks of depth "
+            f"{', '.join(map(str, depths))} on {task} (preset {preset}), at initialisation "
+            f"(solid, circles) and after training (dashed, squares; trained depths only), "
+            f"averaged over seeds. Log scale."
+        ),
+        figure=fig,
+        runs=_run_ids(layer),
+    )
+
+
+def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Artifact:
+    if profile.empty:
+        return Missing(f"stability_profile_{task}", f"Norm over time ({task})",
+                       f"no profile rows on {task} at preset {preset}")
+    style.apply_style()
+    trained = profile[_trained(profile)]
+    source = trained if not trained.empty else profile
+    depth = int(source["cfg.network.depth"].max())
+    source = source[source["cfg.network.depth"] == depth]
+    variants = _variant_order(source["cfg.variant"].unique())
+    fig, axes = _panels(len(variants))
+    for ax, variant in zip(axes.flat, variants):
+        rows = source[source["cfg.variant"] == variant]
+        colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
+        final_step = int(rows["step"].max())
+        for k in range(1, depth + 1):
+            shade = _shade(colour, k, depth)
+            at_k = rows[rows["layer"] == k]
+            for step, linestyle in ((0, "-"), (final_step, "--")):
+                if step == 0 and final_step == 0 and linestyle == "--":
+                    continue
+                curve = at_k[at_k["step"] == step].groupby("t")["norm"].mean()
+                ax.plot(curve.index, curve.values, color=shade, linestyle=linestyle,
+                        label=f"layer {k}, step {step}")
+        ax.set_title(_label(variant))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("time step t")
+        ax.legend(fontsize=5.0, handlelength=1.6)
+    for row in axes:
+        row[0].set_ylabel("mean ||h_t|| over the probe batch")
+    what = "initialisation (solid) and the last evaluation (dashed)" if not trained.empty else (
+        "initialisation"
+    )
+    return Figure(
+        name=f"stability_profile_{task}",
+        title=f"Hidden-state norm over time ({task})",
+        caption=(
+            f"Mean over the probe examples still running at step t of the state norm ||h_t||, "
+            f"per layer of the {depth}-block networks on {task} (preset {preset}), at {what}, "
+            f"averaged over seeds. Log-log scale."
+        ),
+        figure=fig,
+        runs=_run_ids(source),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The summary table
+
+
+def _cv(values: pd.Series) -> float:
+    values = values.dropna()
+    if len(values) < 2 or values.mean() == 0:
+        return float("nan")
+    return float(values.std(ddof=0) / values.mean())
+
+
+def _summary_table(frame: pd.DataFrame, runs: pd.DataFrame, task: str,
+                   preset: str | None) -> Table:
+    layer = frame[frame["kind"] == "layer"]
+    trained_mask = _trained(layer)
+    trained = layer[trained_mask]
+    finals = frame[frame["kind"] == "final"]
+    records: dict[str, dict[str, float]] = {}
+    for variant in _variant_order(layer["cfg.variant"].unique()):
+        record: dict[str, float] = {}
+        t_rows = trained[trained["cfg.variant"] == variant]
+        if not t_rows.empty:
+            t_rows, depth = _deepest_trained(t_rows)
+            first = t_rows[t_rows["step"] == 0]
+            last = t_rows[t_rows["step"] == t_rows.groupby("run_id")["step"].transform("max")]
+            paired = first.set_index(["run_id", "layer"])["norm_mean"].to_frame("init").join(
+                last.set_index(["run_id", "layer"])["norm_mean"].rename("final"), how="inner"
+            )
+            record["trained depth"] = depth
+            record["norm, init"] = first["norm_mean"].mean()
+            record["norm, trained"] = last["norm_mean"].mean()
+            record["trained / init (geo. mean)"] = float(
+                np.exp(np.mean(np.log(paired["final"] / paired["init"])))
+            )
+            record["CV (layers, seeds, steps)"] = _cv(t_rows["norm_mean"])
+            record["CV over training (mean)"] = float(
+                t_rows.groupby(["run_id", "layer"])["norm_mean"].agg(_cv).mean()
+            )
+            record["grad norm, trained (median)"] = last["grad_norm"].median()
+            record["max |lambda|, trained"] = last["lam_max"].max()
+            v_final = finals[finals["cfg.variant"] == variant]
+            v_final = v_final[v_final["cfg.network.depth"] == depth]
+            if not v_final.empty and v_final["val_accuracy"].notna().any():
+                record["val. accuracy"] = v_final["val_accuracy"].mean()
+        i_rows = layer[(layer["cfg.variant"] == variant) & (layer["step"] == 0)]
+        deepest = int(i_rows["cfg.network.depth"].max())
+        per_layer = i_rows[i_rows["cfg.network.depth"] == deepest].groupby("layer")["norm_mean"]
+        record[f"CV over layers at init (depth {deepest})"] = _cv(per_layer.mean())
+        v_runs = runs[runs["cfg.variant"] == variant] if "cfg.variant" in runs.columns else runs
+        record["runs diverged"] = int((v_runs["status"] == "diverged").sum())
+        record["runs"] = len(v_runs)
+        records[_label(variant)] = record
+    table = pd.DataFrame.from_dict(records, orient="index")
+    return Table(
+        name=f"stability_summary_{task}",
+        title=f"Spread of the hidden-state norm ({task})",
+        caption=_summary_caption(table, task, preset),
+        frame=table,
+        best={c: "min" for c in ("CV (layers, seeds, steps)", "CV over training (mean)")
+              if c in table.columns},
+        digits=3,
+        runs=_run_ids(frame),
+    )
+
+
+def _summary_caption(table: pd.DataFrame, task: str, preset: str | None) -> str:
+    text = (
+        f"Hidden-state norm on {task} (preset {preset}). Norms are the mean of ||h_t|| over the "
+        f"probe batch and time, per layer; 'init' and 'trained' average them over the layers "
+        f"and seeds of the deepest trained network at step 0 and at its last evaluation. "
+        f"'CV (layers, seeds, steps)' is the coefficient of variation of these per-layer means "
+        f"over every layer, seed and evaluation step: the one-number spread of the claim. "
+        f"'CV over training' is the same within one layer of one run, averaged. "
+        f"'CV over layers at init' is across the layers of the deepest network measured at "
+        f"initialisation, averaged over seeds first."
+    )
+    column = "CV (layers, seeds, steps)"
+    rot, lru = _label("rotrnn"), _label("lru")
+    if column in table.columns and rot in table.index and lru in table.index:
+        a, b = table.loc[rot, column], table.loc[lru, column]
+        if np.isfinite(a) and np.isfinite(b) and a > 0:
+            verdict = "lower" if a < b else "not lower"
+            text += (
+                f" In these runs RotRNN's spread ({a:.3f}) is {verdict} than the LRU's "
+                f"({b:.3f}): a ratio LRU / RotRNN of {b / a:.2f}."
+            )
+    return text

@@ -1,0 +1,257 @@
+"""Report section of the theory checks: white-noise state energy and the LRU <=> RotRNN map."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ..store import Store
+from ..studies.stability import VARIANTS
+from . import style
+from ._artifacts import Artifact, Figure, Missing, Table
+from ._provenance import pick_preset, with_presets
+
+TITLE = "Theory checks"
+
+INTRO = (
+    "Two checks of what the layers must satisfy by construction, on untrained layers. "
+    "White noise: with i.i.d. zero-mean unit-covariance inputs, a diagonal system "
+    "h_t = lambda h_{t-1} + B u_t (h_0 = 0) has, exactly, "
+    "E|h_{p,t}|^2 = ||b_p||^2 (1 - |lambda_p|^{2t}) / (1 - |lambda_p|^2) for each state p, with "
+    "b_p the p-th row of B; for RotRNN a head's states share |lambda| = gamma and the normaliser "
+    "xi makes their rows' energy sum to 1 - gamma^2, so the head's energy is 1 - gamma^{2t} (the "
+    "paper's claim), and the LRU's infinite-sequence value is the t -> infinity limit. The study "
+    "compares this closed form, computed from each layer's discrete system, with a Monte Carlo "
+    "mean of ||h_t||^2 over white-noise sequences run through the layer's `hidden_states`, and "
+    "with the exact expectation obtained through `hidden_states` on unit impulses (which must "
+    "agree with the closed form to float32 round-off). States are grouped by a shared |lambda| "
+    "(RotRNN's heads, S4D's channels, single states for the LRU and S5). Equivalence: random "
+    "RotRNNs (a fresh initialisation plus Gaussian noise on every learned array) are mapped to "
+    "LRUs by `models.equivalence.rotrnn_to_lru`, and the largest output difference on a random "
+    "input is recorded; it must be round-off."
+)
+
+# Per-group curves are drawn when a layer has at most this many groups (RotRNN's heads); beyond
+# it the total alone stays readable.
+_MAX_GROUP_CURVES = 8
+_FLOAT32_EPS = float(np.finfo(np.float32).eps)
+
+
+def _variant_order(names) -> list[str]:
+    return [v for v in VARIANTS if v in set(names)]
+
+
+def _label(variant: str) -> str:
+    return VARIANTS[variant].label if variant in VARIANTS else variant
+
+
+def _selected(store: Store) -> tuple[pd.DataFrame, str | None]:
+    """The rows of the largest-scale preset present (smoke, cpu and gpu runs never mix)."""
+    frame = store.read("theory")
+    if frame.empty:
+        return frame, None
+    frame = with_presets(frame, "theory")
+    preset = pick_preset(frame["preset"].unique())
+    mask = frame["preset"].astype(str).str.split("+").map(lambda parts: preset in parts)
+    return frame[mask], preset
+
+
+def section(store: Store) -> list[Artifact]:
+    frame, preset = _selected(store)
+    if frame.empty:
+        reason = "no finished runs of the theory study in the store (harness study theory)"
+        return [
+            Missing("theory_white_noise", "Measured vs predicted state energy", reason),
+            Missing("theory_white_noise_ratio", "Measured / predicted state energy", reason),
+            Missing("theory_white_noise_table", "Worst deviation from the closed form", reason),
+            Missing("theory_equivalence", "LRU <=> multi-head RotRNN", reason),
+        ]
+    noise = frame[frame["cfg.check"] == "white_noise"]
+    equivalence = frame[frame["cfg.check"] == "equivalence"]
+    out: list[Artifact] = []
+    if noise.empty:
+        reason = f"no finished white-noise runs at preset {preset}"
+        out += [
+            Missing("theory_white_noise", "Measured vs predicted state energy", reason),
+            Missing("theory_white_noise_ratio", "Measured / predicted state energy", reason),
+            Missing("theory_white_noise_table", "Worst deviation from the closed form", reason),
+        ]
+    else:
+        out += [_energy_figure(noise, preset), _ratio_figure(noise, preset),
+                _noise_table(noise, preset)]
+    if equivalence.empty:
+        out.append(Missing("theory_equivalence", "LRU <=> multi-head RotRNN",
+                           f"no finished equivalence runs at preset {preset}"))
+    else:
+        out.append(_equivalence_table(equivalence, preset))
+    return out
+
+
+def _first_seed(noise: pd.DataFrame) -> pd.DataFrame:
+    """One run per variant, the smallest seed's: the curves of one draw, not an average."""
+    keep = noise.groupby("variant")["seed"].transform("min") == noise["seed"]
+    return noise[keep]
+
+
+def _energy_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
+    style.apply_style()
+    frame = _first_seed(noise)
+    profile = frame[frame["kind"] == "profile"]
+    variants = _variant_order(profile["variant"].unique())
+    ncols = min(4, len(variants))
+    nrows = math.ceil(len(variants) / ncols)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(style.FULL_WIDTH_IN, 2.0 * nrows), squeeze=False
+    )
+    for ax in axes.flat[len(variants):]:
+        ax.set_visible(False)
+    for ax, variant in zip(axes.flat, variants):
+        rows = profile[profile["variant"] == variant]
+        model = rows["model"].iloc[0]
+        colour = style.model_colour(model)
+        n_groups = int(rows["group"].max()) + 1
+        groups = range(n_groups) if n_groups <= _MAX_GROUP_CURVES else [-1]
+        for g in groups:
+            g_rows = rows[rows["group"] == g].sort_values("t")
+            ax.plot(g_rows["t"], g_rows["predicted"], color=colour, linewidth=1.0, alpha=0.8)
+            ax.errorbar(
+                g_rows["t"], g_rows["measured"], yerr=2 * g_rows["measured_se"], fmt="none",
+                ecolor=style.REFERENCE_COLOUR, elinewidth=0.6,
+            )
+            ax.plot(g_rows["t"], g_rows["measured"], linestyle="none",
+                    marker=style.model_marker(model), markersize=1.8, color=style.REFERENCE_COLOUR)
+        what = f"{n_groups} groups" if n_groups <= _MAX_GROUP_CURVES else "all states"
+        ax.set_title(f"{_label(variant)}\n({what})", fontsize=7.5)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("step t (inputs absorbed)")
+    for row in axes:
+        row[0].set_ylabel(r"$E\,\|h_t\|^2$")
+    seeds = sorted(frame["seed"].unique())
+    samples = int(frame["cfg.samples"].iloc[0])
+    return Figure(
+        name="theory_white_noise",
+        title="Measured vs predicted state energy under white noise",
+        caption=(
+            f"E||h_t||^2 of untrained layers under unit white noise, preset {preset}, seed "
+            f"{seeds[0]}. Lines: the closed form ||b_p||^2 (1 - |lambda_p|^(2t)) / "
+            f"(1 - |lambda_p|^2) summed over a group of states sharing |lambda| (for RotRNN each "
+            f"curve is one head and equals 1 - gamma^(2t)); markers: the Monte Carlo mean over "
+            f"{samples} sequences through the layer's hidden states, bars +/- 2 standard errors. "
+            f"Layers with more than {_MAX_GROUP_CURVES} groups show the total over all states."
+        ),
+        figure=fig,
+        runs=tuple(sorted(frame["run_id"].unique())),
+    )
+
+
+def _ratio_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
+    style.apply_style()
+    frame = _first_seed(noise)
+    total = frame[(frame["kind"] == "profile") & (frame["group"] == -1)]
+    fig, ax = plt.subplots(figsize=style.figsize("full", aspect=0.4))
+    styles = ["-", "--", ":", "-."]
+    seen: dict[str, int] = {}
+    for variant in _variant_order(total["variant"].unique()):
+        rows = total[total["variant"] == variant].sort_values("t")
+        model = rows["model"].iloc[0]
+        linestyle = styles[seen.get(model, 0) % len(styles)]
+        seen[model] = seen.get(model, 0) + 1
+        ratio = rows["measured"] / rows["predicted"]
+        band = 2 * rows["measured_se"] / rows["predicted"]
+        colour = style.model_colour(model)
+        ax.plot(rows["t"], ratio, color=colour, linestyle=linestyle, label=_label(variant),
+                marker=style.model_marker(model), markersize=2.5)
+        ax.fill_between(rows["t"], 1 - band, 1 + band, color=colour, alpha=0.12, linewidth=0)
+    ax.axhline(1.0, color=style.REFERENCE_COLOUR, linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("step t (inputs absorbed)")
+    ax.set_ylabel("measured / predicted E||h_t||^2")
+    ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.25))
+    samples = int(frame["cfg.samples"].iloc[0])
+    return Figure(
+        name="theory_white_noise_ratio",
+        title="Measured / predicted state energy under white noise",
+        caption=(
+            f"Ratio of the Monte Carlo E||h_t||^2 ({samples} white-noise sequences, total over "
+            f"all states) to the closed form, preset {preset}, smallest seed. Shaded: the ratio "
+            f"that 2 standard errors of the Monte Carlo mean allow around 1; a curve inside its "
+            f"band is consistent with the formula."
+        ),
+        figure=fig,
+        runs=tuple(sorted(frame["run_id"].unique())),
+    )
+
+
+def _noise_table(noise: pd.DataFrame, preset: str | None) -> Table:
+    summary = noise[noise["kind"] == "summary"]
+    records = {}
+    for variant in _variant_order(summary["variant"].unique()):
+        rows = summary[summary["variant"] == variant]
+        records[_label(variant)] = {
+            "states P": int(rows["state_size"].iloc[0]),
+            "groups": int(rows["groups"].iloc[0]),
+            "seeds": int(rows["seed"].nunique()),
+            "MC worst rel. dev. (total)": rows["mc_worst_rel_dev"].max(),
+            "MC worst rel. dev. (group)": rows["mc_worst_rel_dev_group"].max(),
+            "MC worst |z|": rows["mc_worst_z"].max(),
+            "exact worst rel. dev.": rows["exact_worst_rel_dev"].max(),
+            "E||h_inf||^2 (mean)": rows["stationary_total"].mean(),
+            "group E|h_inf|^2 min": rows["stationary_group_min"].min(),
+            "group E|h_inf|^2 max": rows["stationary_group_max"].max(),
+        }
+    frame = pd.DataFrame.from_dict(records, orient="index")
+    first = summary.iloc[0]
+    return Table(
+        name="theory_white_noise_table",
+        title="Worst deviation of the state energy from the closed form",
+        caption=(
+            f"Untrained layers under unit white noise, preset {preset}, "
+            f"L = {int(first['seq_len'])} steps, {int(first['samples'])} Monte Carlo sequences "
+            f"per run; worst over every step, group and seed. 'MC' compares the Monte Carlo "
+            f"mean with the closed form (its size is set by sampling noise: |z| is the deviation "
+            f"in standard errors); 'exact' compares the expectation computed through the layer's "
+            f"hidden states on unit impulses with the closed form, and should be float32 "
+            f"round-off (eps = {_FLOAT32_EPS:.1e}) times the accumulated steps. E||h_inf||^2: "
+            f"the t -> infinity limit sum_p ||b_p||^2 / (1 - |lambda_p|^2); RotRNN with xi has "
+            f"exactly 1 per head."
+        ),
+        frame=frame,
+        digits=4,
+        runs=tuple(sorted(summary["run_id"].unique())),
+    )
+
+
+def _equivalence_table(equivalence: pd.DataFrame, preset: str | None) -> Table:
+    records = {}
+    for variant in _variant_order(equivalence["variant"].unique()):
+        rows = equivalence[equivalence["variant"] == variant]
+        records[_label(variant)] = {
+            "trials": len(rows),
+            "max |y_rot - y_lru|": rows["max_abs_diff"].max(),
+            "max rel. output diff.": rows["max_rel_diff"].max(),
+            "max rel. state-norm diff.": rows["state_norm_max_rel_diff"].max(),
+            "max |lambda|": rows["modulus_max"].max(),
+        }
+    frame = pd.DataFrame.from_dict(records, orient="index")
+    first = equivalence.iloc[0]
+    return Table(
+        name="theory_equivalence",
+        title="LRU <=> multi-head RotRNN: largest output difference",
+        caption=(
+            f"Random RotRNNs (fresh initialisation plus N(0, {float(first['cfg.perturb'])}^2) "
+            f"noise on every learned array; d_model = {int(first['cfg.d_model'])}, d_state = "
+            f"{int(first['cfg.d_state'])}) mapped to LRUs by models.equivalence.rotrnn_to_lru, "
+            f"run on a random input of {int(first['cfg.seq_len'])} steps, preset {preset}. "
+            f"Relative differences are divided by the largest |output| (or state norm) of the "
+            f"RotRNN; float32 round-off is about {_FLOAT32_EPS:.1e} per operation, and the "
+            f"difference grows with the sequence length because the LRU stores each angle "
+            f"as a positive phase (one round-off), which the recurrence multiplies by t."
+        ),
+        frame=frame,
+        digits=4,
+        runs=tuple(sorted(equivalence["run_id"].unique())),
+    )

@@ -1,0 +1,506 @@
+"""The stability study: the hidden-state norm of every layer, at initialisation and in training.
+
+The claim under test (RotRNN paper): the rotation and the normaliser xi keep the hidden-state
+norm near constant through training, across depth and seeds, while the LRU's learned normaliser
+lets it drift. The study measures the same quantity for every layer, through the layer contract
+only (`Network.layer_states`, which calls each layer's `hidden_states`, and `discrete_system`):
+
+    n_{k,t}(x) = ||h^k_t(x)||_2        layer k's forward state after step t on probe example x
+
+the Euclidean norm of the complex state vector, which for RotRNN equals the norm of its real
+state because the change of basis P is orthogonal. Padding steps are excluded. Per layer and
+evaluation step a run records
+
+- ``kind="layer"``: the mean, standard deviation, min and max of n_{k,t} over probe examples and
+  valid steps, the mean at each example's last valid step, min / median / max of the eigenvalue
+  moduli |lambda| of the layer's discrete system, and (trained runs) the norm of the loss
+  gradient with respect to the layer's parameters (probe batch, training-mode BatchNorm, no
+  dropout);
+- ``kind="profile"``: the mean of n_{k,t} over probe examples still valid at t, for about
+  ``profile_points`` steps t log-spaced in [1, L];
+- ``kind="probe"`` (trained runs): the probe batch's loss;
+
+on a fixed probe batch (the first ``probe_size`` examples of the validation split, the same for
+every seed and model), without dropout, at step 0 and at every evaluation of
+`harness.train.train`. Each layer's input is normalised by BatchNorm with the probe batch's own
+statistics, as in a training step (``statistics="batch"``, the default): in inference mode the
+running statistics are still (0, 1) at initialisation, pre-norm is then the identity and the
+growing residual stream would reach deeper layers unnormalised, which is not what the layers see
+in training. ``statistics="running"`` measures in inference mode instead. Runs at depths not in
+``train_depths`` are measured at initialisation only (the depth sweep); trained runs add the
+training loop's own rows (``kind="eval"``, ``kind="final"``).
+
+The variants compare the four layers and the ablations that explain them: RotRNN with xi
+switched off and with the other gamma initialisation, and the LRU without its gamma normaliser.
+The spread of the norm (coefficient of variation across layers, seeds and training) is computed
+from these rows by the report (`harness.report.stability`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import optax
+
+import tasks
+from models.network import NetworkConfig
+
+from .. import train as training
+from ._study import PRESET_NAMES, Diverged, Study
+
+# --------------------------------------------------------------------------------------------
+# The variants (shared with the theory study)
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One layer configuration the stability and theory studies compare.
+
+    Attributes:
+        model: registry key of the layer (`models.build`).
+        options: layer options fixed by the variant, as ``(name, value)`` pairs.
+        label: how tables and legends name it.
+        note: what the variant switches on or off, for captions.
+        multi_head: whether the layer takes a ``heads`` option (RotRNN), set from the study's
+            config so that every multi-head variant has the same head size.
+    """
+
+    model: str
+    options: tuple[tuple[str, Any], ...]
+    label: str
+    note: str
+    multi_head: bool = False
+
+    def build_options(self, heads: int) -> dict[str, Any]:
+        """The options passed to `models.build` (``heads`` only for multi-head layers)."""
+        out = dict(self.options)
+        if self.multi_head:
+            out["heads"] = heads
+        return out
+
+
+# The four layers and the ablations that explain them: RotRNN without its normaliser xi and with
+# the other gamma initialisation, the LRU without its learned gamma normaliser.
+VARIANTS: dict[str, Variant] = {
+    "rotrnn": Variant("rotrnn", (), "RotRNN", "xi on, gamma log-log-uniform", multi_head=True),
+    "rotrnn-no-xi": Variant(
+        "rotrnn", (("normalise", False),), "RotRNN, xi off", "normaliser xi off", multi_head=True
+    ),
+    "rotrnn-ring": Variant(
+        "rotrnn", (("gamma_init", "ring"),), "RotRNN, ring gamma", "gamma^2 uniform on a ring",
+        multi_head=True,
+    ),
+    "lru": Variant("lru", (), "LRU", "learned gamma normaliser"),
+    "lru-no-gamma": Variant(
+        "lru", (("normaliser", "none"),), "LRU, gamma off", "gamma normaliser off"
+    ),
+    "s4d": Variant("s4d", (), "S4D", "paper initialisation"),
+    "s5": Variant("s5", (), "S5", "paper initialisation"),
+}
+
+
+def check_variants(where: str, names: tuple[str, ...]) -> None:
+    """Raise if ``names`` is empty, repeats a name, or names a variant not in `VARIANTS`."""
+    if not names:
+        raise ValueError(f"{where} must name at least one variant; accepted: {list(VARIANTS)}.")
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise ValueError(f"{where} has unknown variant(s) {unknown}; accepted: {list(VARIANTS)}.")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{where}={names!r} repeats a variant.")
+
+
+def time_grid(length: int, points: int) -> np.ndarray:
+    """About ``points`` distinct steps, log-spaced in [1, length], both ends included."""
+    return np.unique(np.round(np.geomspace(1, length, points)).astype(np.int64))
+
+
+# --------------------------------------------------------------------------------------------
+# Configuration
+
+Statistics = Literal["batch", "running"]
+STATISTICS: tuple[str, ...] = ("batch", "running")
+
+
+@dataclasses.dataclass(frozen=True)
+class StabilityConfig:
+    """The stability study's configuration.
+
+    Attributes:
+        tasks: task registry keys (ListOps as the paper, and at least one other).
+        task_preset: which of each task's presets (`tasks.preset_options`) sizes the data.
+        variants: keys of `VARIANTS`.
+        depths: network depths measured at initialisation (the depth sweep).
+        train_depths: depths that are also trained (each must be in ``depths``; the trained
+            run's step-0 rows are its initialisation).
+        seeds: one run per seed (initialisation, batch order).
+        d_model, d_state: every layer's width and ``d_state`` (the layer's own convention:
+            RotRNN's N real dimensions, the LRU's and S5's complex states, S4D's states per
+            channel).
+        heads: RotRNN's number of heads.
+        steps, eval_every, batch_size, lr, recurrent_lr: the training recipe
+            (`harness.train.TrainConfig`; the other fields keep its defaults).
+        probe_size: examples in the fixed probe batch.
+        profile_points: steps stored per norm-over-time profile.
+        statistics: how BatchNorm normalises the layers' inputs when measuring: ``"batch"``
+            (the probe batch's statistics, as in training) or ``"running"`` (the running
+            statistics of inference mode); see `state_norms`.
+    """
+
+    tasks: tuple[str, ...] = ("listops", "digits")
+    task_preset: Literal["smoke", "cpu", "gpu"] = "cpu"
+    variants: tuple[str, ...] = tuple(VARIANTS)
+    depths: tuple[int, ...] = (1, 2, 4, 8)
+    train_depths: tuple[int, ...] = (4,)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    d_model: int = 32
+    d_state: int = 32
+    heads: int = 8
+    steps: int = 300
+    eval_every: int = 50
+    batch_size: int = 32
+    lr: float = 3e-3
+    recurrent_lr: float = 1e-3
+    probe_size: int = 32
+    profile_points: int = 16
+    statistics: Statistics = "batch"
+
+    def __post_init__(self):
+        if not self.tasks or len(set(self.tasks)) != len(self.tasks):
+            raise ValueError(f"stability.tasks must be distinct and non-empty, got {self.tasks!r}.")
+        if self.task_preset not in PRESET_NAMES:
+            raise ValueError(
+                f"stability.task_preset={self.task_preset!r}; accepted: {list(PRESET_NAMES)}."
+            )
+        check_variants("stability.variants", self.variants)
+        if self.statistics not in STATISTICS:
+            raise ValueError(
+                f"stability.statistics={self.statistics!r}; accepted: {list(STATISTICS)}."
+            )
+        for name in ("depths", "seeds"):
+            value = getattr(self, name)
+            if not value or len(set(value)) != len(value):
+                raise ValueError(f"stability.{name} must be distinct and non-empty, got {value!r}.")
+        for depth in self.depths:
+            _positive_int("stability.depths", depth)
+        stray = [d for d in self.train_depths if d not in self.depths]
+        if stray or len(set(self.train_depths)) != len(self.train_depths):
+            raise ValueError(
+                f"stability.train_depths={self.train_depths!r} must be distinct members of "
+                f"stability.depths={self.depths!r}."
+            )
+        for name in ("d_model", "d_state", "heads", "steps", "eval_every", "batch_size",
+                     "probe_size", "profile_points"):
+            _positive_int(f"stability.{name}", getattr(self, name))
+        for name in ("lr", "recurrent_lr"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"stability.{name} must be positive, got {getattr(self, name)!r}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class StabilityRun:
+    """One run: a variant on a task at one depth and seed; ``train`` is None at init only."""
+
+    task: str
+    task_options: tuple[tuple[str, Any], ...]
+    variant: str
+    network: Any  # models.network.NetworkConfig
+    train: Any  # harness.train.TrainConfig | None
+    probe_size: int
+    profile_points: int
+    statistics: Statistics
+    seed: int
+
+
+def grid(config: StabilityConfig) -> list[StabilityRun]:
+    """Every task, variant, depth and seed; depths in ``train_depths`` are trained."""
+    train = training.TrainConfig(
+        steps=config.steps,
+        batch_size=config.batch_size,
+        lr=config.lr,
+        recurrent_lr=config.recurrent_lr,
+        eval_every=config.eval_every,
+    )
+    runs = []
+    for task in config.tasks:
+        task_options = tuple(sorted(tasks.preset_options(task, config.task_preset).items()))
+        for name in config.variants:
+            variant = VARIANTS[name]
+            for depth in config.depths:
+                network = NetworkConfig(
+                    layer=variant.model,
+                    layer_options=tuple(sorted(variant.build_options(config.heads).items())),
+                    depth=depth,
+                    d_model=config.d_model,
+                    d_state=config.d_state,
+                )
+                for seed in config.seeds:
+                    runs.append(
+                        StabilityRun(
+                            task=task,
+                            task_options=task_options,
+                            variant=name,
+                            network=network,
+                            train=train if depth in config.train_depths else None,
+                            probe_size=config.probe_size,
+                            profile_points=config.profile_points,
+                            statistics=config.statistics,
+                            seed=seed,
+                        )
+                    )
+    return runs
+
+
+# --------------------------------------------------------------------------------------------
+# Measurement
+
+
+def _norm(h: jax.Array) -> jax.Array:
+    """||h_t|| per step of complex states ``(L, P)``."""
+    return jnp.sqrt(jnp.sum(h.real**2 + h.imag**2, axis=-1))
+
+
+def _encode(network, x: jax.Array) -> jax.Array:
+    # The network's encoder on one sequence (as `Network.__call__` applies it).
+    if network.input_kind == "tokens":
+        return jax.vmap(network.encoder)(x)
+    elif network.input_kind == "real":
+        return jax.vmap(network.encoder)(x.astype(jnp.float32))
+    else:
+        raise ValueError(f"input_kind={network.input_kind!r}; accepted: tokens, real.")
+
+
+def state_norms(
+    network, state, inputs: jax.Array, lengths: jax.Array, statistics: Statistics = "batch"
+) -> jax.Array:
+    """||h^k_t|| for every probe example, layer and step, ``(n, depth, L)``.
+
+    ``inputs``/``lengths`` are one sequence per example (a pair task passes its first sequence).
+    ``statistics`` is how BatchNorm normalises each layer's input: ``"running"`` uses its running
+    statistics (inference mode, `Network.layer_states`); ``"batch"`` uses the probe batch's own
+    statistics, as a training step does, with no dropout. The two differ most at initialisation,
+    where the running statistics are still (0, 1), so pre-norm is the identity and the residual
+    stream reaches deeper layers unnormalised.
+    """
+    if statistics == "running":
+
+        def one(x, length):
+            return jnp.stack([_norm(h) for h in network.layer_states(x, length, state)])
+
+        return jax.vmap(one)(inputs, lengths)
+    elif statistics == "batch":
+
+        def tower(x, length):
+            e = _encode(network, x)
+            mask = (jnp.arange(e.shape[0]) < length).astype(e.dtype)
+            per_layer = []
+            current = state  # equinox refuses a state once used: thread it through
+            for block in network.blocks:
+                u, current = block.layer_input(e, mask, current)
+                per_layer.append(_norm(block.layer.hidden_states(u)))
+                e, current = block(e, mask, current)
+            return jnp.stack(per_layer)
+
+        return jax.vmap(tower, axis_name="batch")(inputs, lengths)
+    else:
+        raise ValueError(f"statistics={statistics!r}; accepted: {list(STATISTICS)}.")
+
+
+@eqx.filter_jit
+def _norms_and_moduli(network, state, sequences, sequence_lengths, statistics):
+    """State norms ``(n, depth, L)`` and min / median / max |lambda| per layer ``(depth, 3)``."""
+    norms = state_norms(network, state, sequences, sequence_lengths, statistics)
+    moduli = []
+    for block in network.blocks:
+        modulus = jnp.abs(block.layer.discrete_system().lam.reshape(-1))
+        moduli.append(jnp.stack([jnp.min(modulus), jnp.median(modulus), jnp.max(modulus)]))
+    return norms, jnp.stack(moduli)
+
+
+@eqx.filter_jit
+def _gradient_norms(network, state, batch):
+    """The probe batch's mean loss and the norm of its gradient per layer's parameters.
+
+    Training-mode BatchNorm (batch statistics, as in a training step), no dropout.
+    """
+
+    def loss_fn(net):
+        loss, _, count, _ = training.batch_sums(net, state, batch, jnp.ones(batch.inputs.shape[0]))
+        return loss / jnp.maximum(count, 1.0)
+
+    loss, grads = eqx.filter_value_and_grad(loss_fn)(network)
+    per_layer = [optax.tree.norm(eqx.filter(b.layer, eqx.is_inexact_array)) for b in grads.blocks]
+    return loss, jnp.stack(per_layer)
+
+
+class Probe:
+    """The measurement at one training step: ``probe(step, network, state) -> rows``.
+
+    Used as `harness.train.train`'s ``on_eval`` callback and directly at initialisation.
+    ``gradients=False`` leaves out the probe loss and the gradient norms (their compilation
+    costs more than the rest of the measurement; the depth sweep at initialisation skips them).
+    """
+
+    def __init__(
+        self,
+        task,
+        size: int,
+        profile_points: int,
+        *,
+        statistics: Statistics = "batch",
+        gradients: bool = True,
+    ):
+        split = task.split("val")
+        if len(split) < size:
+            raise ValueError(
+                f"The probe batch needs {size} validation examples; task {task.info.name!r} has "
+                f"{len(split)}. Lower stability.probe_size or enlarge the task."
+            )
+        index = np.arange(size)
+        self.batch = training.to_batch(split, index)
+        self.sequences = self.batch.inputs[:, 0] if task.info.pair else self.batch.inputs
+        lengths = np.asarray(split.lengths[index])
+        self.lengths = lengths[:, 0] if task.info.pair else lengths
+        self.times = time_grid(task.info.seq_len, profile_points)
+        self.statistics = statistics
+        self.gradients = gradients
+
+    def __call__(self, step: int, network, state) -> list[dict[str, Any]]:
+        norms, moduli = _norms_and_moduli(
+            network, state, self.sequences, jnp.asarray(self.lengths), self.statistics
+        )
+        loss, grad_norms = None, None
+        if self.gradients:
+            loss, grad_norms = _gradient_norms(network, state, self.batch)
+            loss, grad_norms = float(loss), np.asarray(grad_norms, dtype=np.float64)
+        return summarise(
+            step,
+            np.asarray(norms, dtype=np.float64),
+            self.lengths,
+            np.asarray(moduli, dtype=np.float64),
+            self.times,
+            grad_norms=grad_norms,
+            loss=loss,
+        )
+
+
+def summarise(
+    step: int,
+    norms: np.ndarray,
+    lengths: np.ndarray,
+    moduli: np.ndarray,
+    times: np.ndarray,
+    *,
+    grad_norms: np.ndarray | None = None,
+    loss: float | None = None,
+) -> list[dict[str, Any]]:
+    """Rows from the norms ``(n, depth, L)`` of the valid steps (see the module docstring)."""
+    n, depth, L = norms.shape
+    valid = np.arange(L)[None, :] < lengths[:, None]  # (n, L)
+    last = norms[np.arange(n), :, lengths - 1]  # (n, depth)
+    rows: list[dict[str, Any]] = []
+    if loss is not None:
+        rows.append({"kind": "probe", "step": step, "probe_loss": loss})
+    for k in range(depth):
+        values = norms[:, k, :][valid]
+        row = {
+            "kind": "layer",
+            "step": step,
+            "layer": k + 1,
+            "norm_mean": float(np.mean(values)),
+            "norm_std": float(np.std(values)),
+            "norm_min": float(np.min(values)),
+            "norm_max": float(np.max(values)),
+            "norm_last": float(np.mean(last[:, k])),
+            "lam_min": float(moduli[k, 0]),
+            "lam_median": float(moduli[k, 1]),
+            "lam_max": float(moduli[k, 2]),
+        }
+        if grad_norms is not None:
+            row["grad_norm"] = float(grad_norms[k])
+        rows.append(row)
+        for t in times:
+            alive = lengths >= t
+            if not np.any(alive):
+                continue
+            rows.append(
+                {
+                    "kind": "profile",
+                    "step": step,
+                    "layer": k + 1,
+                    "t": int(t),
+                    "norm": float(np.mean(norms[alive, k, t - 1])),
+                    "examples": int(np.sum(alive)),
+                }
+            )
+    return rows
+
+
+def _finite(rows: list[dict[str, Any]]) -> bool:
+    return all(
+        np.isfinite(v) for r in rows for v in r.values() if isinstance(v, float)
+    )
+
+
+def run(spec: StabilityRun) -> list[dict[str, Any]]:
+    """Measure one network at initialisation, or at every evaluation of its training."""
+    task = tasks.build(spec.task, **dict(spec.task_options))
+    if spec.train is None:
+        probe = Probe(task, spec.probe_size, spec.profile_points, statistics=spec.statistics,
+                      gradients=False)
+        # The same key as `harness.train.train` draws its network from, so a depth's
+        # initialisation-only run and its trained run start from the same parameters.
+        network, state = training.build_network(
+            spec.network, task.info, key=jr.fold_in(jr.PRNGKey(spec.seed), 0)
+        )
+        rows = probe(0, network, state)
+        if not _finite(rows):
+            raise Diverged("non-finite state norm or eigenvalue at initialisation", rows)
+        return rows
+    probe = Probe(task, spec.probe_size, spec.profile_points, statistics=spec.statistics)
+    result = training.train(spec.network, task, spec.train, seed=spec.seed, on_eval=probe)
+    return result.rows
+
+
+def _positive_int(where: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{where} must be a positive integer, got {value!r}.")
+
+
+PRESETS = {
+    # Seconds: the tests run it. The two variants the claim is about, one task, one trained
+    # depth (every run compiles its own measurement and training step, which dominates here).
+    "smoke": StabilityConfig(
+        tasks=("listops",), task_preset="smoke", variants=("rotrnn", "lru"), depths=(1,),
+        train_depths=(1,), seeds=(0,), d_model=8, d_state=8, heads=2, steps=4, eval_every=2,
+        batch_size=16, probe_size=8, profile_points=6,
+    ),
+    # Minutes on two cores: every variant, ListOps and sequential digits at their cpu sizes, two
+    # seeds, a short training of 2-block networks; compilation is much of the cost.
+    "cpu": StabilityConfig(
+        depths=(1, 2, 4, 8), train_depths=(2,), seeds=(0, 1), steps=150, eval_every=25,
+    ),
+    # ListOps-sized networks (RotRNN: 128 states in 32 heads, as the authors' sweeps), the
+    # papers' 6 blocks trained; 63 training runs of 5000 steps, hours on one accelerator.
+    "gpu": StabilityConfig(
+        tasks=("listops", "pathfinder", "digits"), task_preset="gpu", depths=(1, 2, 4, 6, 8),
+        train_depths=(6,), seeds=(0, 1, 2),
+        d_model=128, d_state=128, heads=32, steps=5000, eval_every=250, batch_size=32,
+        probe_size=64, profile_points=32,
+    ),
+}
+
+STUDY = Study(
+    name="stability",
+    description="Hidden-state norm per layer at initialisation and in training, across depth "
+    "and seeds.",
+    presets=PRESETS,
+    grid=grid,
+    run=run,
+)

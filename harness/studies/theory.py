@@ -1,0 +1,460 @@
+"""The theory checks: the state energy of untrained layers under white noise, and LRU <=> RotRNN.
+
+White noise (check ``"white_noise"``). Every layer is a diagonal system (`models.DiscreteSystem`)
+
+    h_t = lam * h_{t-1} + B u_t,      h_0 = 0 before the first input, t = 1, 2, ...
+
+so after t inputs state p is h_{p,t} = sum_{k=1..t} lam_p^(t-k) b_p^T u_k, with b_p^T the p-th
+row of B. For i.i.d. inputs with E[u_k] = 0 and E[u_k u_s^T] = delta_ks I the cross terms vanish
+and E|b_p^T u_k|^2 = ||b_p||^2 = sum_j |B_pj|^2, hence, exactly, for every diagonal system,
+
+    E|h_{p,t}|^2 = ||b_p||^2 (1 - |lam_p|^(2t)) / (1 - |lam_p|^2),
+    E||h_t||^2   = sum_p E|h_{p,t}|^2                                            (closed form)
+
+(for a bank of single-input systems, S4D, state (h, n) sees only channel h: ||b_p||^2 = |B_hn|^2).
+RotRNN is the special case the paper builds in: a head's states share |lam_p| = gamma_h and, in
+the rotated basis, its rows of B are xi_h P_h^T B_h, so sum_p ||b_p||^2 = xi_h^2 tr(B_h^T B_h)
+= 1 - gamma_h^2 and the head's energy is E||x^h_t||^2 = 1 - gamma_h^(2t), whatever P and theta.
+The LRU's infinite-sequence formula is the t -> infinity limit ||b_p||^2 / (1 - |lam_p|^2), which
+its normaliser exp(gamma_log) = sqrt(1 - |lam|^2) sets to ||B_p||^2 at initialisation.
+
+States are grouped by a shared modulus |lam_p| (RotRNN's heads, S4D's channels; single states for
+the LRU and S5); the formula holds for every grouping, so each group and the total are checked.
+Three numbers are compared per group and step, all through the layer contract:
+
+- ``measured``: the Monte Carlo mean of ||h_t||^2 over ``samples`` white-noise sequences run
+  through `hidden_states`, with its standard error ``measured_se``;
+- ``exact``: the expectation computed through `hidden_states` on unit impulses: by time
+  invariance E||h_t||^2 = sum_{s<=t} sum_j ||h_s(e_j at step 1)||^2, with no sampling error, so
+  it must equal the closed form to round-off;
+- ``predicted``: the closed form above, from `discrete_system()` in float64.
+
+Equivalence (check ``"equivalence"``). The RotRNN paper states that an LRU whose eigenvalues come
+in conjugate pairs is a multi-head RotRNN. `models.equivalence.rotrnn_to_lru` maps a RotRNN to an
+LRU; over random parameters (a fresh initialisation plus Gaussian noise on every learned array)
+the study records the largest difference between their outputs, which must be round-off, and
+between their state norms.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+import models
+from models import DiscreteSystem
+
+from ._study import Study
+from .stability import VARIANTS, check_variants, time_grid
+
+Check = Literal["white_noise", "equivalence"]
+
+# Samples per compiled batch: keeps the (batch, L, P) states of one batch near 128 MiB.
+_STATE_BUDGET = 2**24
+
+
+@dataclasses.dataclass(frozen=True)
+class TheoryConfig:
+    """The theory checks' configuration.
+
+    Attributes:
+        variants: layer variants (keys of `stability.VARIANTS`) checked under white noise.
+        equivalence_variants: RotRNN variants mapped to an LRU by the equivalence check
+            (empty: skip it).
+        d_model: H, the layer width.
+        d_state: the layer's ``d_state`` (its own convention, as `models.build` takes it).
+        heads: RotRNN's number of heads.
+        seq_len: L, steps of each white-noise sequence.
+        samples: white-noise sequences per Monte Carlo estimate.
+        trials: random parameter draws of the equivalence check.
+        perturb: standard deviation of the Gaussian noise added to every learned array of the
+            RotRNN before mapping it (0 keeps the initialisation).
+        time_points: steps stored per profile (log-spaced in [1, L]; the worst deviations are
+            computed over every step).
+        seeds: one run per seed and variant (the seed draws the layer and the noise).
+    """
+
+    variants: tuple[str, ...] = ("rotrnn", "lru", "s4d", "s5")
+    equivalence_variants: tuple[str, ...] = ("rotrnn",)
+    d_model: int = 8
+    d_state: int = 16
+    heads: int = 4
+    seq_len: int = 1024
+    samples: int = 1024
+    trials: int = 8
+    perturb: float = 0.1
+    time_points: int = 32
+    seeds: tuple[int, ...] = (0,)
+
+    def __post_init__(self):
+        check_variants("theory.variants", self.variants)
+        if self.equivalence_variants:
+            check_variants("theory.equivalence_variants", self.equivalence_variants)
+        not_rotrnn = [v for v in self.equivalence_variants if VARIANTS[v].model != "rotrnn"]
+        if not_rotrnn:
+            raise ValueError(
+                f"theory.equivalence_variants={not_rotrnn} are not RotRNN variants; the "
+                f"equivalence maps a RotRNN to an LRU. Accepted: "
+                f"{[k for k, v in VARIANTS.items() if v.model == 'rotrnn']}."
+            )
+        for name in ("d_model", "d_state", "heads", "seq_len", "samples", "trials"):
+            _positive_int(f"theory.{name}", getattr(self, name))
+        if isinstance(self.time_points, bool) or not (
+            isinstance(self.time_points, int) and self.time_points >= 2
+        ):
+            raise ValueError(
+                f"theory.time_points must be an integer >= 2, got {self.time_points!r}."
+            )
+        if not self.perturb >= 0:
+            raise ValueError(f"theory.perturb must be >= 0, got {self.perturb!r}.")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"theory.seeds must be distinct and non-empty, got {self.seeds!r}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class TheoryRun:
+    """One run: one check of one variant at one seed (`samples` is ``trials`` for equivalence)."""
+
+    check: Check
+    variant: str
+    model: str
+    options: tuple[tuple[str, Any], ...]
+    d_model: int
+    d_state: int
+    seq_len: int
+    samples: int
+    time_points: int
+    perturb: float
+    seed: int
+
+
+def grid(config: TheoryConfig) -> list[TheoryRun]:
+    """White noise for every variant and seed, then the equivalence for every RotRNN variant."""
+    runs = []
+    for check, names, samples in (
+        ("white_noise", config.variants, config.samples),
+        ("equivalence", config.equivalence_variants, config.trials),
+    ):
+        for name in names:
+            variant = VARIANTS[name]
+            for seed in config.seeds:
+                runs.append(
+                    TheoryRun(
+                        check=check,
+                        variant=name,
+                        model=variant.model,
+                        options=tuple(sorted(variant.build_options(config.heads).items())),
+                        d_model=config.d_model,
+                        d_state=config.d_state,
+                        seq_len=config.seq_len,
+                        samples=samples,
+                        time_points=config.time_points,
+                        perturb=config.perturb if check == "equivalence" else 0.0,
+                        seed=seed,
+                    )
+                )
+    return runs
+
+
+def run(spec: TheoryRun) -> list[dict[str, Any]]:
+    if spec.check == "white_noise":
+        return white_noise(spec)
+    elif spec.check == "equivalence":
+        return equivalence(spec)
+    else:
+        raise ValueError(f"Unknown check {spec.check!r}; accepted: 'white_noise', 'equivalence'.")
+
+
+# --------------------------------------------------------------------------------------------
+# White noise
+
+
+def closed_form_energy(system: DiscreteSystem, length: int) -> np.ndarray:
+    """E|h_{p,t}|^2 under unit white noise, ``(length, P)`` for t = 1..length, in float64.
+
+    ``||b_p||^2 (1 - |lam_p|^(2t)) / (1 - |lam_p|^2)`` (module docstring), written with
+    ``expm1`` so that moduli near 1 keep their digits.
+    """
+    lam = np.asarray(system.lam, dtype=np.complex128).reshape(-1)
+    B = np.asarray(system.B, dtype=np.complex128)
+    if system.structure == "bank":
+        # (H, N), channel-major like the engine's flattened state: state (h, n) sees u[:, h] only.
+        row_energy = np.abs(B.reshape(-1)) ** 2
+    elif system.structure == "mimo":
+        row_energy = np.sum(np.abs(B) ** 2, axis=1)
+    else:
+        raise ValueError(f"Unknown system structure {system.structure!r}; accepted: mimo, bank.")
+    log_modulus = np.log(np.abs(lam))
+    t = np.arange(1, length + 1, dtype=np.float64)[:, None]
+    return row_energy * np.expm1(2.0 * t * log_modulus) / np.expm1(2.0 * log_modulus)
+
+
+def stationary_energy(system: DiscreteSystem) -> np.ndarray:
+    """The t -> infinity limit ``||b_p||^2 / (1 - |lam_p|^2)`` per state, ``(P,)``."""
+    lam = np.asarray(system.lam, dtype=np.complex128).reshape(-1)
+    energy = closed_form_energy(system, 1)[0]  # ||b_p||^2, the energy after one input
+    return energy / (1.0 - np.abs(lam) ** 2)
+
+
+def modulus_groups(modulus: np.ndarray, rtol: float = 1e-5) -> np.ndarray:
+    """Group ids ``(P,)``: states whose |lam| agree to ``rtol`` share a group.
+
+    Ids count up from the smallest modulus. Float32 round-off makes the moduli of one RotRNN head
+    (or one S4D channel) differ in the last bits, hence the tolerance.
+    """
+    order = np.argsort(modulus, kind="stable")
+    ids = np.empty(len(modulus), dtype=np.int64)
+    current = 0
+    for rank, p in enumerate(order):
+        if rank and modulus[p] - modulus[order[rank - 1]] > rtol * modulus[p]:
+            current += 1
+        ids[p] = current
+    return ids
+
+
+@eqx.filter_jit
+def discrete_system(layer: models.AbstractRecurrentLayer) -> DiscreteSystem:
+    """``layer.discrete_system()`` compiled: one compilation instead of many small eager ones."""
+    return layer.discrete_system()
+
+
+@eqx.filter_jit
+def _energy_moments(layer: models.AbstractRecurrentLayer, u: jax.Array, onehot: jax.Array):
+    """Sums over the batch of the group and total energies and of their squares."""
+    h = jax.vmap(layer.hidden_states)(u)
+    energy = h.real**2 + h.imag**2  # (n, L, P)
+    per_group = energy @ onehot  # (n, L, G)
+    total = jnp.sum(energy, axis=-1)  # (n, L)
+    return (
+        jnp.sum(per_group, axis=0),
+        jnp.sum(per_group**2, axis=0),
+        jnp.sum(total, axis=0),
+        jnp.sum(total**2, axis=0),
+    )
+
+
+@eqx.filter_jit
+def impulse_energy(layer: models.AbstractRecurrentLayer, length: int) -> jax.Array:
+    """sum_j |h_{p,s}|^2 for a unit impulse on channel j at the first step, ``(length, P)``."""
+    d_model = layer.discrete_system().d_model
+    u = jnp.zeros((d_model, length, d_model)).at[:, 0, :].set(jnp.eye(d_model))
+    h = jax.vmap(layer.hidden_states)(u)
+    return jnp.sum(h.real**2 + h.imag**2, axis=0)
+
+
+def monte_carlo_energy(
+    layer: models.AbstractRecurrentLayer, groups: np.ndarray, length: int, samples: int, key
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and standard error of the group energies ``(L, G)`` and the total ``(L,)``."""
+    n_groups = int(groups.max()) + 1
+    onehot = jnp.asarray(np.eye(n_groups, dtype=np.float32)[groups])  # (P, G)
+    d_model = discrete_system(layer).d_model
+    batch = max(1, min(samples, _STATE_BUDGET // (length * len(groups))))
+    sums = None
+    done = 0
+    while done < samples:
+        n = min(batch, samples - done)
+        u = jr.normal(jr.fold_in(key, done), (n, length, d_model))
+        moments = [np.asarray(m, dtype=np.float64) for m in _energy_moments(layer, u, onehot)]
+        sums = moments if sums is None else [s + m for s, m in zip(sums, moments)]
+        done += n
+    g1, g2, t1, t2 = sums
+
+    def mean_se(first, second):
+        mean = first / samples
+        var = np.maximum(second / samples - mean**2, 0.0) * samples / max(samples - 1, 1)
+        return mean, np.sqrt(var / samples)
+
+    group_mean, group_se = mean_se(g1, g2)
+    total_mean, total_se = mean_se(t1, t2)
+    return group_mean, group_se, total_mean, total_se
+
+
+def white_noise(spec: TheoryRun) -> list[dict[str, Any]]:
+    """Measured, exact and closed-form E||h_t||^2 per modulus group and in total."""
+    key_layer, key_noise = jr.split(jr.PRNGKey(spec.seed))
+    layer = models.build(
+        spec.model, d_model=spec.d_model, d_state=spec.d_state, key=key_layer, **dict(spec.options)
+    )
+    system = discrete_system(layer)
+    L = spec.seq_len
+    modulus = np.abs(np.asarray(system.lam, dtype=np.complex128).reshape(-1))
+    groups = modulus_groups(modulus)
+    n_groups = int(groups.max()) + 1
+    onehot = np.eye(n_groups)[groups]  # (P, G)
+
+    predicted_state = closed_form_energy(system, L)  # (L, P)
+    predicted = predicted_state @ onehot
+    predicted_total = predicted_state.sum(axis=1)
+    exact_state = np.cumsum(np.asarray(impulse_energy(layer, L), dtype=np.float64), axis=0)
+    exact = exact_state @ onehot
+    exact_total = exact_state.sum(axis=1)
+    measured, measured_se, measured_total, measured_total_se = monte_carlo_energy(
+        layer, groups, L, spec.samples, key_noise
+    )
+    stationary = stationary_energy(system) @ onehot
+    group_modulus = (modulus @ onehot) / onehot.sum(axis=0)
+
+    base = {"variant": spec.variant, "model": spec.model}
+    rows: list[dict[str, Any]] = []
+    for t in time_grid(L, spec.time_points):
+        i = t - 1
+        rows.append(
+            {
+                **base,
+                "kind": "profile",
+                "t": int(t),
+                "group": -1,
+                "group_size": len(groups),
+                "modulus": float("nan"),
+                "measured": measured_total[i],
+                "measured_se": measured_total_se[i],
+                "exact": exact_total[i],
+                "predicted": predicted_total[i],
+            }
+        )
+        for g in range(n_groups):
+            rows.append(
+                {
+                    **base,
+                    "kind": "profile",
+                    "t": int(t),
+                    "group": g,
+                    "group_size": int(onehot[:, g].sum()),
+                    "modulus": group_modulus[g],
+                    "measured": measured[i, g],
+                    "measured_se": measured_se[i, g],
+                    "exact": exact[i, g],
+                    "predicted": predicted[i, g],
+                }
+            )
+
+    def worst_rel(a, b):
+        return float(np.max(np.abs(a - b) / b))
+
+    def worst_z(a, b, se):
+        return float(np.max(np.abs(a - b) / np.maximum(se, np.finfo(np.float64).tiny)))
+
+    rows.append(
+        {
+            **base,
+            "kind": "summary",
+            "state_size": len(groups),
+            "groups": n_groups,
+            "seq_len": L,
+            "samples": spec.samples,
+            "mc_worst_rel_dev": worst_rel(measured_total, predicted_total),
+            "mc_worst_rel_dev_group": worst_rel(measured, predicted),
+            "mc_worst_z": max(
+                worst_z(measured_total, predicted_total, measured_total_se),
+                worst_z(measured, predicted, measured_se),
+            ),
+            "exact_worst_rel_dev": max(
+                worst_rel(exact_total, predicted_total), worst_rel(exact, predicted)
+            ),
+            "stationary_total": float(stationary.sum()),
+            "stationary_group_min": float(stationary.min()),
+            "stationary_group_max": float(stationary.max()),
+            "modulus_min": float(modulus.min()),
+            "modulus_max": float(modulus.max()),
+        }
+    )
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# Equivalence
+
+
+def perturb_parameters(module: eqx.Module, scale: float, key) -> eqx.Module:
+    """``module`` with N(0, scale^2) noise added to every floating-point array leaf."""
+    params, static = eqx.partition(module, eqx.is_inexact_array)
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    keys = jr.split(key, max(len(leaves), 1))
+    noisy = [leaf + scale * jr.normal(k, leaf.shape, leaf.dtype) for leaf, k in zip(leaves, keys)]
+    return eqx.combine(jax.tree_util.tree_unflatten(treedef, noisy), static)
+
+
+@eqx.filter_jit
+def _outputs_and_norms(layer: models.AbstractRecurrentLayer, u: jax.Array):
+    h = layer.hidden_states(u)
+    return layer(u), jnp.sqrt(jnp.sum(h.real**2 + h.imag**2, axis=-1))
+
+
+def equivalence(spec: TheoryRun) -> list[dict[str, Any]]:
+    """Output and state-norm differences between random RotRNNs and their mapped LRUs."""
+    from models.equivalence import rotrnn_to_lru
+
+    key = jr.PRNGKey(spec.seed)
+    rows = []
+    for trial in range(spec.samples):
+        key_init, key_noise, key_input = jr.split(jr.fold_in(key, trial), 3)
+        rotrnn = models.build(
+            spec.model, d_model=spec.d_model, d_state=spec.d_state, key=key_init,
+            **dict(spec.options),
+        )
+        if spec.perturb > 0:
+            rotrnn = perturb_parameters(rotrnn, spec.perturb, key_noise)
+        lru = rotrnn_to_lru(rotrnn)
+        u = jr.normal(key_input, (spec.seq_len, spec.d_model))
+        y_rot, norm_rot = (np.asarray(a, dtype=np.float64) for a in _outputs_and_norms(rotrnn, u))
+        y_lru, norm_lru = (np.asarray(a, dtype=np.float64) for a in _outputs_and_norms(lru, u))
+        output_scale = float(np.max(np.abs(y_rot)))
+        norm_scale = float(np.max(norm_rot))
+        max_abs = float(np.max(np.abs(y_rot - y_lru)))
+        norm_abs = float(np.max(np.abs(norm_rot - norm_lru)))
+        rows.append(
+            {
+                "variant": spec.variant,
+                "model": spec.model,
+                "kind": "equivalence",
+                "trial": trial,
+                "max_abs_diff": max_abs,
+                "output_scale": output_scale,
+                "max_rel_diff": max_abs / output_scale,
+                "state_norm_max_abs_diff": norm_abs,
+                "state_norm_max_rel_diff": norm_abs / norm_scale,
+                "modulus_max": float(np.max(np.abs(np.asarray(discrete_system(rotrnn).lam)))),
+            }
+        )
+    return rows
+
+
+def _positive_int(where: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{where} must be a positive integer, got {value!r}.")
+
+
+PRESETS = {
+    # Seconds: the tests run it.
+    "smoke": TheoryConfig(
+        d_model=4, d_state=8, heads=2, seq_len=64, samples=256, trials=2, time_points=8
+    ),
+    # A minute or two on two cores: long enough for gamma = 0.999 to approach its limit.
+    "cpu": TheoryConfig(
+        variants=("rotrnn", "rotrnn-no-xi", "rotrnn-ring", "lru", "lru-no-gamma", "s4d", "s5"),
+        equivalence_variants=("rotrnn", "rotrnn-ring"),
+        d_model=16, d_state=32, heads=8, seq_len=2048, samples=1024, trials=16, seeds=(0, 1),
+    ),
+    # ListOps-sized layers (RotRNN's 128 states in 32 heads), more samples and steps.
+    "gpu": TheoryConfig(
+        variants=("rotrnn", "rotrnn-no-xi", "rotrnn-ring", "lru", "lru-no-gamma", "s4d", "s5"),
+        equivalence_variants=("rotrnn", "rotrnn-ring"),
+        d_model=128, d_state=128, heads=32, seq_len=8192, samples=8192, trials=64,
+        time_points=48, seeds=(0, 1, 2),
+    ),
+}
+
+STUDY = Study(
+    name="theory",
+    description="Closed-form white-noise state energy vs measured, and the LRU <=> RotRNN map.",
+    presets=PRESETS,
+    grid=grid,
+    run=run,
+)
