@@ -1,0 +1,150 @@
+"""asv benchmarks of the layers: time, compile time, compiled memory, roofline, speedup.
+
+Every class is parametrised over the registered models (`common.MODELS`); shapes and the
+in-run reference are in `benchmarks.common`. `setup` builds and compiles (compilation is never
+inside a timed region) and makes one call; timed bodies end in ``jax.block_until_ready``. asv
+runs each benchmark in its own process (``launch_method: spawn``: JAX's threads do not survive
+a fork), so the project's persistent XLA cache (`common.enable_compilation_cache`) keeps the
+processes from compiling the same programs again; compile times are measured with it off.
+
+Process peak memory (``peakmem_``) is not used: it measures the whole Python process, JAX's
+runtime included, and cannot tell layers apart; ``track_temp_bytes`` reports XLA's compiled
+temporaries instead.
+"""
+
+from __future__ import annotations
+
+from . import common
+
+_TIMING = dict(number=1, repeat=(3, 7, 30.0), rounds=1, warmup_time=0.0, min_run_count=3)
+
+
+def _setup_cache() -> None:
+    common.enable_compilation_cache()
+
+
+class TimeLayer:
+    """Wall time of one batched call of the layer (B = 8, H = 128, float32)."""
+
+    params = (list(common.MODELS), list(common.LENGTHS), list(common.MODES))
+    param_names = ["model", "seq_len", "mode"]
+    timeout = 600.0
+    version = 1
+    number, repeat, rounds = _TIMING["number"], _TIMING["repeat"], _TIMING["rounds"]
+    warmup_time, min_run_count = _TIMING["warmup_time"], _TIMING["min_run_count"]
+
+    def setup(self, model, seq_len, mode):
+        _setup_cache()
+        self.program = common.layer_program(model, seq_len, mode)
+        self.program.run()
+
+    def time_layer(self, model, seq_len, mode):
+        self.program.run()
+
+
+class TimeReference:
+    """Wall time of the in-run reference (the public implementations' style), same shapes."""
+
+    params = (list(common.MODELS), list(common.LENGTHS), list(common.MODES))
+    param_names = ["model", "seq_len", "mode"]
+    timeout = 600.0
+    version = 1
+    number, repeat, rounds = _TIMING["number"], _TIMING["repeat"], _TIMING["rounds"]
+    warmup_time, min_run_count = _TIMING["warmup_time"], _TIMING["min_run_count"]
+
+    def setup(self, model, seq_len, mode):
+        _setup_cache()
+        self.program = common.reference_program(model, seq_len, mode)
+        self.program.run()
+
+    def time_reference(self, model, seq_len, mode):
+        self.program.run()
+
+
+class TrackSpeedup:
+    """Reference median time / layer median time, timed alternately in one process (target
+    `common.TARGET_SPEEDUP`)."""
+
+    params = (list(common.MODELS), list(common.LENGTHS), list(common.MODES))
+    param_names = ["model", "seq_len", "mode"]
+    timeout = 900.0
+    version = 1
+    unit = "x"
+
+    def setup(self, model, seq_len, mode):
+        _setup_cache()
+
+    def track_speedup_over_reference(self, model, seq_len, mode):
+        return common.speedup_over_reference(model, seq_len, mode)["speedup_over_reference"]
+
+
+class TrackRoofline:
+    """The layer's roofline fraction: analytic bound from peaks measured in the same process,
+    over the median time."""
+
+    params = (list(common.MODELS), list(common.LENGTHS), list(common.MODES))
+    param_names = ["model", "seq_len", "mode"]
+    timeout = 600.0
+    version = 1
+    unit = "fraction"
+
+    def setup(self, model, seq_len, mode):
+        _setup_cache()
+
+    def track_roofline_fraction(self, model, seq_len, mode):
+        return common.roofline_fraction(model, seq_len, mode)["roofline_fraction"]
+
+
+class TrackMemory:
+    """XLA's compiled memory of forward+backward (no execution): temporaries in bytes and in
+    units of one (B, L, P) complex64 state sequence (target: at most one)."""
+
+    params = (list(common.MODELS), list(common.LENGTHS))
+    param_names = ["model", "seq_len"]
+    timeout = 300.0
+    version = 1
+
+    def setup(self, model, seq_len):
+        _setup_cache()
+
+    def track_temp_bytes(self, model, seq_len):
+        return common.working_memory(model, seq_len)["temp_bytes"]
+
+    track_temp_bytes.unit = "bytes"
+
+    def track_temp_over_state(self, model, seq_len):
+        return common.working_memory(model, seq_len)["temp_over_state"]
+
+    track_temp_over_state.unit = "activations"
+
+
+class TrackCompile:
+    """Seconds to compile the layer's program with XLA (tracing and lowering excluded), with the
+    persistent cache off."""
+
+    params = (list(common.MODELS), list(common.MODES))
+    param_names = ["model", "mode"]
+    timeout = 300.0
+    version = 1
+    unit = "seconds"
+
+    def setup(self, model, mode):
+        common.disable_compilation_cache()
+
+    def track_compile_seconds(self, model, mode):
+        return common.layer_program(model, common.LENGTHS[0], mode).compile_s
+
+
+class TrackScan:
+    """The engine's scan alone at L = 16384 (B = 8, P = 128 complex64): its memory-bound roofline
+    (b read once, h written once, at the measured bandwidth) over its median time."""
+
+    timeout = 600.0
+    version = 1
+    unit = "fraction"
+
+    def setup(self):
+        _setup_cache()
+
+    def track_scan_bandwidth_fraction(self):
+        return common.scan_bandwidth_fraction()["roofline_fraction"]

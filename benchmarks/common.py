@@ -1,0 +1,390 @@
+"""What the asv benchmarks and the pytest-benchmark suite share: shapes, programs, references.
+
+Every registered layer is benchmarked at B = 8, H = 128, float32, L in {1024, 4096}, forward
+and forward+backward (the VJP with a fixed random cotangent dy: gradients w.r.t. the
+parameters and the input), with the
+state size of the layer benchmark (issue 2): P = 128 for the LRU (complex states), N = 128 for
+RotRNN (real state dimensions, 64 complex states), P = 128 for S5 (64 conjugate-symmetric states
+stored) and N = 64 per channel for S4D (32 stored per channel, 4096 in all). Every other option
+is the registry's default. Importing this module fails if a registered model has no entry in
+`BENCHMARKS`, so a new layer cannot go unbenchmarked.
+
+The in-run baseline is written the way the public reference implementations are (the minimal
+LRU, the official S5, the RotRNN authors' code, the Annotated S4), from the layer's own
+`discrete_system()`, and checked against the layer's output:
+
+- MIMO layers (RotRNN, LRU, S5): lambda broadcast over time, the input projection B u_t
+  computed for every step outside the scan (vmapped over time), a `jax.lax.associative_scan`
+  over (lambda, B u) pairs with the usual combine (a_j a_i, a_j b_i + b_j) over all states at
+  once (the RotRNN authors vmap it per head; the registry's RotRNN has one head), then the
+  readout Re(C x_t) vmapped over time;
+- banks (S4D): the Annotated S4's convolution mode, a Vandermonde kernel per channel and an
+  FFT convolution, both vmapped over channels.
+
+Inputs are made lazily from a fixed local seed and cached per process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any, Literal
+
+import models
+
+BATCH = 8
+D_MODEL = 128
+LENGTHS: tuple[int, ...] = (1024, 4096)
+SCAN_LENGTH = 16384
+MODES: tuple[str, ...] = ("forward", "forward_backward")
+SEED = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerShape:
+    """A layer's benchmark shape: its ``d_state`` (the layer's own convention) and reference."""
+
+    d_state: int
+    reference: Literal["scan", "convolution"]
+    note: str
+
+
+BENCHMARKS: dict[str, LayerShape] = {
+    "rotrnn": LayerShape(128, "scan", "N = 128 real state dimensions, 64 complex states"),
+    "lru": LayerShape(128, "scan", "P = 128 complex states"),
+    "s4d": LayerShape(64, "convolution", "N = 64 states per channel, 32 stored (conjugate pairs)"),
+    "s5": LayerShape(128, "scan", "P = 128, 64 conjugate-symmetric states stored"),
+}
+
+# Reference times measured on the project's machine with the public implementations, in ms at
+# B = 8, H = 128, float32: {model: {L: (forward, forward+backward)}} (issue 2).
+PUBLISHED_REFERENCE_MS: dict[str, dict[int, tuple[float, float]]] = {
+    "rotrnn": {1024: (38.0, 105.0), 4096: (183.0, 482.0)},
+    "lru": {1024: (67.0, 217.0), 4096: (397.0, 998.0)},
+    "s5": {1024: (37.5, 116.0), 4096: (210.0, 517.0)},
+    "s4d": {1024: (144.0, 262.0), 4096: (592.0, 1080.0)},
+}
+# Each layer should be at least this many times faster than its public reference.
+TARGET_SPEEDUP = 5.0
+
+MODELS: tuple[str, ...] = tuple(models.names())
+_unbenchmarked = sorted(set(MODELS) - set(BENCHMARKS))
+if _unbenchmarked:
+    raise ImportError(
+        f"Registered model(s) {_unbenchmarked} have no benchmark shape: add them to "
+        "benchmarks/common.py BENCHMARKS (d_state, reference style) before benchmarking."
+    )
+
+
+def enable_compilation_cache() -> None:
+    """The project's persistent XLA cache (`harness.runner.enable_compilation_cache`), shared by
+    asv's benchmark processes (one process per benchmark), which would otherwise compile the
+    same programs again. `Program.compile_s` is measured with the cache off
+    (`harness.roofline.compile_timed`), so compile times stay compile times.
+    """
+    from harness.runner import enable_compilation_cache as enable
+
+    enable()
+
+
+def disable_compilation_cache() -> None:
+    import jax
+
+    jax.config.update("jax_enable_compilation_cache", False)
+
+
+@functools.cache
+def layer(model: str) -> Any:
+    """The registered layer at its benchmark shape, parameters from a fixed seed."""
+    import jax.random as jr
+
+    shape = BENCHMARKS[model]
+    return models.build(model, d_model=D_MODEL, d_state=shape.d_state, key=jr.PRNGKey(SEED))
+
+
+@functools.cache
+def inputs(length: int) -> tuple[Any, Any]:
+    """``(u, dy)``: input and output cotangent, (B, L, H) float32 standard normal."""
+    import jax.numpy as jnp
+    import jax.random as jr
+
+    k_u, k_dy = jr.split(jr.PRNGKey(SEED + 1))
+    shape = (BATCH, length, D_MODEL)
+    return jr.normal(k_u, shape, jnp.float32), jr.normal(k_dy, shape, jnp.float32)
+
+
+@dataclasses.dataclass
+class Program:
+    """A compiled computation and its arguments: ``call()`` runs it once."""
+
+    compiled: Any
+    args: tuple
+    lower_s: float
+    compile_s: float
+
+    def call(self) -> Any:
+        return self.compiled(*self.args)
+
+    def run(self) -> Any:
+        """One call, waited for: the body of every timed benchmark."""
+        import jax
+
+        return jax.block_until_ready(self.call())
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise NotImplementedError(f"mode={mode!r} is not benchmarked; accepted: {list(MODES)}.")
+
+
+def _compile(function: Callable, *args: Any) -> Program:
+    from harness import roofline
+
+    compiled, lower_s, compile_s = roofline.compile_timed(function, *args)
+    return Program(compiled, args, lower_s, compile_s)
+
+
+def layer_program(model: str, length: int, mode: str) -> Program:
+    """The layer's batched forward, or forward+backward, compiled for (B, L, H)."""
+    import equinox as eqx
+    import jax
+
+    _check_mode(mode)
+    params, static = eqx.partition(layer(model), eqx.is_inexact_array)
+    u, dy = inputs(length)
+
+    def forward(p, u):
+        return jax.vmap(eqx.combine(p, static))(u)
+
+    if mode == "forward":
+        return _compile(forward, params, u)
+
+    def forward_backward(p, u, dy):
+        return jax.vjp(forward, p, u)[1](dy)
+
+    return _compile(forward_backward, params, u, dy)
+
+
+# --------------------------------------------------------------------------------------------
+# The in-run baseline, in the public references' style
+
+
+def _combine(q_i, q_j):
+    # The associative operator of the public references: (a_i, b_i) then (a_j, b_j).
+    a_i, b_i = q_i
+    a_j, b_j = q_j
+    return a_j * a_i, a_j * b_i + b_j
+
+
+def reference_scan_forward(system: Any, u: Any) -> Any:
+    """One sequence through a MIMO system, written as the public references write it."""
+    import jax
+    import jax.numpy as jnp
+
+    L = u.shape[0]
+    lam, B, C = system.lam.reshape(-1), system.B, system.C
+    # As the references: lambda broadcast over time, B u_t for every step before the scan.
+    lambda_elements = jnp.repeat(lam[None, :], L, axis=0)
+    bu_elements = jax.vmap(lambda u_t: B @ u_t.astype(B.dtype))(u)
+
+    def scan(lams, bus):
+        return jax.lax.associative_scan(_combine, (lams, bus))[1]
+
+    xs = scan(lambda_elements, bu_elements)
+    ys = jax.vmap(lambda x: (C @ x).real)(xs)
+    if system.C_reverse is not None:
+        xr = jax.lax.associative_scan(_combine, (lambda_elements, bu_elements), reverse=True)[1]
+        ys = ys + jax.vmap(lambda x: (system.C_reverse @ x).real)(xr)
+    return system.output_scale * ys + system.D[None, :] * u
+
+
+def reference_convolution_forward(system: Any, u: Any) -> Any:
+    """One sequence through a bank of SISO systems, as the Annotated S4's convolution mode."""
+    import jax
+    import jax.numpy as jnp
+
+    L = u.shape[0]
+
+    def kernel(lam, b, c):
+        # Vandermonde: K_l = out(sum_n c_n b_n lam_n^l).
+        vandermonde = jnp.exp(jnp.log(lam)[:, None] * jnp.arange(L)[None, :])
+        return system.output_scale * ((c * b) @ vandermonde).real
+
+    def causal_convolution(u_h, k_h):
+        ud = jnp.fft.rfft(jnp.pad(u_h, (0, L)))
+        kd = jnp.fft.rfft(jnp.pad(k_h, (0, L)))
+        return jnp.fft.irfft(ud * kd)[:L]
+
+    K = jax.vmap(kernel)(system.lam, system.B, system.C)  # (H, L)
+    y = jax.vmap(causal_convolution)(u.T, K).T
+    if system.C_reverse is not None:
+        Kr = jax.vmap(kernel)(system.lam, system.B, system.C_reverse)
+        y = y + jax.vmap(causal_convolution)(u[::-1].T, Kr).T[::-1]
+    return y + system.D[None, :] * u
+
+
+def reference_forward(model: str) -> Callable:
+    """The reference forward for ``model``: ``f(system, u)`` on one sequence."""
+    style = BENCHMARKS[model].reference
+    if style == "scan":
+        return reference_scan_forward
+    elif style == "convolution":
+        return reference_convolution_forward
+    else:
+        raise ValueError(f"Unknown reference style {style!r}; accepted: scan, convolution.")
+
+
+def reference_program(model: str, length: int, mode: str) -> Program:
+    """The reference's batched forward, or its VJP w.r.t. the system and the input.
+
+    The system (lambda, B, C, D) is computed from the layer's parameters once, outside; the
+    references take their discretised arrays the same way inside their scan.
+    """
+    import jax
+
+    _check_mode(mode)
+    system = layer(model).discrete_system()
+    one = reference_forward(model)
+    u, dy = inputs(length)
+
+    def forward(s, u):
+        return jax.vmap(lambda x: one(s, x))(u)
+
+    if mode == "forward":
+        return _compile(forward, system, u)
+
+    def forward_backward(s, u, dy):
+        return jax.vjp(forward, s, u)[1](dy)
+
+    return _compile(forward_backward, system, u, dy)
+
+
+def reference_error(model: str, length: int) -> float:
+    """Largest |layer(u) - reference(u)| relative to max |layer(u)|, on the benchmark input."""
+    import jax.numpy as jnp
+
+    ours = layer_program(model, length, "forward").run()
+    theirs = reference_program(model, length, "forward").run()
+    return float(jnp.max(jnp.abs(ours - theirs)) / jnp.max(jnp.abs(ours)))
+
+
+# --------------------------------------------------------------------------------------------
+# Derived measurements (shared by asv's track_ benchmarks and the pytest suite)
+
+
+def median_seconds(program: Program, *, repeats: int = 5) -> float:
+    from harness import roofline
+
+    return roofline.time_calls(program.call, warmup=1, repeats=repeats).median_s
+
+
+def speedup_over_reference(model: str, length: int, mode: str, *, repeats: int = 5) -> dict:
+    """Median times of the reference and the layer, timed alternately in this process."""
+    from harness import roofline
+
+    ours, theirs = layer_program(model, length, mode), reference_program(model, length, mode)
+    ours.run(), theirs.run()
+    ours_s, theirs_s = [], []
+    for _ in range(repeats):  # alternating, so that machine load falls on both alike
+        ours_s.extend(roofline.time_calls(ours.call, warmup=0, repeats=1).times_s)
+        theirs_s.extend(roofline.time_calls(theirs.call, warmup=0, repeats=1).times_s)
+    layer_t, reference_t = roofline.Timing(tuple(ours_s)), roofline.Timing(tuple(theirs_s))
+    published = PUBLISHED_REFERENCE_MS.get(model, {}).get(length)
+    published_s = None if published is None else published[MODES.index(mode)] / 1e3
+    return {
+        "layer_median_s": layer_t.median_s,
+        "reference_median_s": reference_t.median_s,
+        "speedup_over_reference": reference_t.median_s / layer_t.median_s,
+        "published_reference_s": published_s,
+        "speedup_over_published": None if published_s is None else published_s / layer_t.median_s,
+        "target_speedup": TARGET_SPEEDUP,
+    }
+
+
+def roofline_fraction(model: str, length: int, mode: str, *, repeats: int = 5) -> dict:
+    """The layer's median time against its roofline bound, peaks measured in this process."""
+    import equinox as eqx
+
+    from harness import roofline
+    from models.network import count_parameters
+
+    program = layer_program(model, length, mode)
+    before = roofline.measure_peaks()
+    median = median_seconds(program, repeats=repeats)
+    peaks = roofline.Peaks.best(before, roofline.measure_peaks())
+    the_layer = layer(model)
+    shape = roofline.SystemShape.of(eqx.filter_eval_shape(the_layer.discrete_system))
+    counts = roofline.layer_counts(
+        shape, length=length, batch=BATCH, mode=mode, params=count_parameters(the_layer)
+    )
+    return roofline.roofline_columns(counts, peaks, median)
+
+
+def scan_program(length: int = SCAN_LENGTH) -> tuple[Program, int]:
+    """The engine's scan alone over (B, L, P) complex64 inputs, P = 128, and P."""
+    import jax
+    import jax.numpy as jnp
+    import jax.random as jr
+
+    states = 128
+    k_re, k_im, k_lam = jr.split(jr.PRNGKey(SEED + 2), 3)
+    shape = (BATCH, length, states)
+    b = jax.lax.complex(jr.normal(k_re, shape), jr.normal(k_im, shape))
+    angle = jr.uniform(k_lam, (states,), maxval=6.28)
+    lam = 0.99 * jax.lax.complex(jnp.cos(angle), jnp.sin(angle))
+    algorithm = "sequential" if jax.default_backend() == "cpu" else "parallel"
+
+    def scan(lam, b):
+        return jax.vmap(lambda x: models.scan(lam, x, algorithm=algorithm))(b)
+
+    return _compile(scan, lam, b), states
+
+
+def scan_bandwidth_fraction(length: int = SCAN_LENGTH, *, repeats: int = 5) -> dict:
+    """The scan alone: its memory-bound roofline (b read, h written) against its median time."""
+    from harness import roofline
+
+    program, states = scan_program(length)
+    before = roofline.measure_peaks()
+    median = median_seconds(program, repeats=repeats)
+    peaks = roofline.Peaks.best(before, roofline.measure_peaks())
+    counts = roofline.scan_counts(states, length=length, batch=BATCH)
+    return roofline.roofline_columns(counts, peaks, median)
+
+
+def working_memory(model: str, length: int, mode: str = "forward_backward") -> dict:
+    """Compiled memory of the layer's program; temporaries against one (B, L, P) state sequence.
+
+    The target: forward+backward keeps at most one activation beyond its inputs and outputs,
+    i.e. ``temp_over_state <= 1``.
+    """
+    import equinox as eqx
+
+    from harness.studies.memory import COMPLEX_BYTES, compiled_memory
+
+    program = layer_program(model, length, mode)
+    memory = compiled_memory(program.compiled)
+    system = eqx.filter_eval_shape(layer(model).discrete_system)
+    states = 1
+    for n in system.lam.shape:
+        states *= int(n)
+    state_bytes = BATCH * length * states * COMPLEX_BYTES
+    activation_bytes = BATCH * length * D_MODEL * 4
+    return {
+        **memory,
+        "state_activation_bytes": state_bytes,
+        "temp_over_state": memory["temp_bytes"] / state_bytes,
+        "temp_over_activation": memory["temp_bytes"] / activation_bytes,
+    }
+
+
+def environment(model: str | None = None) -> dict:
+    """Allocator, XLA flags, backend and device of this process (recorded with every result),
+    and the engine algorithm the layer runs (``models.resolve_algorithm``)."""
+    from harness import roofline
+
+    out = roofline.environment_columns()
+    if model is not None:
+        out["algorithm"] = layer(model).resolved_algorithm()
+    return out

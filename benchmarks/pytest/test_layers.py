@@ -1,0 +1,67 @@
+"""pytest-benchmark suite of the layers, at the asv benchmarks' shapes (`benchmarks.common`).
+
+Run by ``make bench`` (``--benchmark-only --benchmark-autosave``: results are saved under
+``.benchmarks/`` and two runs compare with ``pytest-benchmark compare``); ``make test`` never
+collects this folder. Compilation happens in the fixtures, outside the timed region; each timed
+round is one call ending in ``jax.block_until_ready``. Every layer benchmark also records, in
+``extra_info``: the engine's algorithm, the allocator, the in-run reference's median time and
+the speedup over it (timed alternately in the same process), the published reference time, the
+roofline fraction, and XLA's compiled memory of forward+backward.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import common
+
+ROUNDS = 5
+CASES = [(m, L, mode) for m in common.MODELS for L in common.LENGTHS for mode in common.MODES]
+
+
+def _ids(case) -> str:
+    model, length, mode = case
+    return f"{model}-L{length}-{mode}"
+
+
+@pytest.fixture(scope="module", params=CASES, ids=_ids)
+def case(request):
+    return request.param
+
+
+def test_layer(benchmark, case):
+    model, length, mode = case
+    # The baseline must compute the same function, or its time means nothing.
+    if mode == "forward":
+        error = common.reference_error(model, length)
+        assert error < 1e-4, f"reference and {model} disagree: relative error {error:.2e}"
+        benchmark.extra_info["reference_rel_error"] = error
+    program = common.layer_program(model, length, mode)
+    program.run()
+    benchmark.extra_info.update(common.environment(model))
+    benchmark.extra_info["compile_s"] = program.compile_s
+    benchmark.extra_info.update(common.speedup_over_reference(model, length, mode))
+    fraction = common.roofline_fraction(model, length, mode)
+    benchmark.extra_info["roofline_fraction"] = fraction["roofline_fraction"]
+    benchmark.extra_info["bound_s"] = fraction["bound_s"]
+    benchmark.extra_info["bound_limiter"] = fraction["bound_limiter"]
+    if mode == "forward_backward":
+        benchmark.extra_info.update(common.working_memory(model, length))
+    benchmark.pedantic(program.run, rounds=ROUNDS, iterations=1, warmup_rounds=1)
+
+
+def test_reference(benchmark, case):
+    model, length, mode = case
+    program = common.reference_program(model, length, mode)
+    program.run()
+    benchmark.extra_info.update(common.environment())
+    benchmark.extra_info["reference_style"] = common.BENCHMARKS[model].reference
+    benchmark.pedantic(program.run, rounds=ROUNDS, iterations=1, warmup_rounds=1)
+
+
+def test_scan_bandwidth(benchmark):
+    program, states = common.scan_program()
+    program.run()
+    benchmark.extra_info.update(common.environment())
+    benchmark.extra_info.update(common.scan_bandwidth_fraction())
+    benchmark.pedantic(program.run, rounds=ROUNDS, iterations=1, warmup_rounds=1)

@@ -1,0 +1,206 @@
+"""Report section of the throughput study: tokens per second and roofline fractions."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from ..store import Store
+from . import style
+from ._artifacts import Artifact, Figure, Missing, Table
+from ._provenance import in_preset, pick_preset, with_presets
+
+TITLE = "Throughput"
+
+INTRO = (
+    "Tokens per second (batch x length / median wall time) of each layer alone and of the full "
+    "network, for inference (forward) and for one training step (forward, backward and Adam "
+    "update), over sequence lengths and batch sizes, each layer at a published size (its LRA "
+    "ListOps configuration, H = 128) and at a matched parameter count. Each run compiles ahead "
+    "of time (compile time is reported apart), makes warm-up calls, then times repeated calls, "
+    "each ending in block_until_ready; the median and the quartiles are reported. The engine's "
+    "algorithm (sequential or parallel scan, or FFT convolution) is recorded per row. The "
+    "roofline fraction is t_bound / t_median with t_bound = max(F / peak FLOP/s, Q / peak "
+    "bytes/s): F and Q are our analytic count of the layer's model FLOPs (the recurrence form, "
+    "complex arithmetic in real operations) and its minimum memory traffic; the peaks are a "
+    "float32 matmul and an in-place streaming pass measured in the same process just before "
+    "and after the timing, the better kept, so that machine load moves the peak and the "
+    "workload together. For the network the count covers its recurrent layers only, so its "
+    "fraction is an upper bound. On a shared CPU the absolute numbers are noisy; compare ratios "
+    "within one run."
+)
+
+_FIGURE_NAMES = ("throughput_tokens_per_s", "throughput_roofline_fraction")
+_TABLE_NAMES = ("throughput_summary", "throughput_all")
+_TITLES = {
+    "throughput_tokens_per_s": "Tokens per second against sequence length",
+    "throughput_roofline_fraction": "Roofline fraction against sequence length",
+    "throughput_summary": "Tokens per second and roofline fraction at L = 1024 and L = 16384",
+    "throughput_all": "Every throughput measurement",
+}
+_MODES = ("forward", "forward_backward", "train")
+_MODE_LABELS = {"forward": "forward", "forward_backward": "fwd+bwd", "train": "train step"}
+
+
+def _selected(store: Store) -> tuple[pd.DataFrame, str | None]:
+    frame = store.read("throughput")
+    if frame.empty:
+        return frame, None
+    frame = with_presets(frame, "throughput")
+    preset = pick_preset(frame["preset"].unique())
+    return frame[in_preset(frame["preset"], preset)], preset
+
+
+def _missing(reason: str) -> list[Artifact]:
+    return [Missing(n, _TITLES[n], reason) for n in (*_FIGURE_NAMES, *_TABLE_NAMES)]
+
+
+def section(store: Store) -> list[Artifact]:
+    frame, preset = _selected(store)
+    if frame.empty:
+        return _missing(
+            "no finished runs of the throughput study in the store "
+            "(python -m harness study throughput)"
+        )
+    out: list[Artifact] = []
+    layer = frame[frame["scope"] == "layer"]
+    for name, column, label in (
+        ("throughput_tokens_per_s", "tokens_per_s", "tokens / s"),
+        ("throughput_roofline_fraction", "roofline_fraction", "roofline fraction"),
+    ):
+        if layer.empty:
+            out.append(Missing(name, _TITLES[name], f"no layer-scope rows at preset {preset}"))
+        else:
+            out.append(_figure(layer, preset, name, column, label))
+    out.append(_summary(frame, preset))
+    out.append(_all(frame, preset))
+    return out
+
+
+def _order(frame: pd.DataFrame) -> list[str]:
+    return style.order_models(frame["model"].unique())
+
+
+def _smallest_batch(frame: pd.DataFrame) -> pd.DataFrame:
+    # One curve per model: the smallest batch measured, which every length has.
+    return frame[frame["batch"] == frame["batch"].min()]
+
+
+def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, label: str) -> Figure:
+    style.apply_style()
+    modes = [m for m in _MODES if m in set(frame["mode"])]
+    sizes = [s for s in ("paper", "matched") if s in set(frame["size"])]
+    fig, axes = plt.subplots(
+        len(sizes), len(modes), figsize=(style.FULL_WIDTH_IN, 2.2 * len(sizes)), squeeze=False,
+        sharex=True,
+    )
+    batch = int(frame["batch"].min())
+    for i, size in enumerate(sizes):
+        for j, mode in enumerate(modes):
+            ax = axes[i][j]
+            rows = _smallest_batch(frame[(frame["size"] == size) & (frame["mode"] == mode)])
+            for model in _order(rows):
+                r = rows[rows["model"] == model].sort_values("seq_len")
+                ax.plot(r["seq_len"], r[column], color=style.model_colour(model),
+                        marker=style.model_marker(model), label=style.model_label(model))
+                if column == "tokens_per_s":
+                    # The quartiles of the times, as a band of tokens/s.
+                    tokens = r["batch"] * r["seq_len"]
+                    ax.fill_between(r["seq_len"], tokens / r["time_q75_s"],
+                                    tokens / r["time_q25_s"], color=style.model_colour(model),
+                                    alpha=0.15, linewidth=0)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_title(f"{_MODE_LABELS[mode]}, {size} size")
+            ax.set_xlabel("sequence length L (steps)")
+            ax.set_ylabel(label)
+    axes[0][0].legend()
+    hardware = ", ".join(sorted(set(frame["device_kind"].astype(str))))
+    return Figure(
+        name=name,
+        title=_TITLES[name],
+        caption=(
+            f"{label.capitalize()} of each layer alone against L at batch {batch}, preset "
+            f"{preset}, on {hardware} (backend {', '.join(sorted(set(frame['backend'])))}). "
+            + ("Bands: tokens/s at the first and third quartiles of the timed calls. "
+               if column == "tokens_per_s" else
+               "Fraction = roofline bound / median time; the bound uses our analytic FLOP and "
+               "byte count and the matmul and bandwidth peaks measured in the same process. ")
+            + "Absolute numbers on a shared machine are noisy; ratios within a run are not."
+        ),
+        figure=fig,
+        runs=tuple(sorted(frame["run_id"].unique())),
+    )
+
+
+def _summary(frame: pd.DataFrame, preset: str | None) -> Artifact:
+    name = "throughput_summary"
+    layer = frame[(frame["scope"] == "layer") & (frame["size"] == "paper")]
+    lengths = [L for L in (1024, 16384) if L in set(layer["seq_len"])]
+    if layer.empty or not lengths:
+        return Missing(name, _TITLES[name],
+                       f"no paper-size layer rows at L = 1024 or 16384 at preset {preset}")
+    records = {}
+    used = []
+    for model in _order(layer):
+        record = {}
+        for L in lengths:
+            for mode in [m for m in _MODES if m in set(layer["mode"])]:
+                rows = layer[(layer["model"] == model) & (layer["seq_len"] == L)
+                             & (layer["mode"] == mode)]
+                if rows.empty:
+                    continue
+                row = rows.loc[rows["batch"].idxmin()]
+                used.append(row["run_id"])
+                tag = f"{_MODE_LABELS[mode]} L={L}"
+                record[f"{tag} tok/s"] = row["tokens_per_s"]
+                record[f"{tag} roofline"] = row["roofline_fraction"]
+                record[f"{tag} B"] = int(row["batch"])
+        record["algorithm"] = ", ".join(sorted(set(layer[layer["model"] == model]["algorithm"])))
+        records[style.model_label(model)] = record
+    table = pd.DataFrame.from_dict(records, orient="index")
+    best = {c: "max" for c in table.columns if c.endswith("tok/s") or c.endswith("roofline")}
+    return Table(
+        name=name,
+        title=_TITLES[name],
+        caption=(
+            f"Each layer alone at its paper size, preset {preset}: tokens per second (median) "
+            "and roofline fraction at L = 1024 and L = 16384, at the smallest batch B measured "
+            "there (column B). Measured on a shared machine: absolute values vary between runs."
+        ),
+        frame=table,
+        best=best,
+        digits=3,
+        runs=tuple(sorted(set(used))),
+    )
+
+
+def _all(frame: pd.DataFrame, preset: str | None) -> Table:
+    columns = {
+        "algorithm": "algorithm",
+        "d_state": "d_state",
+        "params": "params",
+        "tokens_per_s": "tok/s",
+        "time_median_s": "median s",
+        "time_q25_s": "q25 s",
+        "time_q75_s": "q75 s",
+        "compile_s": "compile s",
+        "roofline_fraction": "roofline",
+        "bound_limiter": "bound by",
+        "allocator": "allocator",
+    }
+    keys = ["scope", "model", "size", "mode", "seq_len", "batch"]
+    table = frame.sort_values(keys).set_index(keys)[list(columns)].rename(columns=columns)
+    return Table(
+        name="throughput_all",
+        title=_TITLES["throughput_all"],
+        caption=(
+            f"Every row of the throughput study at preset {preset}: median time and quartiles "
+            "of the timed calls, compile time (ahead of time for a layer; first call minus "
+            "median for the network), the roofline fraction and which roof binds, and the heap "
+            "allocator (glibc page-faults every fresh buffer over 32 MiB)."
+        ),
+        frame=table,
+        digits=4,
+        runs=tuple(sorted(frame["run_id"].unique())),
+    )

@@ -1,0 +1,508 @@
+"""Memory: what each layer needs per token, from XLA's memory analysis, and how it grows with L.
+
+For one (model, size, batch, mode) a run compiles the layer's computation (the same programs as
+the throughput study: ``"forward"``, ``"forward_backward"``, ``"train"``) at every sequence
+length L of the config and records XLA's compiled memory analysis (`compiled_memory`):
+
+    argument_bytes   the inputs (parameters, optimiser state, u, target)
+    output_bytes     the outputs
+    temp_bytes       the temporaries of the buffer assignment (every intermediate XLA keeps,
+                     loop bodies included)
+    alias_bytes      outputs that reuse a donated input's buffer
+    total_bytes      argument + output + temp - alias: the compiled working set
+
+XLA's CPU backend fills these fields from the executable's buffer assignment, so the numbers are
+the schedule XLA chose, including what its default concurrency-optimised scheduler keeps alive
+to run independent operations at once. ``XLA_FLAGS`` is recorded with every row; to measure the
+memory-minimising sequential schedule instead, run with
+``XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false`` (process-wide: it must be set
+before JAX starts, so with ``isolate="process"`` it is passed to each probe process by
+``xla_flags``). On an accelerator each length is also *run* once in a fresh process, whose
+device reports its peak bytes (``device_peak_bytes``; there is no way to reset a device's peak
+within a process, hence one process per configuration). A process probe on the CPU records the
+process's resident-memory high-water mark instead (``process_peak_bytes``, reset through
+``/proc/self/clear_refs`` before the call), a lower bound on what the program touched, as a check
+that the analysis is complete.
+
+After the lengths, one ``kind="fit"`` row: total_bytes = a + b L by least squares, with
+bytes per token b / B, the coefficient of determination, the largest relative residual, the
+log-log slope of total_bytes - a between the shortest and longest L (1 for linear growth), the
+spread of the increments between consecutive lengths relative to b (0 for a line; it grows when
+the increments rise, as for L log L), whether growth is linear (spread and |slope - 1| both
+within ``linear_tolerance``), whether it is superlinear (the increments rise by more than the
+tolerance; sublinear growth at short L, a fixed cost amortised, is not linear but harmless), and
+the largest L whose working set fits ``budget_bytes``: floor((budget - a) / b).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+from typing import Any, Literal
+
+from .. import roofline
+from ._study import Study
+from .throughput import (
+    PAPER_SIZES,
+    SIZES,
+    DEFAULT_MATCHED_PARAMS,
+    Size,
+    _choices,
+    _models,
+    _positive,
+    matched_d_state,
+)
+
+Isolate = Literal["auto", "process", "none"]
+ISOLATES: tuple[str, ...] = ("auto", "process", "none")
+
+# Bytes of one complex64 state.
+COMPLEX_BYTES = 8
+
+
+def compiled_memory(compiled: Any) -> dict[str, int]:
+    """XLA's memory analysis of a compiled executable as flat integer columns (module docstring)."""
+    stats = compiled.memory_analysis()
+    if stats is None:
+        raise RuntimeError(
+            "This backend's compiled executables give no memory analysis; the memory study "
+            "needs XLA's buffer assignment (CPU and GPU provide it)."
+        )
+    argument = int(stats.argument_size_in_bytes)
+    output = int(stats.output_size_in_bytes)
+    temp = int(stats.temp_size_in_bytes)
+    alias = int(stats.alias_size_in_bytes)
+    return {
+        "argument_bytes": argument,
+        "output_bytes": output,
+        "temp_bytes": temp,
+        "alias_bytes": alias,
+        "generated_code_bytes": int(stats.generated_code_size_in_bytes),
+        "total_bytes": argument + output + temp - alias,
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class LinearFit:
+    """y = intercept + slope x by least squares, and how linear the data are."""
+
+    slope: float
+    intercept: float
+    r2: float
+    max_rel_residual: float
+    loglog_slope: float
+    increment_spread: float
+    increment_growth: float
+
+    def linear(self, tolerance: float) -> bool:
+        """The increments agree within ``tolerance`` and the log-log slope is within it of 1.
+
+        The relative residual is reported but not tested: a small constant misfit is a large
+        fraction of the shortest sequence's bytes without saying anything about growth.
+        """
+        return self.increment_spread <= tolerance and abs(self.loglog_slope - 1.0) <= tolerance
+
+    def superlinear(self, tolerance: float) -> bool:
+        """The increments rise by more than ``tolerance`` from the shortest to the longest L."""
+        return self.increment_growth > tolerance
+
+
+def fit_linear(x: list[float] | tuple[float, ...], y: list[float] | tuple[float, ...]) -> LinearFit:
+    """Least-squares line through (x, y), at least two distinct x.
+
+    ``loglog_slope`` is d log(y - a) / d log x between the smallest and largest x, with a the
+    fitted intercept: 1 exactly for data on a line, 2 for quadratic growth.
+    ``increment_spread`` is (largest - smallest) / slope of the increments dy / dx between
+    consecutive x: 0 on a line, growing for L log L or quadratic growth whose increments rise;
+    ``increment_growth`` is (last - first increment) / slope, signed: negative when growth slows.
+    """
+    if len(x) != len(y) or len(x) < 2 or len(set(x)) < 2:
+        raise ValueError(
+            f"fit_linear needs at least two distinct x with one y each, got {x!r}, {y!r}."
+        )
+    n = len(x)
+    mx, my = sum(x) / n, sum(y) / n
+    sxx = sum((a - mx) ** 2 for a in x)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y))
+    slope = sxy / sxx
+    intercept = my - slope * mx
+    predicted = [intercept + slope * a for a in x]
+    ss_res = sum((b - p) ** 2 for b, p in zip(y, predicted))
+    ss_tot = sum((b - my) ** 2 for b in y)
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    max_rel = max(abs(b - p) / abs(b) if b else abs(b - p) for b, p in zip(y, predicted))
+    lo, hi = min(range(n), key=lambda i: x[i]), max(range(n), key=lambda i: x[i])
+    y_lo, y_hi = y[lo] - intercept, y[hi] - intercept
+    if y_lo > 0 and y_hi > 0:
+        loglog = math.log(y_hi / y_lo) / math.log(x[hi] / x[lo])
+    else:
+        loglog = math.nan
+    pairs = sorted(zip(x, y))
+    increments = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(pairs, pairs[1:]) if b[0] != a[0]]
+    spread = (max(increments) - min(increments)) / abs(slope) if slope else math.inf
+    growth = (increments[-1] - increments[0]) / abs(slope) if slope else math.inf
+    return LinearFit(slope, intercept, r2, max_rel, loglog, spread, growth)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryConfig:
+    """The memory study's configuration.
+
+    Attributes:
+        models: registry names; ``()`` means every registered model.
+        sizes: ``"paper"`` and/or ``"matched"`` (as the throughput study).
+        modes: ``"forward"``, ``"forward_backward"`` and/or ``"train"``.
+        seq_lens: the lengths L measured and fitted (at least two).
+        batches: batch sizes B.
+        matched_params: the parameter count of the ``"matched"`` size.
+        budget_bytes: the memory budget whose largest fitting L is reported.
+        linear_tolerance: the relative tolerance of the linear-growth check.
+        isolate: ``"none"`` compiles in this process (no peak); ``"process"`` compiles and runs
+            each length in a fresh process (device or process peak); ``"auto"`` is
+            ``"process"`` on an accelerator and ``"none"`` on the CPU.
+        xla_flags: ``XLA_FLAGS`` for the probe processes (``"process"`` only; recorded).
+        seed: parameters' and inputs' seed.
+    """
+
+    models: tuple[str, ...] = ()
+    sizes: tuple[Size, ...] = ("paper", "matched")
+    modes: tuple[roofline.Mode, ...] = ("forward", "train")
+    seq_lens: tuple[int, ...] = (1024, 4096, 16384, 65536)
+    batches: tuple[int, ...] = (1, 8)
+    matched_params: int = DEFAULT_MATCHED_PARAMS
+    budget_bytes: int = 16 * 2**30
+    linear_tolerance: float = 0.05
+    isolate: Isolate = "auto"
+    xla_flags: str = ""
+    seed: int = 0
+
+    def __post_init__(self):
+        _models(self.models)
+        _choices("memory.sizes", self.sizes, SIZES)
+        _choices("memory.modes", self.modes, roofline.MODES)
+        if len(set(self.seq_lens)) < 2:
+            raise ValueError(
+                "memory.seq_lens needs at least two distinct lengths to fit, got "
+                f"{self.seq_lens!r}."
+            )
+        for v in (*self.seq_lens, *self.batches):
+            _positive("memory.seq_lens/batches entry", v)
+        if not self.batches:
+            raise ValueError("memory.batches must not be empty.")
+        _positive("memory.matched_params", self.matched_params)
+        _positive("memory.budget_bytes", self.budget_bytes)
+        if not (isinstance(self.linear_tolerance, (int, float)) and 0 < self.linear_tolerance < 1):
+            raise ValueError(
+                f"memory.linear_tolerance must lie in (0, 1), got {self.linear_tolerance!r}."
+            )
+        _choices("memory.isolate", (self.isolate,), ISOLATES)
+        if self.xla_flags and self.isolate == "none":
+            raise ValueError(
+                "memory.xla_flags needs isolate='process' (or 'auto' on an accelerator): XLA "
+                "reads its flags once, when the process starts."
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryRun:
+    """One (model, size, batch, mode), measured at every length of ``seq_lens``."""
+
+    model: str
+    size: Size
+    d_model: int
+    d_state: int | None
+    options: tuple[tuple[str, Any], ...]
+    matched_params: int | None
+    mode: roofline.Mode
+    batch: int
+    seq_lens: tuple[int, ...]
+    budget_bytes: int
+    linear_tolerance: float
+    isolate: Isolate
+    xla_flags: str
+    seed: int
+
+
+def grid(config: MemoryConfig) -> list[MemoryRun]:
+    runs = []
+    for model in _models(config.models):
+        paper = PAPER_SIZES.get(model)
+        if paper is None:
+            raise ValueError(
+                f"No paper size is recorded for model {model!r}; add it to "
+                "harness.studies.throughput.PAPER_SIZES."
+            )
+        for size in config.sizes:
+            for mode in config.modes:
+                for batch in config.batches:
+                    runs.append(MemoryRun(
+                        model=model,
+                        size=size,
+                        d_model=paper.d_model,
+                        d_state=paper.d_state if size == "paper" else None,
+                        options=paper.options,
+                        matched_params=config.matched_params if size == "matched" else None,
+                        mode=mode,
+                        batch=batch,
+                        seq_lens=tuple(sorted(set(config.seq_lens))),
+                        budget_bytes=config.budget_bytes,
+                        linear_tolerance=config.linear_tolerance,
+                        isolate=config.isolate,
+                        xla_flags=config.xla_flags,
+                        seed=config.seed,
+                    ))
+    return runs
+
+
+# --------------------------------------------------------------------------------------------
+# One length
+
+
+@dataclasses.dataclass(frozen=True)
+class Probe:
+    """One compiled configuration: what a probe (in this process or a fresh one) measures."""
+
+    model: str
+    d_model: int
+    d_state: int
+    options: tuple[tuple[str, Any], ...]
+    mode: roofline.Mode
+    seq_len: int
+    batch: int
+    execute: bool
+    seed: int
+
+
+def probe(p: Probe) -> dict[str, Any]:
+    """Compile ``p``'s program and read its memory analysis; if ``p.execute``, run it once and
+    read the device's peak bytes (accelerators) or the process's resident high-water mark."""
+    import equinox as eqx
+    import jax
+    import jax.random as jr
+
+    import models
+
+    from .throughput import layer_program
+
+    key = jr.PRNGKey(p.seed)
+    layer = models.build(
+        p.model, d_model=p.d_model, d_state=p.d_state, key=jr.fold_in(key, 0), **dict(p.options)
+    )
+    shape = roofline.SystemShape.of(eqx.filter_eval_shape(layer.discrete_system))
+    spec = _ProgramSpec(p.mode, p.batch, p.seq_len, p.d_model)
+    function, args, donate, make_call = layer_program(spec, layer, jr.fold_in(key, 1))
+    compiled = jax.jit(function, donate_argnums=donate).lower(*args).compile()
+    row: dict[str, Any] = {
+        "algorithm": layer.resolved_algorithm(),
+        "states": shape.states,
+        **compiled_memory(compiled),
+        "device_peak_bytes": None,
+        "process_peak_bytes": None,
+    }
+    if p.execute:
+        call = make_call(compiled)
+        device = jax.devices()[0]
+        stats = device.memory_stats()
+        if stats is not None:
+            jax.block_until_ready(call())
+            row["device_peak_bytes"] = int(device.memory_stats().get("peak_bytes_in_use", -1))
+        else:
+            before = _resident_bytes(reset_peak=True)
+            jax.block_until_ready(call())
+            peak = _peak_resident_bytes()
+            if before is not None and peak is not None:
+                row["process_peak_bytes"] = peak - before
+    return row
+
+
+@dataclasses.dataclass(frozen=True)
+class _ProgramSpec:
+    # The fields `throughput.layer_program` reads.
+    mode: roofline.Mode
+    batch: int
+    seq_len: int
+    d_model: int
+
+
+def _resident_bytes(*, reset_peak: bool) -> int | None:
+    """The process's resident bytes now (Linux), after resetting its high-water mark."""
+    try:
+        if reset_peak:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # 5: reset the peak resident set size (proc(5))
+        return _status_bytes("VmRSS")
+    except OSError:
+        return None
+
+
+def _peak_resident_bytes() -> int | None:
+    try:
+        return _status_bytes("VmHWM")
+    except OSError:
+        return None
+
+
+def _status_bytes(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise OSError(f"/proc/self/status has no {field}")
+
+
+def probe_in_process(p: Probe, *, xla_flags: str = "", timeout_s: float = 1800.0) -> dict[str, Any]:
+    """`probe` in a fresh Python process (its own device peak, its own ``XLA_FLAGS``)."""
+    env = dict(os.environ)
+    if xla_flags:
+        env["XLA_FLAGS"] = xla_flags
+    payload = json.dumps(dataclasses.asdict(p))
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.studies.memory", payload],
+        capture_output=True, text=True, env=env, timeout=timeout_s, check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"The memory probe process failed (exit {done.returncode}) for {p}:\n"
+            f"{done.stderr[-4000:]}"
+        )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"The memory probe process printed no result for {p}:\n{done.stdout}")
+    return json.loads(lines[-1])
+
+
+# --------------------------------------------------------------------------------------------
+# A run
+
+
+def _isolated(isolate: str) -> bool:
+    if isolate == "auto":
+        import jax
+
+        return jax.default_backend() != "cpu"
+    return isolate == "process"
+
+
+def run(spec: MemoryRun) -> list[dict[str, Any]]:
+    """One row per length (``kind="point"``), then the linear fit (``kind="fit"``)."""
+    d_state = spec.d_state
+    if d_state is None:
+        d_state = matched_d_state(spec.model, spec.d_model, spec.options, spec.matched_params)
+    isolated = _isolated(spec.isolate)
+    base = {
+        "model": spec.model, "size": spec.size, "mode": spec.mode, "batch": spec.batch,
+        "d_model": spec.d_model, "d_state": d_state, "dtype": "float32",
+        "isolated": isolated,
+    }
+    environment = roofline.environment_columns()
+    if isolated and spec.xla_flags:
+        environment["xla_flags"] = spec.xla_flags
+    rows = []
+    for L in spec.seq_lens:
+        p = Probe(spec.model, spec.d_model, d_state, spec.options, spec.mode, L, spec.batch,
+                  execute=isolated, seed=spec.seed)
+        measured = probe_in_process(p, xla_flags=spec.xla_flags) if isolated else probe(p)
+        state_bytes = spec.batch * L * measured["states"] * COMPLEX_BYTES
+        rows.append({
+            "kind": "point", **base, "seq_len": L, **measured,
+            "tokens": spec.batch * L,
+            "total_bytes_per_token": measured["total_bytes"] / (spec.batch * L),
+            "state_activation_bytes": state_bytes,
+            "temp_over_state": measured["temp_bytes"] / state_bytes,
+            **environment,
+        })
+    rows.append(_fit_row(spec, base, rows, environment))
+    return rows
+
+
+def _fit_row(spec: MemoryRun, base: dict, points: list[dict], environment: dict) -> dict[str, Any]:
+    lengths = [float(r["seq_len"]) for r in points]
+    total = fit_linear(lengths, [float(r["total_bytes"]) for r in points])
+    temp = fit_linear(lengths, [float(r["temp_bytes"]) for r in points])
+    slope = total.slope
+    fits = spec.budget_bytes - total.intercept
+    largest = math.floor(fits / slope) if slope > 0 and fits > 0 else 0
+    return {
+        "kind": "fit", **base,
+        "algorithm": points[-1]["algorithm"],
+        "states": points[-1]["states"],
+        "seq_len_min": min(spec.seq_lens),
+        "seq_len_max": max(spec.seq_lens),
+        "points": len(points),
+        "bytes_per_step": slope,
+        "bytes_per_token": slope / spec.batch,
+        "intercept_bytes": total.intercept,
+        "r2": total.r2,
+        "max_rel_residual": total.max_rel_residual,
+        "loglog_slope": total.loglog_slope,
+        "increment_spread": total.increment_spread,
+        "increment_growth": total.increment_growth,
+        "linear": total.linear(spec.linear_tolerance),
+        "superlinear": total.superlinear(spec.linear_tolerance),
+        "linear_tolerance": spec.linear_tolerance,
+        "temp_bytes_per_token": temp.slope / spec.batch,
+        "temp_intercept_bytes": temp.intercept,
+        "budget_bytes": spec.budget_bytes,
+        "largest_seq_len_in_budget": largest,
+        **environment,
+    }
+
+
+# Columns of every ``kind="point"`` row and of the ``kind="fit"`` row (tests check them).
+POINT_COLUMNS: tuple[str, ...] = (
+    "kind", "model", "size", "mode", "batch", "d_model", "d_state", "dtype", "isolated",
+    "seq_len", "algorithm", "states", "argument_bytes", "output_bytes", "temp_bytes",
+    "alias_bytes", "generated_code_bytes", "total_bytes", "device_peak_bytes",
+    "process_peak_bytes", "tokens", "total_bytes_per_token", "state_activation_bytes",
+    "temp_over_state", "allocator", "xla_flags", "backend", "device_kind",
+)
+FIT_COLUMNS: tuple[str, ...] = (
+    "kind", "model", "size", "mode", "batch", "d_model", "d_state", "algorithm", "states",
+    "seq_len_min", "seq_len_max", "points", "bytes_per_step", "bytes_per_token",
+    "intercept_bytes", "r2", "max_rel_residual", "loglog_slope", "increment_spread",
+    "increment_growth", "linear", "superlinear", "linear_tolerance",
+    "temp_bytes_per_token", "temp_intercept_bytes", "budget_bytes", "largest_seq_len_in_budget",
+)
+
+PRESETS = {
+    # Seconds: compile only, two short lengths, every model at its paper size.
+    "smoke": MemoryConfig(
+        sizes=("paper",), modes=("forward", "train"), seq_lens=(256, 1024), batches=(2,),
+        isolate="none",
+    ),
+    # Minutes: compile only (no execution), L from 1024 to 65536, both sizes and modes.
+    "cpu": MemoryConfig(
+        sizes=("paper", "matched"), modes=("forward", "train"),
+        seq_lens=(1024, 4096, 16384, 65536), batches=(8,), isolate="auto",
+    ),
+    # An accelerator: every length run in a fresh process for the device's peak bytes.
+    "gpu": MemoryConfig(
+        sizes=("paper", "matched"), modes=("forward", "train"),
+        seq_lens=(4096, 16384, 65536, 262144), batches=(1, 8), budget_bytes=80 * 2**30,
+        isolate="auto",
+    ),
+}
+
+STUDY = Study(
+    name="memory",
+    description="Compiled memory per layer, L, batch and mode; bytes/token and linear growth",
+    presets=PRESETS,
+    grid=grid,
+    run=run,
+)
+
+
+def _main(argv: list[str]) -> int:
+    """Probe process entry: one JSON `Probe` in, one JSON row out on the last line."""
+    fields = json.loads(argv[0])
+    fields["options"] = tuple(tuple(pair) for pair in fields["options"])
+    print(json.dumps(probe(Probe(**fields))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

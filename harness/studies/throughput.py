@@ -1,0 +1,573 @@
+"""Throughput: tokens per second of each layer and of the full network, against the roofline.
+
+For every (scope, model, size, mode, L, batch) one run measures, in this order and one process:
+
+1. the machine's peaks (`harness.roofline.measure_peaks`: matmul FLOP/s, memory bytes/s);
+2. the computation, compiled ahead of time so that compile time is reported apart: layer scope
+   uses ``jax.jit(...).lower(...).compile()`` (``lower_s``, ``compile_s``); network scope uses
+   the project's own jitted training step (`harness.train.make_train_step`), whose compile
+   time is the first call's time minus the median of the timed calls (``compile_method``);
+3. ``warmup`` untimed calls, then ``repeats`` timed ones (median, quartiles, min and max);
+4. the peaks again; the better of the two measurements is the run's peak.
+
+Modes: ``"forward"`` (inference, y = layer(u) batched), ``"forward_backward"`` (the VJP with a
+fixed random cotangent dy: gradients w.r.t. parameters and input) and ``"train"`` (one
+optimiser step: forward, backward, Adam update; for the layer, mean squared error to a fixed
+random target; for the network, the project's training step on a synthetic token task).
+Tokens per second are B L / median time.
+
+The roofline fraction of a row is t_bound / t_median with t_bound = max(F / peak FLOP/s,
+Q / peak bytes/s) from our analytic count (`harness.roofline.layer_counts`: model FLOPs of the
+recurrence form, minimum bytes). XLA's own cost analysis is recorded beside it (``xla_flops``,
+``xla_bytes``); the network's rows carry the layers' count only (``count_source`` says so), so
+their fraction is an upper bound on how close the whole network runs to its roofline.
+
+Sizes: ``"paper"`` is each layer at the width and state size of one published configuration
+(`PAPER_SIZES`, the LRA ListOps rows, all at H = 128); ``"matched"`` keeps the paper's options
+and picks the ``d_state`` whose parameter count is closest to ``matched_params``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from typing import Any, Literal
+
+import models
+
+from .. import roofline
+from ._study import Study
+
+Scope = Literal["layer", "network"]
+SCOPES: tuple[str, ...] = ("layer", "network")
+Size = Literal["paper", "matched"]
+SIZES: tuple[str, ...] = ("paper", "matched")
+
+# The synthetic task of the network scope: ListOps' shape (20 tokens, 10 classes; REFERENCES.md).
+NETWORK_VOCAB = 20
+NETWORK_CLASSES = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class PaperSize:
+    """One layer's size in a published configuration."""
+
+    d_model: int
+    d_state: int
+    options: tuple[tuple[str, Any], ...]
+    source: str
+
+
+# The LRA ListOps configuration of each paper (REFERENCES.md), so that all four share H = 128.
+PAPER_SIZES: dict[str, PaperSize] = {
+    "rotrnn": PaperSize(
+        128, 128, (("heads", 32),),
+        "RotRNN authors' ListOps sweep: N = 128 real states in 32 heads (N_h = 4); H unknown, 128",
+    ),
+    "lru": PaperSize(128, 256, (), "LRU Table 9, ListOps: H = 128, N = 256"),
+    "s4d": PaperSize(128, 64, (), "S4D: N = 64 states per channel (the paper's default), H = 128"),
+    "s5": PaperSize(128, 16, (("blocks", 8),), "S5 official ListOps run: H = 128, P = 16, J = 8"),
+}
+
+# The LRU's parameter count at H = 128, P = 128 (the layer benchmarks' shape): 4 H P for the
+# complex B and C, 3 P for nu, theta and gamma, H for D.
+DEFAULT_MATCHED_PARAMS = 4 * 128 * 128 + 3 * 128 + 128
+
+
+def _positive(where: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{where} must be a positive integer, got {value!r}.")
+
+
+def _choices(where: str, values: tuple, accepted: tuple) -> None:
+    if not values:
+        raise ValueError(f"{where} must not be empty; accepted values: {list(accepted)}.")
+    bad = [v for v in values if v not in accepted]
+    if bad:
+        raise ValueError(f"{where} has {bad}, not accepted; accepted values: {list(accepted)}.")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{where}={values!r} repeats a value.")
+
+
+def _models(selected: tuple[str, ...]) -> tuple[str, ...]:
+    """The models named, or every registered model for ``()``, validated against the registry."""
+    registered = tuple(models.names())
+    if not selected:
+        return registered
+    _choices("models", selected, registered)
+    return selected
+
+
+@dataclasses.dataclass(frozen=True)
+class ThroughputConfig:
+    """The throughput study's configuration.
+
+    Attributes:
+        models: registry names; ``()`` means every registered model.
+        sizes: ``"paper"`` and/or ``"matched"`` (module docstring).
+        scopes: ``"layer"`` (the layer alone) and/or ``"network"`` (the full network).
+        modes: ``"forward"``, ``"forward_backward"`` (layer scope only) and/or ``"train"``.
+        seq_lens: sequence lengths L.
+        batches: batch sizes B.
+        max_tokens: (L, B) pairs with B L above this are left out of the grid (0: none).
+        matched_params: the parameter count the ``"matched"`` size aims at.
+        depth: residual blocks of the network scope.
+        warmup: untimed calls before timing.
+        repeats: timed calls.
+        peak_matmul_size: n of the n x n matmul that measures the FLOP/s peak.
+        peak_stream_mib: MiB streamed to measure the bandwidth peak.
+        peak_repeats: timed repetitions of each peak measurement.
+        seed: the parameters' and inputs' seed.
+    """
+
+    models: tuple[str, ...] = ()
+    sizes: tuple[Size, ...] = ("paper", "matched")
+    scopes: tuple[Scope, ...] = ("layer", "network")
+    modes: tuple[roofline.Mode, ...] = ("forward", "train")
+    seq_lens: tuple[int, ...] = (256, 1024, 4096, 16384)
+    batches: tuple[int, ...] = (1, 8)
+    max_tokens: int = 0
+    matched_params: int = DEFAULT_MATCHED_PARAMS
+    depth: int = 2
+    warmup: int = 1
+    repeats: int = 5
+    peak_matmul_size: int = 1024
+    peak_stream_mib: int = 128
+    peak_repeats: int = 3
+    seed: int = 0
+
+    def __post_init__(self):
+        _models(self.models)
+        _choices("throughput.sizes", self.sizes, SIZES)
+        _choices("throughput.scopes", self.scopes, SCOPES)
+        _choices("throughput.modes", self.modes, roofline.MODES)
+        if "network" in self.scopes and "forward_backward" in self.modes:
+            raise ValueError(
+                "throughput: mode 'forward_backward' is measured for the layer scope only (the "
+                "network's step is 'train'); drop it from modes or use scopes=('layer',)."
+            )
+        for name in ("seq_lens", "batches"):
+            values = getattr(self, name)
+            if not values:
+                raise ValueError(f"throughput.{name} must not be empty.")
+            for v in values:
+                _positive(f"throughput.{name} entry", v)
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or (
+            self.max_tokens < 0
+        ):
+            raise ValueError(
+                f"throughput.max_tokens must be an integer >= 0, got {self.max_tokens!r}."
+            )
+        for name in ("matched_params", "depth", "repeats", "peak_matmul_size", "peak_stream_mib",
+                     "peak_repeats"):
+            _positive(f"throughput.{name}", getattr(self, name))
+        if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 0:
+            raise ValueError(f"throughput.warmup must be an integer >= 0, got {self.warmup!r}.")
+        if not self.pairs():
+            raise ValueError(
+                f"throughput: every (seq_len, batch) exceeds max_tokens={self.max_tokens}; "
+                "raise max_tokens or shorten seq_lens."
+            )
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """The (L, B) pairs measured: every combination with B L <= max_tokens."""
+        return [
+            (L, B) for L in self.seq_lens for B in self.batches
+            if not self.max_tokens or L * B <= self.max_tokens
+        ]
+
+
+@dataclasses.dataclass(frozen=True)
+class ThroughputRun:
+    """One measured configuration (its identity in the store).
+
+    ``d_state`` is None for the ``"matched"`` size: it is resolved in the run from
+    ``matched_params`` and recorded in the row.
+    """
+
+    scope: Scope
+    model: str
+    size: Size
+    d_model: int
+    d_state: int | None
+    options: tuple[tuple[str, Any], ...]
+    matched_params: int | None
+    mode: roofline.Mode
+    seq_len: int
+    batch: int
+    depth: int
+    warmup: int
+    repeats: int
+    peak_matmul_size: int
+    peak_stream_mib: int
+    peak_repeats: int
+    seed: int
+
+
+def grid(config: ThroughputConfig) -> list[ThroughputRun]:
+    """Every (scope, model, size, mode, L, B) of the config."""
+    runs = []
+    for scope in config.scopes:
+        for model in _models(config.models):
+            paper = PAPER_SIZES.get(model)
+            if paper is None:
+                raise ValueError(
+                    f"No paper size is recorded for model {model!r}; add it to "
+                    "harness.studies.throughput.PAPER_SIZES (its width, state size, options "
+                    "and source)."
+                )
+            for size in config.sizes:
+                for mode in config.modes:
+                    for L, B in config.pairs():
+                        runs.append(ThroughputRun(
+                            scope=scope,
+                            model=model,
+                            size=size,
+                            d_model=paper.d_model,
+                            d_state=paper.d_state if size == "paper" else None,
+                            options=paper.options,
+                            matched_params=config.matched_params if size == "matched" else None,
+                            mode=mode,
+                            seq_len=L,
+                            batch=B,
+                            depth=config.depth if scope == "network" else 0,
+                            warmup=config.warmup,
+                            repeats=config.repeats,
+                            peak_matmul_size=config.peak_matmul_size,
+                            peak_stream_mib=config.peak_stream_mib,
+                            peak_repeats=config.peak_repeats,
+                            seed=config.seed,
+                        ))
+    return runs
+
+
+# --------------------------------------------------------------------------------------------
+# Sizes
+
+
+def parameter_count(model: str, *, d_model: int, d_state: int, options: tuple) -> int:
+    """Trained real numbers of a layer (complex entries count two, as
+    `models.network.count_parameters`), from shapes alone: no array is built."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    layer = eqx.filter_eval_shape(
+        lambda key: models.build(model, d_model=d_model, d_state=d_state, key=key, **dict(options)),
+        jax.random.PRNGKey(0),
+    )
+    total = 0
+    for leaf in jax.tree.leaves(layer):
+        if isinstance(leaf, jax.ShapeDtypeStruct) and jnp.issubdtype(leaf.dtype, jnp.inexact):
+            complex_entry = jnp.issubdtype(leaf.dtype, jnp.complexfloating)
+            total += math.prod(leaf.shape) * (2 if complex_entry else 1)
+    return total
+
+
+@functools.cache
+def matched_d_state(
+    model: str, d_model: int, options: tuple, target: int, limit: int = 8192
+) -> int:
+    """The valid ``d_state`` (config validation accepts it) whose parameter count is closest to
+    ``target``; ties go to the smaller state.
+
+    A layer's count grows with ``d_state`` at fixed width and options, so a binary search over
+    the valid values finds the crossing.
+    """
+    valid = []
+    for d_state in range(1, limit + 1):
+        try:
+            models.make_config(model, d_model=d_model, d_state=d_state, **dict(options))
+        except ValueError:
+            continue
+        valid.append(d_state)
+    if not valid:
+        raise ValueError(f"No d_state in [1, {limit}] is valid for {model!r} with {options}.")
+
+    def count(d_state: int) -> int:
+        return parameter_count(model, d_model=d_model, d_state=d_state, options=options)
+
+    low, high = 0, len(valid) - 1
+    while low < high:  # the first valid d_state whose count reaches the target
+        mid = (low + high) // 2
+        if count(valid[mid]) < target:
+            low = mid + 1
+        else:
+            high = mid
+    candidates = [valid[i] for i in (low - 1, low) if 0 <= i < len(valid)]
+    return min(candidates, key=lambda d: (abs(count(d) - target), d))
+
+
+def resolved_d_state(spec: Any) -> int:
+    """The run's ``d_state``: the paper's, or the matched one."""
+    if spec.d_state is not None:
+        return spec.d_state
+    return matched_d_state(spec.model, spec.d_model, spec.options, spec.matched_params)
+
+
+# --------------------------------------------------------------------------------------------
+# Measuring
+
+
+def _peaks(spec: ThroughputRun) -> roofline.Peaks:
+    return roofline.measure_peaks(
+        matmul_size=spec.peak_matmul_size, stream_mib=spec.peak_stream_mib,
+        repeats=spec.peak_repeats,
+    )
+
+
+def layer_program(spec: ThroughputRun, layer: Any, key: Any):
+    """``(function, args, donate, make_call)`` of the layer's computation in ``spec.mode``.
+
+    ``make_call(compiled)`` returns the zero-argument call that `roofline.time_calls` times; a
+    training step threads its parameters and optimiser state through its closure, donating
+    them (as a training loop does) so that no step allocates fresh parameter buffers.
+    """
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import jax.random as jr
+    import optax
+
+    params, static = eqx.partition(layer, eqx.is_inexact_array)
+    k_u, k_y = jr.split(key)
+    shape = (spec.batch, spec.seq_len, spec.d_model)
+    u = jr.normal(k_u, shape, jnp.float32)
+    other = jr.normal(k_y, shape, jnp.float32)  # the cotangent dy, or the regression target
+
+    def forward(p, u):
+        return jax.vmap(eqx.combine(p, static))(u)
+
+    if spec.mode == "forward":
+        return forward, (params, u), (), lambda c: (lambda: c(params, u))
+    elif spec.mode == "forward_backward":
+
+        def forward_backward(p, u, dy):
+            return jax.vjp(forward, p, u)[1](dy)
+
+        return forward_backward, (params, u, other), (), lambda c: (lambda: c(params, u, other))
+    elif spec.mode == "train":
+        optimiser = optax.adam(1e-3)
+
+        def step(p, opt_state, u, target):
+            def loss_fn(p):
+                return jnp.mean(jnp.square(forward(p, u) - target))
+
+            loss, grads = jax.value_and_grad(loss_fn)(p)
+            updates, opt_state = optimiser.update(grads, opt_state, p)
+            return optax.apply_updates(p, updates), opt_state, loss
+
+        opt_state = optimiser.init(params)
+
+        def make_call(compiled):
+            # Copies: the donated buffers must not be the layer's own arrays.
+            state = [jax.tree.map(jnp.copy, params), opt_state]
+
+            def call():
+                p, o, loss = compiled(state[0], state[1], u, other)
+                state[:] = [p, o]
+                return p, o, loss
+
+            return call
+
+        return step, (params, opt_state, u, other), (0, 1), make_call
+    else:
+        raise ValueError(f"mode={spec.mode!r}; accepted values: {list(roofline.MODES)}.")
+
+
+def _measure_layer(spec: ThroughputRun, d_state: int) -> dict[str, Any]:
+    import equinox as eqx
+    import jax.random as jr
+
+    from models.network import count_parameters
+
+    from .memory import compiled_memory
+
+    key = jr.PRNGKey(spec.seed)
+    layer = models.build(
+        spec.model, d_model=spec.d_model, d_state=d_state, key=jr.fold_in(key, 0),
+        **dict(spec.options),
+    )
+    shape = roofline.SystemShape.of(eqx.filter_eval_shape(layer.discrete_system))
+    params = count_parameters(layer)
+    function, args, donate, make_call = layer_program(spec, layer, jr.fold_in(key, 1))
+    compiled, lower_s, compile_s = roofline.compile_timed(function, *args, donate_argnums=donate)
+    before = _peaks(spec)
+    timing = roofline.time_calls(make_call(compiled), warmup=spec.warmup, repeats=spec.repeats)
+    peaks = roofline.Peaks.best(before, _peaks(spec))
+    counts = roofline.layer_counts(
+        shape, length=spec.seq_len, batch=spec.batch, mode=spec.mode, params=params
+    )
+    return {
+        "algorithm": layer.resolved_algorithm(),
+        "states": shape.states,
+        "structure": shape.structure,
+        "params": params,
+        "lower_s": lower_s,
+        "compile_s": compile_s,
+        "compile_method": "aot",
+        **timing.summary(),
+        **roofline.roofline_columns(counts, peaks, timing.median_s),
+        **roofline.xla_costs(compiled),
+        **{f"compiled_{k}": v for k, v in compiled_memory(compiled).items()},
+    }
+
+
+def _measure_network(spec: ThroughputRun, d_state: int) -> dict[str, Any]:
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import jax.random as jr
+
+    from models.network import NetworkConfig, count_parameters
+    from tasks._base import TaskInfo
+
+    from .. import train
+
+    info = TaskInfo(
+        name="throughput", description="synthetic tokens of ListOps' shape", seq_len=spec.seq_len,
+        variable_length=False, input_kind="tokens", num_classes=NETWORK_CLASSES,
+        vocab_size=NETWORK_VOCAB,
+    )
+    config = NetworkConfig(
+        layer=spec.model, layer_options=spec.options, depth=spec.depth, d_model=spec.d_model,
+        d_state=d_state,
+    )
+    key = jr.PRNGKey(spec.seed)
+    network, state = train.build_network(config, info, key=jr.fold_in(key, 0))
+    k_x, k_y, k_drop = jr.split(jr.fold_in(key, 1), 3)
+    batch = train.Batch(
+        inputs=jr.randint(k_x, (spec.batch, spec.seq_len), 1, NETWORK_VOCAB, jnp.int32),
+        labels=jr.randint(k_y, (spec.batch,), 0, NETWORK_CLASSES, jnp.int32),
+        lengths=jnp.full((spec.batch,), spec.seq_len, jnp.int32),
+    )
+    layer = network.blocks[0].layer
+    shape = roofline.SystemShape.of(eqx.filter_eval_shape(layer.discrete_system))
+    layer_params = count_parameters(layer)
+
+    if spec.mode == "forward":
+        inference = eqx.nn.inference_mode(network)
+
+        @eqx.filter_jit
+        def forward(net, st, x, n):
+            return jax.vmap(lambda x, n: net(x, n, st)[0], axis_name="batch")(x, n)
+
+        def call():
+            return forward(inference, state, batch.inputs, batch.lengths)
+    elif spec.mode == "train":
+        recipe = train.TrainConfig(steps=1000, batch_size=spec.batch)
+        optimiser = train.make_optimiser(network, recipe)
+        step = train.make_train_step(optimiser)
+        carried = [network, state, optimiser.init(eqx.filter(network, eqx.is_inexact_array))]
+
+        def call():
+            net, st, opt, loss, finite = step(*carried, batch, k_drop)
+            carried[:] = [net, st, opt]
+            return net, st, opt, loss, finite
+    else:
+        raise ValueError(
+            f"mode={spec.mode!r} is not measured for the network; accepted: forward, train."
+        )
+
+    start = time.perf_counter()
+    with roofline.no_compilation_cache():  # a real compile, not a load from the disk cache
+        jax.block_until_ready(call())
+    first_s = time.perf_counter() - start
+    before = _peaks(spec)
+    timing = roofline.time_calls(call, warmup=spec.warmup, repeats=spec.repeats)
+    peaks = roofline.Peaks.best(before, _peaks(spec))
+    # The layers' share of the work: depth times one layer (encoder, norms, GLU and head are
+    # not counted, so the fraction is an upper bound).
+    one = roofline.layer_counts(
+        shape, length=spec.seq_len, batch=spec.batch, mode=spec.mode, params=layer_params
+    )
+    counts = roofline.Counts(
+        flops=spec.depth * one.flops, bytes=spec.depth * one.bytes, source="analytic, layers only"
+    )
+    return {
+        "algorithm": layer.resolved_algorithm(),
+        "states": shape.states,
+        "structure": shape.structure,
+        "params": count_parameters(network),
+        "lower_s": None,
+        "compile_s": max(first_s - timing.median_s, 0.0),
+        "compile_method": "first_call",
+        **timing.summary(),
+        **roofline.roofline_columns(counts, peaks, timing.median_s),
+        "xla_flops": None,
+        "xla_bytes": None,
+        "xla_transcendentals": None,
+    }
+
+
+def run(spec: ThroughputRun) -> list[dict[str, Any]]:
+    """One row: the configuration, the times, tokens per second and the roofline columns."""
+    d_state = resolved_d_state(spec)
+    if spec.scope == "layer":
+        measured = _measure_layer(spec, d_state)
+    elif spec.scope == "network":
+        measured = _measure_network(spec, d_state)
+    else:
+        raise ValueError(f"scope={spec.scope!r}; accepted values: {list(SCOPES)}.")
+    tokens = spec.batch * spec.seq_len
+    return [{
+        "scope": spec.scope,
+        "model": spec.model,
+        "size": spec.size,
+        "mode": spec.mode,
+        "seq_len": spec.seq_len,
+        "batch": spec.batch,
+        "d_model": spec.d_model,
+        "d_state": d_state,
+        "dtype": "float32",
+        **measured,
+        "tokens_per_s": tokens / measured["time_median_s"],
+        "tokens_per_s_best": tokens / measured["time_min_s"],
+        **roofline.environment_columns(),
+    }]
+
+
+# The columns every row has (tests check them; the report reads them).
+COLUMNS: tuple[str, ...] = (
+    "scope", "model", "size", "mode", "seq_len", "batch", "d_model", "d_state", "dtype",
+    "algorithm", "states", "structure", "params", "lower_s", "compile_s", "compile_method",
+    "time_median_s", "time_min_s", "time_q25_s", "time_q75_s", "time_max_s", "time_repeats",
+    "flops", "bytes", "count_source", "arithmetic_intensity", "peak_flops_per_s",
+    "peak_bytes_per_s", "peak_matmul_size", "peak_stream_bytes", "bound_s", "bound_limiter",
+    "roofline_fraction", "achieved_flops_per_s", "achieved_bytes_per_s", "xla_flops",
+    "xla_bytes", "xla_transcendentals", "tokens_per_s", "tokens_per_s_best", "allocator",
+    "ld_preload", "xla_flags", "backend", "device_kind",
+)
+
+PRESETS = {
+    # Seconds: every model at its paper size, one short sequence, forward and training step.
+    "smoke": ThroughputConfig(
+        sizes=("paper",), scopes=("layer",), modes=("forward", "train"), seq_lens=(64,),
+        batches=(2,), warmup=1, repeats=2, peak_matmul_size=256, peak_stream_mib=16,
+        peak_repeats=2,
+    ),
+    # Minutes on two cores: each layer alone, both sizes, L from 256 to 16384 at B = 1 and
+    # B = 16 up to 16384 tokens per call. The network (scopes=(network,)) is an override here:
+    # its compiles double the preset's time.
+    "cpu": ThroughputConfig(
+        sizes=("paper", "matched"), scopes=("layer",), modes=("forward", "train"),
+        seq_lens=(256, 1024, 4096, 16384), batches=(1, 16), max_tokens=16384, repeats=3,
+        peak_matmul_size=1024, peak_stream_mib=64, peak_repeats=5,
+    ),
+    # An accelerator: L up to 65536, batches to 32; larger peak measurements.
+    "gpu": ThroughputConfig(
+        sizes=("paper", "matched"), scopes=("layer", "network"), modes=("forward", "train"),
+        seq_lens=(1024, 4096, 16384, 65536), batches=(1, 8, 32), max_tokens=2**21, repeats=10,
+        warmup=3, peak_matmul_size=8192, peak_stream_mib=2048, peak_repeats=10,
+    ),
+}
+
+STUDY = Study(
+    name="throughput",
+    description="Tokens/s of each layer and network (forward, training step) vs the roofline",
+    presets=PRESETS,
+    grid=grid,
+    run=run,
+)
