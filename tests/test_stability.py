@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -166,7 +167,8 @@ def test_running_statistics_measure_in_inference_mode(getkey):
     task, inputs, lengths = _probe_inputs(spec)
     network, state = training.build_network(spec.network, task.info, key=getkey())
     inputs, lengths = inputs[:2], lengths[:2]
-    norms = np.asarray(stability.state_norms(
+    # Compiled: one compilation costs less than the many small eager ones.
+    norms = np.asarray(eqx.filter_jit(stability.state_norms)(
         network, state, jnp.asarray(inputs), jnp.asarray(lengths), "running"
     ))
     block = network.blocks[0]
@@ -235,6 +237,8 @@ def test_summarise_excludes_padding():
 def test_config_errors_name_the_accepted_values():
     with pytest.raises(ValueError, match="unknown variant.*accepted"):
         stability.StabilityConfig(variants=("rotrnn", "transformer"))
+    with pytest.raises(ValueError, match="unknown task.*accepted"):
+        stability.StabilityConfig(tasks=("listops", "imagenet"))
     with pytest.raises(ValueError, match="train_depths"):
         stability.StabilityConfig(depths=(1, 2), train_depths=(4,))
     with pytest.raises(ValueError, match="task_preset"):

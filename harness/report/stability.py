@@ -155,7 +155,7 @@ def _training_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Ar
         ax.set_xlabel("training step")
         ax.legend(fontsize=5.5, handlelength=1.2)
     for row in axes:
-        row[0].set_ylabel("mean ||h_t|| on the probe batch")
+        row[0].set_ylabel("mean ||h_t||")
     seeds = sorted(trained["seed"].unique())
     return Figure(
         name=f"stability_training_{task}",
@@ -286,7 +286,7 @@ def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Art
         ax.set_xlabel("time step t")
         ax.legend(fontsize=5.0, handlelength=1.6)
     for row in axes:
-        row[0].set_ylabel("mean ||h_t|| over the probe batch")
+        row[0].set_ylabel("mean ||h_t|| at step t")
     what = "initialisation (solid) and the last evaluation (dashed)" if not trained.empty else (
         "initialisation"
     )

@@ -174,6 +174,11 @@ class StabilityConfig:
     def __post_init__(self):
         if not self.tasks or len(set(self.tasks)) != len(self.tasks):
             raise ValueError(f"stability.tasks must be distinct and non-empty, got {self.tasks!r}.")
+        unknown = [t for t in self.tasks if t not in tasks.names()]
+        if unknown:
+            raise ValueError(
+                f"stability.tasks has unknown task(s) {unknown}; accepted: {tasks.names()}."
+            )
         if self.task_preset not in PRESET_NAMES:
             raise ValueError(
                 f"stability.task_preset={self.task_preset!r}; accepted: {list(PRESET_NAMES)}."
@@ -210,8 +215,8 @@ class StabilityRun:
     task: str
     task_options: tuple[tuple[str, Any], ...]
     variant: str
-    network: Any  # models.network.NetworkConfig
-    train: Any  # harness.train.TrainConfig | None
+    network: NetworkConfig
+    train: training.TrainConfig | None
     probe_size: int
     profile_points: int
     statistics: Statistics
