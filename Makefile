@@ -53,7 +53,8 @@ asv-history: $(STAMP)
 
 # Regenerate the lock file from the current environment (after changing pins in pyproject.toml).
 lock:
-	$(PY) -m pip freeze --exclude-editable | grep -v '^-e ' > requirements.lock
+	$(PY) -m pip freeze --exclude-editable | grep -v -E '^(-e |aeon|pyts)' > requirements.lock
+	printf 'aeon==1.6.0\npyts==0.14.1\n' >> requirements.lock
 
 clean-venv:
 	rm -rf $(VENV)
