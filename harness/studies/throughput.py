@@ -6,7 +6,8 @@ For every (scope, model, size, mode, L, batch) one run measures, in this order a
 2. the computation, compiled ahead of time so that compile time is reported apart: layer scope
    uses ``jax.jit(...).lower(...).compile()`` (``lower_s``, ``compile_s``); network scope uses
    the project's own jitted training step (`harness.train.make_train_step`), whose compile
-   time is the first call's time minus the median of the timed calls (``compile_method``);
+   time is the first call's time minus the median of the timed calls (``compile_method``).
+   The persistent compilation cache is off for these compiles, so they are never disk loads;
 3. ``warmup`` untimed calls, then ``repeats`` timed ones (median, quartiles, min and max);
 4. the peaks again; the better of the two measurements is the run's peak.
 
