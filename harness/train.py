@@ -444,6 +444,7 @@ def train(
             header, (network, state, opt_state, best_network, best_state) = resumed
             start, rows, best = header["step"], header["rows"], header["best"]
             seconds = header["seconds"]
+            print(f"Resuming {path.name} from step {start} of {config.steps}.")
 
     def callback(step: int) -> None:
         if on_eval is not None:

@@ -223,7 +223,7 @@ def probe(step, network, state):
     return [{"kind": "probe", "param_norm2": norm}]
 
 
-def test_same_seed_gives_bit_identical_rows_and_resume_changes_nothing(tmp_path):
+def test_same_seed_gives_bit_identical_rows_and_resume_changes_nothing(tmp_path, capsys):
     task = ToyTask()
     first = T.train(NET, task, RECIPE, seed=1, on_eval=probe)
     kinds = [r["kind"] for r in first.rows]
@@ -252,6 +252,7 @@ def test_same_seed_gives_bit_identical_rows_and_resume_changes_nothing(tmp_path)
     assert path.exists()
     assert json.loads(path.read_bytes().split(b"\n", 1)[0])["step"] == 2
     resumed = T.train(NET, task, RECIPE, seed=1, on_eval=probe, checkpoint=path)
+    assert "Resuming run.eqx from step 2 of 6." in capsys.readouterr().out
     assert without_time(resumed.rows) == without_time(first.rows)
     assert not path.exists()  # a finished run leaves no checkpoint
 
