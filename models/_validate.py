@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,3 +27,9 @@ def in_range(where: str, value: float, low: float, high: float, *, closed: bool 
 def ordered(where_low: str, low: float, where_high: str, high: float) -> None:
     if not low <= high:
         raise ValueError(f"{where_low}={low!r} must not exceed {where_high}={high!r}.")
+
+
+def timescales(where: str, dt_min: float, dt_max: float) -> None:
+    """The log-uniform initial timescale range of S4D and S5: 0 < dt_min <= dt_max."""
+    in_range(f"{where}.dt_min", dt_min, 0.0, math.inf, closed=False)
+    ordered(f"{where}.dt_min", dt_min, f"{where}.dt_max", dt_max)

@@ -89,8 +89,7 @@ class S4DConfig:
             )
         _validate.choice("S4DConfig.init", self.init, INITS)
         _validate.choice("S4DConfig.discretisation", self.discretisation, DISCRETISATIONS)
-        _validate.in_range("S4DConfig.dt_min", self.dt_min, 0.0, math.inf, closed=False)
-        _validate.ordered("S4DConfig.dt_min", self.dt_min, "S4DConfig.dt_max", self.dt_max)
+        _validate.timescales("S4DConfig", self.dt_min, self.dt_max)
         _validate.choice("S4DConfig.algorithm", self.algorithm, ALGORITHMS)
 
 

@@ -101,8 +101,7 @@ class S5Config:
             )
         _validate.choice("S5Config.C_init", self.C_init, C_INITS)
         _validate.choice("S5Config.discretisation", self.discretisation, DISCRETISATIONS)
-        _validate.in_range("S5Config.dt_min", self.dt_min, 0.0, math.inf, closed=False)
-        _validate.ordered("S5Config.dt_min", self.dt_min, "S5Config.dt_max", self.dt_max)
+        _validate.timescales("S5Config", self.dt_min, self.dt_max)
         _validate.choice("S5Config.algorithm", self.algorithm, S5_ALGORITHMS)
 
 

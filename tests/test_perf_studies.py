@@ -8,7 +8,6 @@ memory); the arithmetic is checked against hand counts and given numbers.
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import jax
@@ -24,11 +23,6 @@ from harness.store import Store
 from harness.studies import memory, throughput
 
 from conftest import tol
-
-# The benchmarks are not an installed package: import them from the repository root.
-_ROOT = Path(__file__).resolve().parents[1]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
 
 # Two cheap layers cover both structures (MIMO, sequential scan; bank, FFT convolution).
 SMOKE_MODELS = "(s5,s4d)"

@@ -90,6 +90,17 @@ def in_preset(labels: pd.Series, preset: str) -> pd.Series:
     return labels.astype(str).str.split("+").map(lambda parts: preset in parts)
 
 
+def largest_preset(frame: pd.DataFrame, study_name: str) -> tuple[pd.DataFrame, str | None]:
+    """The rows of ``frame`` in its largest-scale preset (`pick_preset`), with a ``preset``
+    column, and that preset (None for an empty frame). A report never mixes presets: smoke, cpu
+    and gpu rows measure different configurations."""
+    if frame.empty:
+        return frame, None
+    frame = with_presets(frame, study_name)
+    preset = pick_preset(frame["preset"].unique())
+    return frame[in_preset(frame["preset"], preset)], preset
+
+
 def _distinct(values: Iterable[Any]) -> list[Any]:
     seen = []
     for v in values:

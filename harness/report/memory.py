@@ -7,8 +7,9 @@ import pandas as pd
 
 from ..store import Store
 from . import style
+from .style import MODE_LABELS
 from ._artifacts import Artifact, Figure, Missing, Table
-from ._provenance import in_preset, pick_preset, with_presets
+from ._provenance import largest_preset
 
 TITLE = "Memory"
 
@@ -33,17 +34,11 @@ _TITLES = {
     "memory_fit": "Bytes per token and linear growth",
     "memory_points": "Every compiled memory measurement",
 }
-_MODES = ("forward", "forward_backward", "train")
-_MODE_LABELS = {"forward": "forward", "forward_backward": "fwd+bwd", "train": "train step"}
+_MODES = tuple(MODE_LABELS)
 
 
 def _selected(store: Store) -> tuple[pd.DataFrame, str | None]:
-    frame = store.read("memory")
-    if frame.empty:
-        return frame, None
-    frame = with_presets(frame, "memory")
-    preset = pick_preset(frame["preset"].unique())
-    return frame[in_preset(frame["preset"], preset)], preset
+    return largest_preset(store.read("memory"), "memory")
 
 
 def section(store: Store) -> list[Artifact]:
@@ -80,7 +75,7 @@ def _figure(points: pd.DataFrame, preset: str | None) -> Figure:
                 ax.plot(r["seq_len"], r["temp_bytes"] / 2**20, color=colour, linestyle=":")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
-            ax.set_title(f"{_MODE_LABELS[mode]}, {size} size")
+            ax.set_title(f"{MODE_LABELS[mode]}, {size} size")
             ax.set_xlabel("sequence length L (steps)")
             ax.set_ylabel("compiled memory (MiB)")
     axes[0][0].legend()

@@ -24,6 +24,10 @@ from collections.abc import Iterable
 import matplotlib as mpl
 
 # The four layers in the order every table and legend lists them.
+# How a measured program is named in titles and tables (throughput and memory studies).
+MODE_LABELS: dict[str, str] = {
+    "forward": "forward", "forward_backward": "fwd+bwd", "train": "train step"
+}
 MODEL_ORDER: tuple[str, ...] = ("rotrnn", "lru", "s4d", "s5")
 
 MODEL_LABELS: dict[str, str] = {"rotrnn": "RotRNN", "lru": "LRU", "s4d": "S4D", "s5": "S5"}

@@ -12,7 +12,7 @@ from ..store import Store
 from ..studies.stability import VARIANTS
 from . import style
 from ._artifacts import Artifact, Figure, Missing, Table
-from ._provenance import pick_preset, with_presets
+from ._provenance import largest_preset
 
 TITLE = "Theory checks"
 
@@ -50,13 +50,7 @@ def _label(variant: str) -> str:
 
 def _selected(store: Store) -> tuple[pd.DataFrame, str | None]:
     """The rows of the largest-scale preset present (smoke, cpu and gpu runs never mix)."""
-    frame = store.read("theory")
-    if frame.empty:
-        return frame, None
-    frame = with_presets(frame, "theory")
-    preset = pick_preset(frame["preset"].unique())
-    mask = frame["preset"].astype(str).str.split("+").map(lambda parts: preset in parts)
-    return frame[mask], preset
+    return largest_preset(store.read("theory"), "theory")
 
 
 def section(store: Store) -> list[Artifact]:

@@ -7,8 +7,9 @@ import pandas as pd
 
 from ..store import Store
 from . import style
+from .style import MODE_LABELS
 from ._artifacts import Artifact, Figure, Missing, Table
-from ._provenance import in_preset, pick_preset, with_presets
+from ._provenance import largest_preset
 
 TITLE = "Throughput"
 
@@ -38,17 +39,11 @@ _TITLES = {
     "throughput_summary": "Tokens per second and roofline fraction at L = 1024 and L = 16384",
     "throughput_all": "Every throughput measurement",
 }
-_MODES = ("forward", "forward_backward", "train")
-_MODE_LABELS = {"forward": "forward", "forward_backward": "fwd+bwd", "train": "train step"}
+_MODES = tuple(MODE_LABELS)
 
 
 def _selected(store: Store) -> tuple[pd.DataFrame, str | None]:
-    frame = store.read("throughput")
-    if frame.empty:
-        return frame, None
-    frame = with_presets(frame, "throughput")
-    preset = pick_preset(frame["preset"].unique())
-    return frame[in_preset(frame["preset"], preset)], preset
+    return largest_preset(store.read("throughput"), "throughput")
 
 
 def _missing(reason: str) -> list[Artifact]:
@@ -111,7 +106,7 @@ def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, lab
                                     alpha=0.15, linewidth=0)
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
-            ax.set_title(f"{_MODE_LABELS[mode]}, {size} size")
+            ax.set_title(f"{MODE_LABELS[mode]}, {size} size")
             ax.set_xlabel("sequence length L (steps)")
             ax.set_ylabel(label)
     axes[0][0].legend()
@@ -152,7 +147,7 @@ def _summary(frame: pd.DataFrame, preset: str | None) -> Artifact:
                     continue
                 row = rows.loc[rows["batch"].idxmin()]
                 used.append(row["run_id"])
-                tag = f"{_MODE_LABELS[mode]} L={L}"
+                tag = f"{MODE_LABELS[mode]} L={L}"
                 record[f"{tag} tok/s"] = row["tokens_per_s"]
                 record[f"{tag} roofline"] = row["roofline_fraction"]
                 record[f"{tag} B"] = int(row["batch"])

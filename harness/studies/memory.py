@@ -47,14 +47,14 @@ from typing import Any, Literal
 from .. import roofline
 from ._study import Study
 from .throughput import (
-    PAPER_SIZES,
-    SIZES,
     DEFAULT_MATCHED_PARAMS,
+    SIZES,
     Size,
     _choices,
     _models,
     _positive,
     matched_d_state,
+    paper_size,
 )
 
 Isolate = Literal["auto", "process", "none"]
@@ -230,12 +230,7 @@ class MemoryRun:
 def grid(config: MemoryConfig) -> list[MemoryRun]:
     runs = []
     for model in _models(config.models):
-        paper = PAPER_SIZES.get(model)
-        if paper is None:
-            raise ValueError(
-                f"No paper size is recorded for model {model!r}; add it to "
-                "harness.studies.throughput.PAPER_SIZES."
-            )
+        paper = paper_size(model)
         for size in config.sizes:
             for mode in config.modes:
                 for batch in config.batches:

@@ -92,6 +92,17 @@ def _choices(where: str, values: tuple, accepted: tuple) -> None:
         raise ValueError(f"{where}={values!r} repeats a value.")
 
 
+def paper_size(model: str) -> PaperSize:
+    """The paper size recorded for ``model``, or an error saying where to add it."""
+    paper = PAPER_SIZES.get(model)
+    if paper is None:
+        raise ValueError(
+            f"No paper size is recorded for model {model!r}; add it to "
+            "harness.studies.throughput.PAPER_SIZES (its width, state size, options and source)."
+        )
+    return paper
+
+
 def _models(selected: tuple[str, ...]) -> tuple[str, ...]:
     """The models named, or every registered model for ``()``, validated against the registry."""
     registered = tuple(models.names())
@@ -212,13 +223,7 @@ def grid(config: ThroughputConfig) -> list[ThroughputRun]:
     runs = []
     for scope in config.scopes:
         for model in _models(config.models):
-            paper = PAPER_SIZES.get(model)
-            if paper is None:
-                raise ValueError(
-                    f"No paper size is recorded for model {model!r}; add it to "
-                    "harness.studies.throughput.PAPER_SIZES (its width, state size, options "
-                    "and source)."
-                )
+            paper = paper_size(model)
             for size in config.sizes:
                 for mode in config.modes:
                     for L, B in config.pairs():
