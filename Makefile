@@ -4,6 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PRESET ?= cpu
+# make report runs a grid's runs in two worker processes (a cold CPU run is mostly one-core XLA
+# compilation); studies that measure the machine still run one at a time. On an accelerator the
+# runs share one device, so PRESET=gpu runs them in this process. WORKERS=1 for one at a time.
+WORKERS ?= 2
+REPORT_EXECUTOR := $(if $(filter gpu,$(PRESET)),--executor local,--executor processes --workers $(WORKERS))
 # Quiet progress bars in CI and in make's logs.
 export PYTHONUNBUFFERED := 1
 # Outputs over 32 MiB otherwise pay a page fault per 4 KiB page on every call with glibc's
@@ -28,7 +33,7 @@ test: $(STAMP)
 	$(PY) -m pytest tests
 
 report: $(STAMP)
-	$(PY) -m harness report --run --preset $(PRESET)
+	$(PY) -m harness report --run --preset $(PRESET) $(REPORT_EXECUTOR)
 
 # pytest-benchmark at the asv shapes; results saved under .benchmarks/ (compare two runs with
 # `.venv/bin/pytest-benchmark compare 0001 0002`). BENCH=expr selects tests (pytest -k).

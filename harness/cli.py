@@ -2,9 +2,11 @@
 
     python -m harness list [models|tasks|studies|presets]
     python -m harness train model=lru task=digits [seed=0] [preset=cpu] [network.d_model=64 ...]
-    python -m harness study NAME [--preset P] [key=value ...] [--fresh]
-                                 [--executor local|ray] [--ray-address ADDR] [--store PATH]
-    python -m harness report [--run] [--preset P] [--store PATH] [--out reports]
+    python -m harness study NAME [--preset P] [key=value ...] [--fresh] [--store PATH]
+                                 [--executor local|processes|ray] [--workers N]
+                                 [--ray-address ADDR]
+    python -m harness report [--run] [--preset P] [--executor E] [--workers N] [--store PATH]
+                             [--out reports]
 
 Every ``key=value`` is validated by the config it lands in; an unknown key, a bad value or an
 unknown name prints one line and exits with status 2. Results go to the store (default
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import config as _config
+from .executors import EXECUTORS, ExecutorError
 from .store import DEFAULT_PATH, Store, StoreError
 
 USAGE_ERROR = 2
@@ -61,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, _config.ConfigError, StoreError) as e:
         print(f"error: {e}", file=sys.stderr)
         return USAGE_ERROR
+    except ExecutorError as e:  # e.g. a worker process died: what finished is recorded
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted: finished runs are in the store; rerun the command to resume.",
               file=sys.stderr)
@@ -87,18 +93,36 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", metavar="key=value")
     p.add_argument("--preset", default="cpu")
     p.add_argument("--fresh", action="store_true", help="rerun finished runs too")
-    p.add_argument("--executor", default="local", choices=("local", "ray"))
-    p.add_argument("--ray-address", default=None)
+    _executor_arguments(p)
     p.add_argument("--store", type=Path, default=DEFAULT_PATH)
     p.set_defaults(handler=_cmd_study)
 
     p = sub.add_parser("report", help="render the report from the store (--run: run studies first)")
     p.add_argument("--run", action="store_true", help="run every registered study first")
     p.add_argument("--preset", default="cpu")
+    _executor_arguments(p)
     p.add_argument("--store", type=Path, default=DEFAULT_PATH)
     p.add_argument("--out", type=Path, default=Path("reports"))
     p.set_defaults(handler=_cmd_report)
     return parser
+
+
+def _executor_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--executor", default="local", choices=EXECUTORS,
+                   help="where runs execute: this process (local), N worker processes on this "
+                        "machine (processes), or a Ray cluster (ray)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="worker processes of --executor processes (default 2)")
+    p.add_argument("--ray-address", default=None)
+
+
+def _executor(args):
+    from .executors import make_executor
+
+    try:
+        return make_executor(args.executor, address=args.ray_address, workers=args.workers)
+    except ExecutorError as e:
+        raise UsageError(str(e)) from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -254,17 +278,13 @@ def _grid(study, config) -> list[Any]:
 
 
 def _cmd_study(args) -> int:
-    from .executors import ExecutorError, make_executor
     from .runner import run_study
 
     study = _study(args.name)
     _check_preset(args.preset)
     config = study.config(args.preset, _config.parse_overrides(args.overrides))
     _grid(study, config)  # a bad value in the grid is a usage error, before anything runs
-    try:
-        executor = make_executor(args.executor, address=args.ray_address)
-    except ExecutorError as e:
-        raise UsageError(str(e)) from None
+    executor = _executor(args)
     store = _prepare(args.store)
     summary = run_study(study, config, store=store, fresh=args.fresh, executor=executor)
     _print_summary(summary)
@@ -277,15 +297,16 @@ def _cmd_report(args) -> int:
     from .runner import run_study
 
     if args.run:
-        store = _prepare(args.store)
         _check_preset(args.preset)
+        executor = _executor(args)
+        store = _prepare(args.store)
         for name in studies.names():
             try:
                 study = _study(name)
             except UsageError as e:
                 print(f"note: skipping study {name!r}: {e}")
                 continue
-            summary = run_study(study, study.config(args.preset), store=store)
+            summary = run_study(study, study.config(args.preset), store=store, executor=executor)
             _print_summary(summary)
     else:
         store = Store(args.store)

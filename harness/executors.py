@@ -1,8 +1,17 @@
-"""Where a grid's runs execute: in this process (the default) or as Ray tasks.
+"""Where a grid's runs execute: in this process (the default), in worker processes on this
+machine, or as Ray tasks.
 
 An executor maps ``(study, specs)`` to an iterator of `harness.runner.Outcome`, in any order
 (see `harness.runner.Executor`). Whatever the executor, only the driver (`run_study`) writes the
 store, one run at a time as outcomes come back, so workers never touch the SQLite file.
+
+Why worker processes on a CPU: a short run is mostly XLA compilation, which uses one core, so
+two workers on two cores finish a cold grid in much less time than one process (measured in the
+closing notes of issue 7). A study marked ``exclusive`` (throughput: it times the machine)
+always runs one run at a time in the driver, and says so; the memory study on a CPU compiles
+without executing, so its numbers do not depend on what else runs. Each run's provenance records
+the executor and how many runs shared the machine (``concurrent_runs``), because a run's own
+wall time (e.g. the accuracy study's training seconds) is longer when it shared the cores.
 
 Ray is optional (``pip install 'linrnn-bench[ray]'``, pinned to ray 2.60.0); it is imported
 only when the Ray executor is asked for.
@@ -10,14 +19,17 @@ only when the Ray executor is asked for.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from .runner import Executor, Outcome, enable_compilation_cache, execute, local_executor
 from .studies import Study
 
-EXECUTORS: tuple[str, ...] = ("local", "ray")
+EXECUTORS: tuple[str, ...] = ("local", "processes", "ray")
 # Environment variables a worker needs to behave like the driver (checkpoint and cache places).
 _FORWARDED_ENV: tuple[str, ...] = (
     "LINRNN_CHECKPOINTS", "LINRNN_CACHE", "LINRNN_JAX_CACHE", "JAX_PLATFORMS", "CI",
@@ -29,25 +41,101 @@ class ExecutorError(RuntimeError):
 
 
 def make_executor(
-    name: str, *, address: str | None = None, cpus_per_run: float = 1.0
+    name: str, *, address: str | None = None, cpus_per_run: float = 1.0, workers: int = 2
 ) -> Executor:
-    """The executor called ``name`` (``"local"`` or ``"ray"``).
+    """The executor called ``name`` (``"local"``, ``"processes"`` or ``"ray"``).
 
     Arguments:
-        name: ``"local"`` runs in this process, one run after another; ``"ray"`` runs every
-            pending run as a Ray task.
+        name: ``"local"`` runs in this process, one run after another; ``"processes"`` runs up
+            to ``workers`` runs at once in fresh worker processes on this machine; ``"ray"``
+            runs every pending run as a Ray task.
         address: the Ray cluster to connect to (``"auto"``, ``"ray://host:10001"``, ...);
             None starts a local Ray instance on this machine.
         cpus_per_run: CPUs Ray reserves for one run (so at most cpus / cpus_per_run run at once).
+        workers: worker processes of the ``"processes"`` executor.
     """
+    if address is not None and name != "ray":
+        raise ExecutorError("--ray-address needs --executor ray.")
     if name == "local":
-        if address is not None:
-            raise ExecutorError("--ray-address needs --executor ray.")
         return local_executor
+    elif name == "processes":
+        return ProcessExecutor(workers)
     elif name == "ray":
         return RayExecutor(address=address, cpus_per_run=cpus_per_run)
     else:
         raise ExecutorError(f"Unknown executor {name!r}; accepted: {', '.join(EXECUTORS)}.")
+
+
+def _worker_init() -> None:
+    # Runs once in each worker process: the driver's compiled programs on disk serve it too.
+    enable_compilation_cache()
+
+
+def _seed_major(specs: list[Any]) -> list[Any]:
+    """``specs`` with every run of the first seed first, then the next seed's, and so on.
+
+    Runs that differ only in their seed compile the same programs. Side by side on two workers
+    they would compile them twice at once (measured: a stability grid ran no faster than in one
+    process); seed-major, the first seed's runs compile different programs in parallel and the
+    later seeds find them compiled (in the worker, or in the persistent cache on disk).
+    """
+    def seed(spec: Any) -> int:
+        value = getattr(spec, "seed", None)
+        return value if isinstance(value, int) else 0
+
+    return sorted(specs, key=seed)  # stable: the grid's order within a seed
+
+
+class ProcessExecutor:
+    """Runs up to ``workers`` pending runs at once, each in a worker process on this machine.
+
+    Workers are started with ``spawn`` (JAX and ``fork`` do not mix) and live for the whole
+    grid, so a worker compiles a program once and its later runs of the same shapes reuse it.
+    Outcomes come back in the order runs finish. If a worker process dies (killed, out of
+    memory), the runs finished so far are already recorded and the grid stops with an
+    `ExecutorError`; rerunning resumes it.
+    """
+
+    def __init__(self, workers: int):
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ExecutorError(f"workers must be a positive integer, got {workers!r}.")
+        self.workers = workers
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """What each run's provenance records about where it ran (`harness.runner.run_study`)."""
+        return {"executor": "processes", "concurrent_runs": self.workers}
+
+    def __call__(self, study: Study, specs: list[Any]) -> Iterator[Outcome]:
+        if not specs:
+            return
+        pool = ProcessPoolExecutor(
+            max_workers=min(self.workers, len(specs)),
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_worker_init,
+        )
+        finished = False
+        try:
+            futures = [pool.submit(execute, study, spec) for spec in _seed_major(specs)]
+            for future in as_completed(futures):
+                try:
+                    yield future.result()
+                except BrokenProcessPool:
+                    raise ExecutorError(
+                        f"A worker process of the {study.name} grid died (killed or out of "
+                        "memory); the finished runs are recorded, rerun the command to resume."
+                    ) from None
+            finished = True
+        finally:
+            if finished:
+                pool.shutdown(wait=True)
+            else:
+                # Interrupted or broken: stop the runs in flight now rather than let them finish
+                # unseen (Python 3.11's executor has no public way to end its workers).
+                workers = list((getattr(pool, "_processes", None) or {}).values())
+                pool.shutdown(wait=False, cancel_futures=True)
+                for process in workers:
+                    process.terminate()
 
 
 def _import_ray() -> Any:
@@ -77,6 +165,10 @@ class RayExecutor:
         self.address = address
         self.cpus_per_run = cpus_per_run
         self.ray = _import_ray()
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        return {"executor": "ray", "concurrent_runs": None}  # the cluster decides
 
     def _connect(self) -> None:
         if self.ray.is_initialized():

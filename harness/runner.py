@@ -106,6 +106,12 @@ def run_study(
     t0 = time.perf_counter()
     specs = study.grid(config)
     todo = pending(study, specs, store, fresh=fresh)
+    if study.exclusive and executor is not local_executor and todo:
+        print(f"note: {study.name} measures the machine, so its runs run one at a time in this "
+              "process, not on the executor asked for.")
+        executor = local_executor
+    # Where the runs ran, in each run's provenance: a run that shared the cores took longer.
+    where = getattr(executor, "provenance", {"executor": "local", "concurrent_runs": 1})
     counts: dict[str, int] = {}
     bar = progress_bar(len(todo), f"{study.name}", enabled=progress)
     try:
@@ -117,7 +123,8 @@ def run_study(
                 config=_config.to_dict(spec),
                 config_hash=_config.config_hash(spec),
                 seed=getattr(spec, "seed", None),
-                provenance={**outcome.provenance, "seconds": round(outcome.seconds, 3),
+                provenance={**outcome.provenance, **where,
+                            "seconds": round(outcome.seconds, 3),
                             "study_version": study.version},
                 rows=outcome.rows,
                 error=outcome.error,

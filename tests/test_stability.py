@@ -241,6 +241,8 @@ def test_config_errors_name_the_accepted_values():
         stability.StabilityConfig(tasks=("listops", "imagenet"))
     with pytest.raises(ValueError, match="train_depths"):
         stability.StabilityConfig(depths=(1, 2), train_depths=(4,))
+    with pytest.raises(ValueError, match="train_tasks.*distinct members"):
+        stability.StabilityConfig(tasks=("listops", "digits"), train_tasks=("adding",))
     with pytest.raises(ValueError, match="task_preset"):
         stability.StabilityConfig(task_preset="huge")
     with pytest.raises(ValueError, match="statistics.*accepted"):
@@ -256,12 +258,15 @@ def test_cpu_grid():
         config.seeds
     )
     assert len({stability.STUDY.run_id(s) for s in specs}) == len(specs)
+    trained_tasks = config.train_tasks or config.tasks
     for spec in specs:
-        assert (spec.train is not None) == (spec.network.depth in config.train_depths)
+        trained = spec.network.depth in config.train_depths and spec.task in trained_tasks
+        assert (spec.train is not None) == trained
         variant = stability.VARIANTS[spec.variant]
         assert spec.network.layer == variant.model
         assert set(variant.options) <= set(spec.network.layer_options)
     assert "listops" in config.tasks and len(config.tasks) >= 2
+    assert any(spec.train is not None for spec in specs)  # the preset trains somewhere
 
 
 def test_report_section(smoke, tmp_path):

@@ -390,7 +390,9 @@ def _detail_table(
             "standard error over the n finished seeds; runs that diverged or failed, and runs of "
             "the preset's grid not made yet, are counted, not averaged; parameters of the whole network (encoder, blocks, head), training "
             "steps and training time per run (s: the training loop with its validation passes, "
-            f"on the hardware named in the provenance), each the mean over seeds. {scale}"
+            "on the hardware named in the provenance; a run that shared the cores with others, "
+            "as `make report` runs two at once, took longer than it would alone: the provenance "
+            f"records concurrent_runs), each the mean over seeds. {scale}"
         ),
         frame=frame,
         stderr=se,

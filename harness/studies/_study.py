@@ -38,6 +38,8 @@ class Study(Generic[C, S]):
         run: spec -> metric rows (flat dicts of scalars). Raise `Diverged` for a diverged run;
             any other exception records the run as failed and the grid goes on.
         version: bump when what a run measures changes, so old rows are not reused.
+        exclusive: its runs time the machine: they run one at a time, never
+            beside another run, whatever the executor offers (`harness.executors`).
     """
 
     name: str
@@ -46,6 +48,7 @@ class Study(Generic[C, S]):
     grid: Callable[[C], list[S]]
     run: Callable[[S], list[dict[str, Any]]]
     version: int = 1
+    exclusive: bool = False
 
     def __post_init__(self):
         missing = [p for p in PRESET_NAMES if p not in self.presets]
