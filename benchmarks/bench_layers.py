@@ -118,6 +118,24 @@ class TrackMemory:
     track_temp_over_state.unit = "activations"
 
 
+class TrackMemoryChunked:
+    """`TrackMemory` for the MIMO layers with ``algorithm="chunked"`` (the sequential scan fused
+    with the input and output maps; its backward saves only the state entering each chunk)."""
+
+    params = (list(common.CHUNKED_MODELS), list(common.LENGTHS))
+    param_names = ["model", "seq_len"]
+    timeout = 300.0
+    version = 1
+
+    def setup(self, model, seq_len):
+        _setup_cache()
+
+    def track_temp_over_state(self, model, seq_len):
+        return common.working_memory(model, seq_len, algorithm="chunked")["temp_over_state"]
+
+    track_temp_over_state.unit = "activations"
+
+
 class TrackCompile:
     """Seconds to compile the layer's program with XLA (tracing and lowering excluded), with the
     persistent cache off."""

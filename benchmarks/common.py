@@ -94,13 +94,18 @@ def disable_compilation_cache() -> None:
     jax.config.update("jax_enable_compilation_cache", False)
 
 
+# The MIMO layers, which also run the memory-lean "chunked" algorithm (models._engine).
+CHUNKED_MODELS: tuple[str, ...] = tuple(m for m in MODELS if BENCHMARKS[m].reference == "scan")
+
+
 @functools.cache
-def layer(model: str) -> Any:
+def layer(model: str, algorithm: str = "auto") -> Any:
     """The registered layer at its benchmark shape, parameters from a fixed seed."""
     import jax.random as jr
 
     shape = BENCHMARKS[model]
-    return models.build(model, d_model=D_MODEL, d_state=shape.d_state, key=jr.PRNGKey(SEED))
+    return models.build(model, d_model=D_MODEL, d_state=shape.d_state, key=jr.PRNGKey(SEED),
+                        algorithm=algorithm)
 
 
 @functools.cache
@@ -145,13 +150,13 @@ def _compile(function: Callable, *args: Any) -> Program:
     return Program(compiled, args, lower_s, compile_s)
 
 
-def layer_program(model: str, length: int, mode: str) -> Program:
+def layer_program(model: str, length: int, mode: str, algorithm: str = "auto") -> Program:
     """The layer's batched forward, or forward+backward, compiled for (B, L, H)."""
     import equinox as eqx
     import jax
 
     _check_mode(mode)
-    params, static = eqx.partition(layer(model), eqx.is_inexact_array)
+    params, static = eqx.partition(layer(model, algorithm), eqx.is_inexact_array)
     u, dy = inputs(length)
 
     def forward(p, u):
@@ -353,7 +358,9 @@ def scan_bandwidth_fraction(length: int = SCAN_LENGTH, *, repeats: int = 5) -> d
     return roofline.roofline_columns(counts, peaks, median)
 
 
-def working_memory(model: str, length: int, mode: str = "forward_backward") -> dict:
+def working_memory(
+    model: str, length: int, mode: str = "forward_backward", algorithm: str = "auto"
+) -> dict:
     """Compiled memory of the layer's program; temporaries against one (B, L, P) state sequence.
 
     The target: forward+backward keeps at most one activation beyond its inputs and outputs,
@@ -363,7 +370,7 @@ def working_memory(model: str, length: int, mode: str = "forward_backward") -> d
 
     from harness.studies.memory import COMPLEX_BYTES, compiled_memory
 
-    program = layer_program(model, length, mode)
+    program = layer_program(model, length, mode, algorithm)
     memory = compiled_memory(program.compiled)
     system = eqx.filter_eval_shape(layer(model).discrete_system)
     states = 1

@@ -50,6 +50,8 @@ from ._registry import register
 from ._system import DiscreteSystem
 
 Init = Literal["lin", "inv"]
+# "chunked" fuses MIMO matmuls with the scan; a bank has none (models._engine).
+_BANK_ALGORITHMS: tuple[str, ...] = tuple(a for a in ALGORITHMS if a != "chunked")
 INITS: tuple[str, ...] = ("lin", "inv")
 
 
@@ -90,7 +92,7 @@ class S4DConfig:
         _validate.choice("S4DConfig.init", self.init, INITS)
         _validate.choice("S4DConfig.discretisation", self.discretisation, DISCRETISATIONS)
         _validate.timescales("S4DConfig", self.dt_min, self.dt_max)
-        _validate.choice("S4DConfig.algorithm", self.algorithm, ALGORITHMS)
+        _validate.choice("S4DConfig.algorithm", self.algorithm, _BANK_ALGORITHMS)
 
 
 def _imaginary_parts(init: str, N: int) -> Float[Array, " half"]:

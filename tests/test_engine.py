@@ -141,7 +141,7 @@ def _close(actual, expected, dtype):
 CASES = [
     pytest.param(structure, algorithm, bidirectional, id=f"{structure}-{algorithm}-{kind}")
     for structure, algorithms in [
-        ("mimo", ["sequential", "parallel"]),
+        ("mimo", ["sequential", "parallel", "chunked"]),
         ("bank", ["sequential", "parallel", "convolution"]),
     ]
     for algorithm in algorithms

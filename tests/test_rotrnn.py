@@ -258,7 +258,8 @@ def test_normalise_false_fixes_xi_to_one(getkey):
         (dict(gamma_min=0.99, gamma_max=0.9), "gamma_min=0.99 must not exceed gamma_max=0.9"),
         (dict(gamma_max=1.0), "gamma_max=1.0 must lie in (0.0, 1.0)"),
         (dict(max_phase=7.0), "max_phase=7.0 must lie in"),
-        (dict(algorithm="convolution"), "accepted values: ['auto', 'sequential', 'parallel']"),
+        (dict(algorithm="convolution"),
+         "accepted values: ['auto', 'sequential', 'parallel', 'chunked']"),
     ],
 )
 def test_bad_config_is_an_error_naming_the_accepted_values(options, message):

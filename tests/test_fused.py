@@ -1,0 +1,168 @@
+"""The fused, chunked layer op (`models._fused`) against the unfused engine path and finite
+differences.
+
+The unfused path is the composition the fused op replaces: ``b = u B_in^T`` for the whole
+sequence, `models._scan.planar_scan` (itself checked against float64 loops and autodiff in
+test_engine.py), then ``y = h C_out^T``. Chunks of 4 steps make every case cross several
+chunk boundaries; lengths cover one step, fewer steps than a chunk, an exact multiple of the
+chunk and a ragged tail.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+from conftest import tol
+from models._fused import fused_recurrence
+from models._scan import planar_scan
+
+CHUNK = 4
+LENGTHS = [1, 3, 8, 11]
+
+
+def _unfused(lam_re, lam_im, B_in, C_out, u, reverse):
+    length = u.shape[0]
+    b = (u @ B_in.T).reshape(length, 2, -1)
+    h = planar_scan(lam_re, lam_im, b, reverse=reverse)
+    return h.reshape(length, -1) @ C_out.T
+
+
+def _fused(lam_re, lam_im, B_in, C_out, u, reverse):
+    return fused_recurrence(lam_re, lam_im, B_in, C_out, u, reverse=reverse, chunk=CHUNK)
+
+
+def _arguments(seed, length, dtype, *, P=5, H=3, batch=None):
+    """(lam_re, lam_im, B_in, C_out, u, dy): a stable lambda (|lam| in [0.5, 0.99])."""
+    rng = np.random.default_rng(seed)
+    lam = rng.uniform(0.5, 0.99, P) * np.exp(1j * rng.uniform(0, 2 * np.pi, P))
+    lead = () if batch is None else (batch,)
+    arrays = (
+        lam.real,
+        lam.imag,
+        rng.normal(size=(2 * P, H)) / np.sqrt(H),
+        rng.normal(size=(H, 2 * P)) / np.sqrt(2 * P),
+        rng.normal(size=(*lead, length, H)),
+        rng.normal(size=(*lead, length, H)),
+    )
+    return tuple(jnp.asarray(x, dtype) for x in arrays)
+
+
+def _close(actual, expected, dtype):
+    np.testing.assert_allclose(np.asarray(actual), np.asarray(expected), **tol(dtype))
+
+
+@jax.jit(static_argnums=(0, 1))
+def _value_and_vjp(fn, reverse, args, dy):
+    y, vjp = jax.vjp(lambda *a: fn(*a, reverse), *args)
+    return y, vjp(dy)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("length", LENGTHS)
+def test_fused_equals_unfused_forward_and_vjp(dtype, reverse, length):
+    with jax.enable_x64(dtype == np.float64):
+        *args, dy = _arguments(length, length, dtype)
+        y, grads = _value_and_vjp(_fused, reverse, tuple(args), dy)
+        y_ref, grads_ref = _value_and_vjp(_unfused, reverse, tuple(args), dy)
+        assert y.dtype == dtype and y.shape == dy.shape
+        _close(y, y_ref, dtype)
+        for name, got, want in zip(["lam_re", "lam_im", "B_in", "C_out", "u"], grads, grads_ref):
+            assert got.dtype == dtype, name
+            _close(got, want, dtype)
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_fused_batched_by_vmap_sums_parameter_gradients(reverse):
+    # Under vmap the custom rule returns one parameter cotangent per sequence; JAX sums them.
+    dtype = np.float64
+    with jax.enable_x64(True):
+        *args, dy = _arguments(20, 10, dtype, batch=4)
+
+        def batched(fn):
+            def run(lam_re, lam_im, B_in, C_out, u, reverse):
+                one = lambda x: fn(lam_re, lam_im, B_in, C_out, x, reverse)  # noqa: E731
+                return jax.vmap(one)(u)
+
+            return run
+
+        y, grads = _value_and_vjp(batched(_fused), reverse, tuple(args), dy)
+        y_ref, grads_ref = _value_and_vjp(batched(_unfused), reverse, tuple(args), dy)
+        _close(y, y_ref, dtype)
+        for got, want in zip(grads, grads_ref):
+            assert got.shape == want.shape
+            _close(got, want, dtype)
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("length", [1, 9])
+def test_fused_gradients_match_finite_differences(reverse, length):
+    with jax.enable_x64(True):
+        *args, _ = _arguments(30 + length, length, np.float64, P=3, H=2)
+        check_grads(jax.jit(lambda *a: _fused(*a, reverse)), tuple(args), order=1, modes=["rev"])
+
+
+def test_fused_saves_only_the_states_entering_each_chunk():
+    length, P = 22, 5
+    *args, _ = _arguments(40, length, np.float32, P=P)
+    _, vjp = jax.vjp(lambda *a: _fused(*a, False), *args)
+    saved = sum(leaf.size for leaf in jax.tree_util.tree_leaves(vjp))
+    # The arguments themselves and one (2, P) state per full chunk plus the tail's, never h.
+    entering = (length // CHUNK + 1) * 2 * P
+    assert saved == sum(a.size for a in args) + entering
+
+
+def test_bad_chunk_is_an_error():
+    *args, _ = _arguments(60, 4, np.float32)
+    with pytest.raises(ValueError, match="positive integer chunk, got 0"):
+        fused_recurrence(*args, chunk=0)
+
+
+# --------------------------------------------------------------------------------------------
+# Through the layers: algorithm="chunked" computes what "sequential" computes
+
+
+@pytest.mark.parametrize("model", ["rotrnn", "lru", "s5"])
+def test_chunked_layers_equal_sequential_forward_and_gradients(model, getkey):
+    import equinox as eqx
+
+    import models
+
+    key, u_key, dy_key = getkey(), getkey(), getkey()
+    # Short chunks through the layer's own call: bidirectional, so both directions are fused.
+    layers = {
+        algorithm: models.build(model, d_model=4, d_state=8, key=key, bidirectional=True,
+                                algorithm=algorithm)
+        for algorithm in ("sequential", "chunked")
+    }
+    assert layers["chunked"].resolved_algorithm() == "chunked"
+    u = jax.random.normal(u_key, (300, 4))  # > CHUNK = 256 steps: crosses a chunk boundary
+    dy = jax.random.normal(dy_key, u.shape)
+
+    def pullback(layer):
+        y, vjp = eqx.filter_vjp(lambda m, x: m(x), layer, u)
+        return y, vjp(dy)
+
+    y_seq, grads_seq = pullback(layers["sequential"])
+    y_chunk, grads_chunk = pullback(layers["chunked"])
+    np.testing.assert_allclose(y_chunk, y_seq, **tol(jnp.float32))
+    leaves_seq, leaves_chunk = jax.tree.leaves(grads_seq), jax.tree.leaves(grads_chunk)
+    assert len(leaves_seq) == len(leaves_chunk) > 1
+    for g_chunk, g_seq in zip(leaves_chunk, leaves_seq):
+        scale = max(1.0, float(jnp.max(jnp.abs(g_seq))))
+        np.testing.assert_allclose(g_chunk, g_seq, rtol=1e-4, atol=1e-5 * scale)
+    # Hidden states come from the sequential recurrence the chunked path fuses.
+    np.testing.assert_allclose(
+        layers["chunked"].hidden_states(u), layers["sequential"].hidden_states(u), rtol=1e-6
+    )
+
+
+def test_chunked_is_refused_for_a_bank():
+    import models
+
+    with pytest.raises(ValueError, match="S4DConfig.algorithm='chunked' is not accepted"):
+        models.make_config("s4d", d_model=4, d_state=8, algorithm="chunked")
