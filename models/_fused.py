@@ -28,7 +28,8 @@ The reverse direction is the same with time mirrored. Forward-mode differentiati
 supported (a `jax.custom_vjp`), and second derivatives go through autodiff of the backward
 pass's loops (correct, but not memory-lean).
 
-Measured, and why `models._engine.apply` does not use it (2-core CPU, B = 8, H = 128, float32,
+Measured, and why ``algorithm="auto"`` never picks it (`models._engine` runs it only for
+``algorithm="chunked"``; 2-core CPU, B = 8, H = 128, float32,
 interleaved medians in one process, by a side-by-side timing script kept outside the repository):
 XLA:CPU runs a matmul inside a loop body on one core (its ``T x 2P`` chunk is too small to be
 split), whereas the unfused path's whole-sequence matmuls use both cores. On one core the fused
