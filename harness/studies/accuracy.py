@@ -204,8 +204,9 @@ _SMOKE = AccuracyConfig(
 _ROTRNN_HEAD_SIZE = 8
 
 _CPU = AccuracyConfig(
-    # About six minutes on two idle cores the first time (compiling is a good part of it; a
-    # rerun loads the compiled programs from .cache/jax). 4 x 4 x 3 = 48 runs: sequential digits
+    # 7 minutes on two idle cores in one process the first time, 5 with make report's two
+    # workers (compiling is a good part of it; a rerun loads the compiled programs from
+    # .cache/jax). 4 x 4 x 3 = 48 runs: sequential digits
     # (L=64, 10 classes), short ListOps (L<=250), the adding problem (L=100, regression, MSE),
     # JapaneseVowels (L<=29, 9 classes). MQAR is left out: at its cpu size (and at L=64 with
     # 4 pairs) every model stayed at chance within this step budget; short ListOps stays near
