@@ -4,8 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PRESET ?= cpu
-# make report runs a grid's runs in two worker processes (a cold CPU run is mostly one-core XLA
-# compilation); studies that measure the machine still run one at a time. On an accelerator the
+# make report runs a grid's runs in two worker processes (a short CPU run does not keep two
+# cores busy; measured: the cpu accuracy grid 414 s -> 301 s); the throughput study, which times
+# the machine, still runs one at a time. On an accelerator the
 # runs share one device, so PRESET=gpu runs them in this process. WORKERS=1 for one at a time.
 WORKERS ?= 2
 REPORT_EXECUTOR := $(if $(filter gpu,$(PRESET)),--executor local,--executor processes --workers $(WORKERS))

@@ -51,7 +51,7 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Float
 
-from ._scan import _sequential
+from ._scan import _sequential, lambda_cotangent
 
 # Steps per chunk; see the module docstring for the sweep behind it.
 CHUNK = 256
@@ -194,10 +194,9 @@ def _fused_bwd(plan: _Plan, residuals, dy):
         paired, previous = (a[:-1], h[1:]) if plan.reverse else (a[1:], h[:-1])
         a_first = a[first]
         d_re, d_im, d_B, d_C = grads
-        d_re = d_re + jnp.sum(paired[:, 0] * previous[:, 0] + paired[:, 1] * previous[:, 1], 0)
-        d_im = d_im + jnp.sum(paired[:, 1] * previous[:, 0] - paired[:, 0] * previous[:, 1], 0)
-        d_re = d_re + a_first[0] * h_in[0] + a_first[1] * h_in[1]
-        d_im = d_im + a_first[1] * h_in[0] - a_first[0] * h_in[1]
+        for g_re, g_im in (lambda_cotangent(paired, previous),
+                           lambda_cotangent(a_first[None], h_in[None])):
+            d_re, d_im = d_re + g_re, d_im + g_im
         a_flat = a.reshape(size, -1)
         d_B = d_B + a_flat.T @ u_c
         d_C = d_C + dy_c.T @ h.reshape(size, -1)

@@ -227,9 +227,18 @@ def _scan_bwd(reverse: bool, algorithm: str, residuals, g):
     a = _scan(lam_re, -lam_im, g, not reverse, algorithm)
     # Pair each a_t with the state it multiplied: h_{t-1} (forward) or h_{t+1} (reverse).
     paired, previous = (a[:-1], h[1:]) if reverse else (a[1:], h[:-1])
-    grad_re = jnp.sum(paired[:, 0] * previous[:, 0] + paired[:, 1] * previous[:, 1], axis=0)
-    grad_im = jnp.sum(paired[:, 1] * previous[:, 0] - paired[:, 0] * previous[:, 1], axis=0)
+    grad_re, grad_im = lambda_cotangent(paired, previous)
     return grad_re, grad_im, a
+
+
+def lambda_cotangent(
+    a: Float[Array, "n 2 P"], previous: Float[Array, "n 2 P"]
+) -> tuple[Float[Array, " P"], Float[Array, " P"]]:
+    """The cotangents of (Re lam, Im lam) from adjoints ``a_t`` paired with the states
+    ``h_{t-1}`` they multiplied, in planar form (module docstring): sum_t a_t h_{t-1}."""
+    grad_re = jnp.sum(a[:, 0] * previous[:, 0] + a[:, 1] * previous[:, 1], axis=0)
+    grad_im = jnp.sum(a[:, 1] * previous[:, 0] - a[:, 0] * previous[:, 1], axis=0)
+    return grad_re, grad_im
 
 
 _scan.defvjp(_scan_fwd, _scan_bwd)
