@@ -7,8 +7,12 @@ the spectrum is closed under conjugation (n = 0..N/2-1):
     a_hn = -exp(A_real_log_hn) + i A_imag_hn
 
 discretised with one timescale Delta_h per channel (`models._hippo.discretise`; ZOH:
-lambda = exp(Delta a), B_bar = (lambda - 1)/a * B) and computed, by default, as a causal
-convolution with the Vandermonde kernel K_hl = 2 Re sum_n C_hn B_bar_hn lambda_hn^l.
+lambda = exp(Delta a), B_bar = (lambda - 1)/a * B) and computed as the paper's causal
+convolution with the Vandermonde kernel K_hl = 2 Re sum_n C_hn B_bar_hn lambda_hn^l (the
+default on accelerators, ``algorithm="convolution"``) or, the CPU default, as the same
+recurrence fused with its readout in a C++ kernel that never stores the states
+(``algorithm="native"``, `models._native.bank`; 4.5 times faster forward than the convolution on
+two CPU cores at L = 4096); the two agree to float32 round-off (tests).
 
 Initialisation (the paper's S4D-Lin and S4D-Inv; the authors' `s4d.py` and `dplr`):
     S4D-Lin   a_n = -1/2 + i pi n
@@ -68,7 +72,8 @@ class S4DConfig:
         train_B: train B (initialised to 1), as the authors' full kernel (`SSMKernelDiag`)
             does, in the A/Delta group; False fixes B = 1, as their minimal `s4d.py` does.
         bidirectional: add a reverse-time scan with its own C.
-        algorithm: the engine algorithm; "auto" convolves.
+        algorithm: the engine algorithm; "auto" runs the native recurrence on CPU (the
+            convolution where the native kernels cannot be built) and convolves elsewhere.
     """
 
     d_model: int

@@ -414,8 +414,10 @@ def test_float32_finite_and_accurate_at_65536_steps(structure, algorithm):
 def test_auto_resolves_by_structure_and_backend():
     mimo = random_system(17, "mimo").to_jax()
     bank = random_system(17, "bank").to_jax()
-    assert _engine.resolve_algorithm("auto", bank) == "convolution"
-    cpu = "native" if _native.available() else "sequential"
+    native = _native.available()
+    assert _engine.resolve_algorithm("auto", bank) == ("native" if native else "convolution")
+    assert _engine.resolve_algorithm("auto", bank, backend="gpu") == "convolution"
+    cpu = "native" if native else "sequential"
     assert _engine.resolve_algorithm("auto", mimo, backend="cpu") == cpu
     assert _engine.resolve_algorithm("auto", mimo, backend="gpu") == "parallel"
     assert _engine.resolve_algorithm("auto", mimo) == cpu  # tests run on CPU

@@ -116,8 +116,12 @@ def test_unavailable_kernel_is_reported_never_silent(monkeypatch):
     system = _mimo_system()
     off = _native.Status(False, "switched off by LINRNN_NATIVE=0", "")
     monkeypatch.setattr(_native, "status", lambda: off)
-    # auto resolves to the XLA loop, and says so ...
+    # auto resolves to the XLA loop (a bank to the convolution), and says so ...
     assert _engine.resolve_algorithm("auto", system, backend="cpu") == "sequential"
+    bank = DiscreteSystem(lam=jnp.full((3, 2), 0.5 + 0.1j, jnp.complex64),
+                          B=jnp.ones((3, 2), jnp.complex64), C=jnp.ones((3, 2), jnp.complex64),
+                          D=jnp.ones((3,)), structure="bank")
+    assert _engine.resolve_algorithm("auto", bank, backend="cpu") == "convolution"
     # ... while asking for the kernel names the reason and the alternatives.
     with pytest.raises(ValueError, match=r"'native' is not available.*LINRNN_NATIVE=0.*'sequential'"):
         _engine.resolve_algorithm("native", system)

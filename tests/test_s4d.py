@@ -20,6 +20,7 @@ import scipy.linalg
 from conftest import tol
 
 import models
+from models import _native
 from models.s4d import S4D, S4DConfig
 
 F32 = tol(np.float32)
@@ -106,11 +107,17 @@ def test_matches_numpy_loop_per_channel(getkey, init, discretisation, bidirectio
         H, N, init=init, discretisation=discretisation, bidirectional=bidirectional,
         train_B=train_B,
     )
-    layer = perturbed(S4D(config, key=getkey()), getkey())
-    assert layer.resolved_algorithm() == "convolution"
+    key = getkey()
+    layer = perturbed(S4D(config, key=key), getkey())
+    # The CPU default (the fused native recurrence where it builds) and the convolution.
+    assert layer.resolved_algorithm() == ("native" if _native.available() else "convolution")
+    convolution = with_algorithm(
+        layer, S4D(dataclasses.replace(config, algorithm="convolution"), key=key)
+    )
     u = np.asarray(jr.normal(getkey(), (L, H)), dtype=np.float64)
     expected = reference(layer, u, discretisation)
-    np.testing.assert_allclose(forward(layer, jnp.asarray(u, jnp.float32)), expected, **F32)
+    for each in (layer, convolution):
+        np.testing.assert_allclose(forward(each, jnp.asarray(u, jnp.float32)), expected, **F32)
 
 
 @pytest.mark.parametrize("init,discretisation,bidirectional,train_B", [CASES[1], CASES[2]])
@@ -121,9 +128,12 @@ def test_convolution_equals_recurrence(getkey, init, discretisation, bidirection
         train_B=train_B,
     )
     layer = perturbed(S4D(config, key=key), getkey())
+    layer = with_algorithm(layer, S4D(dataclasses.replace(config, algorithm="convolution"), key=key))
     u = jr.normal(getkey(), (L, H))
     y = forward(layer, u)
-    for algorithm in ("sequential", "parallel"):
+    recurrences = ("sequential", "parallel", "native") if _native.available() else (
+        "sequential", "parallel")
+    for algorithm in recurrences:
         template = S4D(dataclasses.replace(config, algorithm=algorithm), key=key)
         other = with_algorithm(layer, template)
         assert other.resolved_algorithm() == algorithm

@@ -33,9 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-# Every C++ source of this directory goes into one library; TARGETS maps each FFI target name
-# to the handler symbol that a source exports (XLA_FFI_DEFINE_HANDLER_SYMBOL).
+# Every C++ source of this directory goes into one library (the headers are part of its hash);
+# TARGETS maps each FFI target name to the handler symbol that a source exports
+# (XLA_FFI_DEFINE_HANDLER_SYMBOL).
 SOURCES: tuple[Path, ...] = tuple(sorted(Path(__file__).parent.glob("*.cc")))
+HEADERS: tuple[Path, ...] = tuple(sorted(Path(__file__).parent.glob("*.h")))
 TARGETS: dict[str, str] = {
     "linrnn_planar_scan": "LinrnnPlanarScan",
     "linrnn_bank_forward": "LinrnnBankForward",
@@ -93,7 +95,7 @@ def library_path(compiler: str) -> Path:
     import jaxlib
 
     key = hashlib.sha256()
-    for part in (*(source.read_bytes() for source in SOURCES), " ".join(FLAGS).encode(), _compiler_version(compiler).encode(),
+    for part in (*(source.read_bytes() for source in SOURCES + HEADERS), " ".join(FLAGS).encode(), _compiler_version(compiler).encode(),
                  jaxlib.__version__.encode(), platform.machine().encode(), _cpu_flags().encode()):
         key.update(part)
         key.update(b"\0")

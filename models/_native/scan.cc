@@ -17,16 +17,13 @@
 // h may be b's buffer (the Python side aliases them): every element is read before it is
 // written, in the same iteration, so in-place and out-of-place runs give the same result.
 // Threads: the sequences (and, when there are fewer sequences than threads, blocks of states)
-// are shared among XLA's intra-op thread pool and the calling thread.
+// are shared among XLA's intra-op thread pool and the calling thread (parallel.h).
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <memory>
-#include <mutex>
 #include <vector>
 
+#include "parallel.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
@@ -65,38 +62,6 @@ void ScanStates(const T* lam_re, const T* lam_im, const T* b, T* h, int64_t leng
   }
 }
 
-// Runs task(0..count-1) on the pool's threads and the calling thread; returns when all are done.
-// The caller never waits for a scheduled worker to start (the pool's threads may all be busy,
-// or the caller may be one of them): it claims tasks itself until none is left and then waits
-// only for tasks that others claimed. A late worker finds nothing to claim and touches only the
-// shared counters, which it co-owns.
-template <typename F>
-void ParallelFor(ffi::ThreadPool& pool, int64_t count, int64_t threads, const F& task) {
-  threads = std::min(threads, count);
-  if (threads <= 1) {
-    for (int64_t k = 0; k < count; ++k) task(k);
-    return;
-  }
-  struct Shared {
-    std::atomic<int64_t> next{0};
-    int64_t done = 0;
-    std::mutex mutex;
-    std::condition_variable all_done;
-  };
-  auto shared = std::make_shared<Shared>();
-  auto work = [shared, count, &task] {
-    for (int64_t k; (k = shared->next.fetch_add(1)) < count;) {
-      task(k);  // the caller is still waiting for this task, so `task` is alive
-      std::lock_guard<std::mutex> lock(shared->mutex);
-      if (++shared->done == count) shared->all_done.notify_one();
-    }
-  };
-  for (int64_t w = 1; w < threads; ++w) pool.Schedule([work] { work(); });
-  work();
-  std::unique_lock<std::mutex> lock(shared->mutex);
-  shared->all_done.wait(lock, [&] { return shared->done == count; });
-}
-
 template <typename T>
 void Scan(ffi::ThreadPool& pool, const T* lam_re, const T* lam_im, const T* b, T* h,
           int64_t sequences, bool lam_per_sequence, int64_t length, int64_t states,
@@ -112,7 +77,7 @@ void Scan(ffi::ThreadPool& pool, const T* lam_re, const T* lam_im, const T* b, T
   }
   const int64_t blocks = (states + block - 1) / block;
   const int64_t stride = length * 2 * states;
-  ParallelFor(pool, sequences * blocks, parallel ? threads : 1, [&](int64_t task) {
+  linrnn::ParallelFor(pool, sequences * blocks, parallel ? threads : 1, [&](int64_t task, int64_t) {
     const int64_t n = task / blocks, p0 = (task % blocks) * block;
     const int64_t m = lam_per_sequence ? n * states : 0;
     ScanStates(lam_re + m, lam_im + m, b + n * stride, h + n * stride, length, states, p0,
