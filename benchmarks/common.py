@@ -336,53 +336,64 @@ class InPlaceProgram(Program):
         return out
 
 
-def scan_program(length: int = SCAN_LENGTH, *, donate: bool = True) -> tuple[Program, int]:
-    """The engine's scan alone over (B, L, P) planar float32 inputs, P = 128 complex states,
-    with the recurrence ``"auto"`` picks on this backend (`environment` records which), and P.
+SCAN_VARIANTS: tuple[str, ...] = ("engine", "in_place")
 
-    ``donate`` (the default) hands the input buffer to the scan and feeds each output back as
-    the next input, so the measurement is the recurrence streaming over one buffer; without it
-    every call also pays for a fresh 128 MiB output (with glibc's allocator, a page fault per
-    page; see README). |lambda| = 0.5 keeps the fed-back values bounded (at most doubling).
+
+def scan_program(length: int = SCAN_LENGTH, variant: str = "engine") -> tuple[Program, int]:
+    """The scan alone over (B, L, P) planar float32 inputs, P = 128 complex states, and P.
+
+    ``"engine"``: the recurrence ``"auto"`` picks on this backend (`environment` records
+    which), as the layers run it: a fresh output per call (with glibc's allocator a fresh
+    128 MiB buffer pays a page fault per page; see README). ``"in_place"`` (CPU, native kernel
+    only): the native kernel overwriting a donated buffer, each output fed back as the next
+    input: the recurrence streaming over one buffer. |lambda| = 0.5 keeps the fed-back values
+    bounded (at most doubling per call).
     """
     import jax
     import jax.numpy as jnp
     import jax.random as jr
 
-    from models import _engine
+    from models import _engine, _native
     from models._scan import planar_scan
 
+    if variant not in SCAN_VARIANTS:
+        raise ValueError(f"Unknown scan variant {variant!r}; accepted: {list(SCAN_VARIANTS)}.")
     states = 128
     k_b, k_lam = jr.split(jr.PRNGKey(SEED + 2))
     b = jr.normal(k_b, (BATCH, length, 2, states))
     angle = jr.uniform(k_lam, (states,), maxval=6.28)
-    lam_re, lam_im = 0.5 * jnp.cos(angle), 0.5 * jnp.sin(angle)
-    algorithm = _engine._recurrence_for(None)
+    lam = (0.5 * jnp.cos(angle), 0.5 * jnp.sin(angle))
+    if variant == "engine":
+        algorithm = _engine._recurrence_for(None)
 
-    def scan(lam, b):
-        return jax.vmap(lambda x: planar_scan(*lam, x, algorithm=algorithm))(b)
+        def scan(lam, b):
+            return jax.vmap(lambda x: planar_scan(*lam, x, algorithm=algorithm))(b)
 
-    if not donate:
-        return _compile(scan, (lam_re, lam_im), b), states
+        return _compile(scan, lam, b), states
+
+    def scan_in_place(lam, b):
+        return jax.vmap(lambda x: _native.planar_scan(*lam, x, reverse=False, in_place=True))(b)
+
     from harness import roofline
 
     compiled, lower_s, compile_s = roofline.compile_timed(
-        scan, (lam_re, lam_im), b, donate_argnums=(1,)
+        scan_in_place, lam, b, donate_argnums=(1,)
     )
-    return InPlaceProgram(compiled, ((lam_re, lam_im), jnp.array(b)), lower_s, compile_s), states
+    return InPlaceProgram(compiled, (lam, jnp.array(b)), lower_s, compile_s), states
 
 
-def scan_bandwidth_fraction(length: int = SCAN_LENGTH, *, repeats: int = 5,
-                            donate: bool = True) -> dict:
+def scan_bandwidth_fraction(
+    length: int = SCAN_LENGTH, *, repeats: int = 5, variant: str = "engine"
+) -> dict:
     """The scan alone: its memory-bound roofline (b read, h written) against its median time."""
     from harness import roofline
 
-    program, states = scan_program(length, donate=donate)
+    program, states = scan_program(length, variant)
     before = roofline.measure_peaks()
     median = median_seconds(program, repeats=repeats)
     peaks = roofline.Peaks.best(before, roofline.measure_peaks())
     counts = roofline.scan_counts(states, length=length, batch=BATCH)
-    return {**roofline.roofline_columns(counts, peaks, median), "donated": donate}
+    return {**roofline.roofline_columns(counts, peaks, median), "scan_variant": variant}
 
 
 def working_memory(

@@ -79,22 +79,36 @@ def test_per_sequence_lambda_under_vmap():
                                **tol(np.float32))
 
 
-def test_in_place_on_an_intermediate_and_with_the_input_still_live():
+@pytest.mark.parametrize("in_place", [False, True])
+def test_in_place_on_an_intermediate_and_with_the_input_still_live(in_place):
     # b is made inside the program (so XLA may hand its buffer to the kernel) and used again
     # after the scan (so it must not be overwritten): both give the loop's states.
     lam_re, lam_im, b = _inputs(3, (2, 500), 32)
 
-    def program(algorithm):
+    def program(native):
         def f(x):
             y = 2.0 * x
-            h = planar_scan(lam_re, lam_im, y, algorithm=algorithm)
+            if native:
+                h = _native.planar_scan(lam_re, lam_im, y, reverse=False, in_place=in_place)
+            else:
+                h = planar_scan(lam_re, lam_im, y, algorithm="sequential")
             return h, y
 
         return jax.jit(jax.vmap(f))(b)
 
-    (h_n, y_n), (h_x, y_x) = program("native"), program("sequential")
+    (h_n, y_n), (h_x, _) = program(True), program(False)
     np.testing.assert_allclose(np.asarray(h_n), np.asarray(h_x), **tol(np.float32))
     np.testing.assert_array_equal(np.asarray(y_n), 2.0 * np.asarray(b))
+
+
+def test_in_place_on_a_donated_buffer():
+    lam_re, lam_im, b = _inputs(5, (2, 400), 16)
+    expected = np.asarray(_both(lam_re, lam_im, b, False, batch_dims=1)[1])
+    scan = jax.jit(
+        jax.vmap(lambda x: _native.planar_scan(lam_re, lam_im, x, reverse=False, in_place=True)),
+        donate_argnums=0,
+    )
+    np.testing.assert_allclose(np.asarray(scan(jnp.array(b))), expected, **tol(np.float32))
 
 
 def test_other_dtypes_are_refused_with_the_accepted_ones():

@@ -62,9 +62,14 @@ def test_reference(benchmark, case):
     benchmark.pedantic(program.run, rounds=ROUNDS, iterations=1, warmup_rounds=1)
 
 
-def test_scan_bandwidth(benchmark):
-    program, states = common.scan_program()
+@pytest.mark.parametrize("variant", common.SCAN_VARIANTS)
+def test_scan_bandwidth(benchmark, variant):
+    from models import _native
+
+    if variant == "in_place" and not _native.available():
+        pytest.skip(f"the in-place variant is the native kernel: {_native.status().reason}")
+    program, states = common.scan_program(variant=variant)
     program.run()
     benchmark.extra_info.update(common.environment())
-    benchmark.extra_info.update(common.scan_bandwidth_fraction())
+    benchmark.extra_info.update(common.scan_bandwidth_fraction(variant=variant))
     benchmark.pedantic(program.run, rounds=ROUNDS, iterations=1, warmup_rounds=1)

@@ -159,11 +159,17 @@ def available() -> bool:
     return status().available
 
 
-def planar_scan(lam_re, lam_im, b, *, reverse: bool):
+def planar_scan(lam_re, lam_im, b, *, reverse: bool, in_place: bool = False):
     """`models._scan`'s recurrence on ``b`` ``(L, 2, P)`` with ``lam_re, lam_im`` ``(P,)``.
 
-    Batched by `jax.vmap` (every argument gets the batch dimensions, ``broadcast_all``); the
-    output may reuse ``b``'s buffer when XLA finds ``b`` dead after the call.
+    Batched by `jax.vmap` (every argument gets the batch dimensions, ``broadcast_all``).
+
+    ``in_place`` declares the output an alias of ``b`` (``input_output_aliases``), so the states
+    overwrite ``b`` when XLA can prove ``b`` dead, and XLA copies ``b`` first when it cannot.
+    The engine does not ask for it: inside a layer XLA copied the input map's output before the
+    call (a whole extra pass), and the layer ran slower (measured, LRU forward B = 8, P = 128,
+    L = 4096: 72 ms in place, 44 ms writing a fresh output). It pays where the caller donates a
+    buffer that nothing else reads (the scan-alone benchmark, `benchmarks/common.py`).
     """
     import jax
 
@@ -179,6 +185,6 @@ def planar_scan(lam_re, lam_im, b, *, reverse: bool):
         "linrnn_planar_scan",
         jax.ShapeDtypeStruct(b.shape, b.dtype),
         vmap_method="broadcast_all",
-        input_output_aliases={2: 0},
+        input_output_aliases={2: 0} if in_place else {},
     )
     return call(lam_re, lam_im, b, reverse=np.bool_(reverse))

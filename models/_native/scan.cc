@@ -14,8 +14,8 @@
 // the rows of one sequence (or of a block of its states) with the states in a small local
 // array, so every step is one contiguous read of b_t and one write of h_t.
 //
-// h may be b's buffer (the Python side aliases them): every element is read before it is
-// written, in the same iteration, so in-place and out-of-place runs give the same result.
+// h may be b's buffer (the Python side can alias them, `in_place`): every element is read
+// before it is written, in the same iteration, so in-place and out-of-place runs agree.
 // Threads: the sequences (and, when there are fewer sequences than threads, blocks of states)
 // are shared among XLA's intra-op thread pool and the calling thread (parallel.h).
 
