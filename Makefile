@@ -15,6 +15,9 @@ export PYTHONUNBUFFERED := 1
 # Outputs over 32 MiB otherwise pay a page fault per 4 KiB page on every call with glibc's
 # allocator (measured: 32766 -> 573 faults per call, layer fwd+bwd at L=4096 15-25% faster).
 export GLIBC_TUNABLES := glibc.malloc.hugetlb=1
+# LAPACK runs inside RotRNN's layer (its matrix exponential); OpenBLAS's idle threads then spin
+# and take a core from XLA's matmuls (measured: RotRNN forward at L=4096 45 -> 32 ms with one).
+export OPENBLAS_NUM_THREADS ?= 1
 
 .PHONY: env test report bench asv asv-history lock clean-venv
 

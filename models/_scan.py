@@ -40,7 +40,10 @@ a reverse-time scan with ``conj(lam)``; for ``reverse=True`` the same with time 
 JAX's complex convention (cotangent ``dL/dx - i dL/dy``) these are ``grad b_t = a_t`` and
 ``grad lam = sum_t a_t h_{t-1}`` with ``a_t = g_t + lam a_{t+1}``, no conjugation; the tests
 check `linear_scan` against autodiff of a plain complex `lax.scan`. The adjoint scan is this
-same differentiable function, so second derivatives also avoid autodiff through the loop.
+same differentiable function, so second derivatives also avoid autodiff through the loop;
+except for ``"native"``, whose backward pass is one C++ call (the adjoint fused with the
+cotangent of lambda, `models._native.planar_adjoint`) with no derivative of its own: take
+second derivatives with ``"sequential"``.
 Forward-mode differentiation (`jax.jvp`, `jax.jacfwd`) of a `custom_vjp` is not supported.
 """
 
@@ -229,6 +232,10 @@ def _scan_fwd(lam_re, lam_im, b, reverse: bool, algorithm: str):
 
 def _scan_bwd(reverse: bool, algorithm: str, residuals, g):
     lam_re, lam_im, h = residuals
+    if algorithm == "native":
+        # The same adjoint and reduction fused in one C++ pass (models._native.planar_adjoint).
+        a, grad_re, grad_im = _native.planar_adjoint(lam_re, lam_im, h, g, reverse=reverse)
+        return grad_re, grad_im, a
     # The adjoint runs against the direction of time of the primal scan, with M^T = conj(lam).
     a = _scan(lam_re, -lam_im, g, not reverse, algorithm)
     # Pair each a_t with the state it multiplied: h_{t-1} (forward) or h_{t+1} (reverse).

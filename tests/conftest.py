@@ -11,6 +11,8 @@ import itertools
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# As harness/__init__.py: one OpenBLAS thread, so that LAPACK calls do not leave spinning threads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import jax  # noqa: E402
 import jax.random as jr  # noqa: E402

@@ -40,6 +40,7 @@ SOURCES: tuple[Path, ...] = tuple(sorted(Path(__file__).parent.glob("*.cc")))
 HEADERS: tuple[Path, ...] = tuple(sorted(Path(__file__).parent.glob("*.h")))
 TARGETS: dict[str, str] = {
     "linrnn_planar_scan": "LinrnnPlanarScan",
+    "linrnn_planar_adjoint": "LinrnnPlanarAdjoint",
     "linrnn_bank_forward": "LinrnnBankForward",
     "linrnn_bank_backward": "LinrnnBankBackward",
 }
@@ -159,6 +160,43 @@ def available() -> bool:
     return status().available
 
 
+def _check(b) -> None:
+    current = status()
+    if not current.available:
+        raise NativeUnavailable(f"the native scan cannot run: {current.reason}.")
+    if b.dtype not in (np.float32, np.float64):
+        raise ValueError(
+            f"The native scan runs float32 and float64; got {b.dtype}. Cast the input, or use "
+            "algorithm='sequential'."
+        )
+
+
+def planar_adjoint(lam_re, lam_im, h, g, *, reverse: bool):
+    """The backward pass of `planar_scan` in one pass: ``(a, grad_re, grad_im)``.
+
+    ``a`` ``(L, 2, P)`` is the cotangent of ``b`` (the adjoint recurrence with conj(lam),
+    against the primal's direction) and ``grad_re, grad_im`` ``(P,)`` the cotangents of
+    ``lam_re, lam_im``, for the states ``h`` of the primal scan (``reverse`` is the primal's) and
+    their cotangent ``g``: what `models._scan`'s VJP computes with a scan and a reduction, here
+    without materialising the shifted slices of ``a`` and ``h`` that the reduction needs (on two
+    cores: four copies of a state sequence per training step). Not differentiable itself.
+    """
+    import jax
+
+    _check(g)
+    states = g.shape[-1]
+    call = jax.ffi.ffi_call(
+        "linrnn_planar_adjoint",
+        (
+            jax.ShapeDtypeStruct(g.shape, g.dtype),
+            jax.ShapeDtypeStruct((states,), g.dtype),
+            jax.ShapeDtypeStruct((states,), g.dtype),
+        ),
+        vmap_method="broadcast_all",
+    )
+    return call(lam_re, lam_im, h, g, reverse=np.bool_(reverse))
+
+
 def planar_scan(lam_re, lam_im, b, *, reverse: bool, in_place: bool = False):
     """`models._scan`'s recurrence on ``b`` ``(L, 2, P)`` with ``lam_re, lam_im`` ``(P,)``.
 
@@ -173,14 +211,7 @@ def planar_scan(lam_re, lam_im, b, *, reverse: bool, in_place: bool = False):
     """
     import jax
 
-    current = status()
-    if not current.available:
-        raise NativeUnavailable(f"the native scan cannot run: {current.reason}.")
-    if b.dtype not in (np.float32, np.float64):
-        raise ValueError(
-            f"The native scan runs float32 and float64; got {b.dtype}. Cast the input, or use "
-            "algorithm='sequential'."
-        )
+    _check(b)
     call = jax.ffi.ffi_call(
         "linrnn_planar_scan",
         jax.ShapeDtypeStruct(b.shape, b.dtype),

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "parallel.h"
@@ -62,13 +63,60 @@ void ScanStates(const T* lam_re, const T* lam_im, const T* b, T* h, int64_t leng
   }
 }
 
+// The adjoint of ScanStates (models/_scan.py's docstring), fused with the cotangent of lam:
+//
+//     a_t = g_t + conj(lam) a_{t+1}                          (against the primal's direction)
+//     grad Re lam += Re a_t Re h_{t-1} + Im a_t Im h_{t-1}   (h_{t-1}: the state a_t's
+//     grad Im lam += Im a_t Re h_{t-1} - Re a_t Im h_{t-1}    step multiplied, t >= 1)
+//
+// (time mirrored for a reverse primal). One pass reads g and h and writes a; the sums for the
+// sequence's states p0..p1 go to grad_re, grad_im.
 template <typename T>
-void Scan(ffi::ThreadPool& pool, const T* lam_re, const T* lam_im, const T* b, T* h,
-          int64_t sequences, bool lam_per_sequence, int64_t length, int64_t states,
-          bool reverse) {
+void AdjointStates(const T* lam_re, const T* lam_im, const T* h, const T* g, T* a,
+                   T* grad_re, T* grad_im, int64_t length, int64_t states, int64_t p0,
+                   int64_t p1, bool reverse) {
+  const int64_t row = 2 * states;
+  const int64_t n = p1 - p0;
+  std::vector<T> re(n, T(0)), im(n, T(0)), sum_re(n, T(0)), sum_im(n, T(0));
+  const T* lr = lam_re + p0;
+  const T* li = lam_im + p0;
+  for (int64_t s = 0; s < length; ++s) {
+    // The adjoint runs against the primal: backwards in time for a forward primal.
+    const int64_t t = reverse ? s : length - 1 - s;
+    const int64_t previous = reverse ? t + 1 : t - 1;  // the state that fed h_t
+    const bool has_previous = previous >= 0 && previous < length;
+    const T* g_re = g + t * row + p0;
+    const T* g_im = g_re + states;
+    T* a_re = a + t * row + p0;
+    T* a_im = a_re + states;
+    const T* q_re = h + (has_previous ? previous : t) * row + p0;
+    const T* q_im = q_re + states;
+    const T keep = has_previous ? T(1) : T(0);
+#pragma GCC ivdep
+    for (int64_t k = 0; k < n; ++k) {
+      const T r = lr[k] * re[k] + li[k] * im[k] + g_re[k];
+      const T i = lr[k] * im[k] - li[k] * re[k] + g_im[k];
+      re[k] = r;
+      im[k] = i;
+      a_re[k] = r;
+      a_im[k] = i;
+      sum_re[k] += keep * (r * q_re[k] + i * q_im[k]);
+      sum_im[k] += keep * (i * q_re[k] - r * q_im[k]);
+    }
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    grad_re[p0 + k] = sum_re[k];
+    grad_im[p0 + k] = sum_im[k];
+  }
+}
+
+// Calls body(sequence, p0, p1) for every sequence and block of its states: whole sequences
+// per task when there are at least as many as threads, else each split into blocks of states.
+template <typename F>
+void ForEachBlock(ffi::ThreadPool& pool, int64_t sequences, int64_t length, int64_t states,
+                  const F& body) {
   const int64_t threads = pool.num_threads() + 1;
   const bool parallel = sequences * length * states >= kMinParallelWork;
-  // Whole sequences per task when there are enough of them; else split the states.
   int64_t block = states;
   if (parallel && sequences < threads) {
     const int64_t parts = (threads + sequences - 1) / sequences;
@@ -76,39 +124,72 @@ void Scan(ffi::ThreadPool& pool, const T* lam_re, const T* lam_im, const T* b, T
     block = std::max(kBlockAlign, (block + kBlockAlign - 1) / kBlockAlign * kBlockAlign);
   }
   const int64_t blocks = (states + block - 1) / block;
-  const int64_t stride = length * 2 * states;
   linrnn::ParallelFor(pool, sequences * blocks, parallel ? threads : 1, [&](int64_t task, int64_t) {
     const int64_t n = task / blocks, p0 = (task % blocks) * block;
-    const int64_t m = lam_per_sequence ? n * states : 0;
-    ScanStates(lam_re + m, lam_im + m, b + n * stride, h + n * stride, length, states, p0,
-               std::min(states, p0 + block), reverse);
+    body(n, p0, std::min(states, p0 + block));
   });
+}
+
+template <typename T>
+void Scan(ffi::ThreadPool& pool, const T* lam_re, const T* lam_im, const T* b, T* h,
+          int64_t sequences, bool lam_per_sequence, int64_t length, int64_t states,
+          bool reverse) {
+  const int64_t stride = length * 2 * states;
+  ForEachBlock(pool, sequences, length, states, [&](int64_t n, int64_t p0, int64_t p1) {
+    const int64_t m = lam_per_sequence ? n * states : 0;
+    ScanStates(lam_re + m, lam_im + m, b + n * stride, h + n * stride, length, states, p0, p1,
+               reverse);
+  });
+}
+
+template <typename T>
+void Adjoint(ffi::ThreadPool& pool, const T* lam_re, const T* lam_im, const T* h, const T* g,
+             T* a, T* grad_re, T* grad_im, int64_t sequences, bool lam_per_sequence,
+             int64_t length, int64_t states, bool reverse) {
+  const int64_t stride = length * 2 * states;
+  ForEachBlock(pool, sequences, length, states, [&](int64_t n, int64_t p0, int64_t p1) {
+    const int64_t m = lam_per_sequence ? n * states : 0;
+    AdjointStates(lam_re + m, lam_im + m, h + n * stride, g + n * stride, a + n * stride,
+                  grad_re + n * states, grad_im + n * states, length, states, p0, p1, reverse);
+  });
+}
+
+// The layout of b (or h, g): (..., L, 2, P); lam (P,) or (..., P). Fills the counts.
+ffi::Error CheckLayout(const char* name, ffi::AnyBuffer lam_re, ffi::AnyBuffer lam_im,
+                       ffi::AnyBuffer b, int64_t* sequences, int64_t* length, int64_t* states,
+                       bool* lam_per_sequence) {
+  const auto dims = b.dimensions();
+  const int64_t rank = dims.size();
+  if (rank < 3 || dims[rank - 2] != 2) {
+    return ffi::Error::InvalidArgument(std::string(name) + ": the sequence must have shape "
+                                       "(..., L, 2, P).");
+  }
+  *states = dims[rank - 1];
+  *length = dims[rank - 3];
+  *sequences = *states * *length == 0 ? 0 : b.element_count() / (2 * *length * *states);
+  if (*sequences == 0) return ffi::Error::Success();
+  const int64_t systems = lam_re.element_count() / *states;
+  if (lam_re.element_count() != lam_im.element_count() ||
+      lam_re.element_count() % *states != 0 || (systems != 1 && systems != *sequences)) {
+    return ffi::Error::InvalidArgument(
+        std::string(name) + ": lam_re and lam_im must have shape (P,) or (..., P) with the "
+        "leading dimensions of the sequence.");
+  }
+  if (lam_re.element_type() != b.element_type() || lam_im.element_type() != b.element_type()) {
+    return ffi::Error::InvalidArgument(std::string(name) + ": all arrays need one dtype.");
+  }
+  *lam_per_sequence = systems != 1;
+  return ffi::Error::Success();
 }
 
 ffi::Error PlanarScan(ffi::ThreadPool pool, ffi::AnyBuffer lam_re, ffi::AnyBuffer lam_im,
                       ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> h, bool reverse) {
-  const auto dims = b.dimensions();
-  const int64_t rank = dims.size();
-  if (rank < 3 || dims[rank - 2] != 2) {
-    return ffi::Error::InvalidArgument("linrnn_planar_scan: b must have shape (..., L, 2, P).");
-  }
-  const int64_t states = dims[rank - 1], length = dims[rank - 3];
-  const int64_t sequences = states * length == 0 ? 0 : b.element_count() / (2 * length * states);
-  if (sequences == 0) return ffi::Error::Success();
-  const int64_t systems = lam_re.element_count() / states;
-  if (lam_re.element_count() != lam_im.element_count() ||
-      lam_re.element_count() % states != 0 || (systems != 1 && systems != sequences)) {
-    return ffi::Error::InvalidArgument(
-        "linrnn_planar_scan: lam_re and lam_im must have shape (P,) or (..., P) with the "
-        "leading dimensions of b.");
-  }
-  const auto dtype = b.element_type();
-  if (lam_re.element_type() != dtype || lam_im.element_type() != dtype ||
-      h->element_type() != dtype) {
-    return ffi::Error::InvalidArgument("linrnn_planar_scan: all arrays need one dtype.");
-  }
-  const bool per_sequence = systems != 1;
-  switch (dtype) {
+  int64_t sequences, length, states;
+  bool per_sequence;
+  ffi::Error error = CheckLayout("linrnn_planar_scan", lam_re, lam_im, b, &sequences, &length,
+                                 &states, &per_sequence);
+  if (error.failure() || sequences == 0) return error;
+  switch (b.element_type()) {
     case ffi::DataType::F32:
       Scan(pool, lam_re.typed_data<float>(), lam_im.typed_data<float>(), b.typed_data<float>(),
            h->typed_data<float>(), sequences, per_sequence, length, states, reverse);
@@ -124,6 +205,36 @@ ffi::Error PlanarScan(ffi::ThreadPool pool, ffi::AnyBuffer lam_re, ffi::AnyBuffe
   }
 }
 
+ffi::Error PlanarAdjoint(ffi::ThreadPool pool, ffi::AnyBuffer lam_re, ffi::AnyBuffer lam_im,
+                         ffi::AnyBuffer h, ffi::AnyBuffer g, ffi::Result<ffi::AnyBuffer> a,
+                         ffi::Result<ffi::AnyBuffer> grad_re, ffi::Result<ffi::AnyBuffer> grad_im,
+                         bool reverse) {
+  int64_t sequences, length, states;
+  bool per_sequence;
+  ffi::Error error = CheckLayout("linrnn_planar_adjoint", lam_re, lam_im, g, &sequences,
+                                 &length, &states, &per_sequence);
+  if (error.failure() || sequences == 0) return error;
+  if (h.element_count() != g.element_count() || h.element_type() != g.element_type()) {
+    return ffi::Error::InvalidArgument("linrnn_planar_adjoint: h and g need one shape and dtype.");
+  }
+  switch (g.element_type()) {
+    case ffi::DataType::F32:
+      Adjoint(pool, lam_re.typed_data<float>(), lam_im.typed_data<float>(), h.typed_data<float>(),
+              g.typed_data<float>(), a->typed_data<float>(), grad_re->typed_data<float>(),
+              grad_im->typed_data<float>(), sequences, per_sequence, length, states, reverse);
+      return ffi::Error::Success();
+    case ffi::DataType::F64:
+      Adjoint(pool, lam_re.typed_data<double>(), lam_im.typed_data<double>(),
+              h.typed_data<double>(), g.typed_data<double>(), a->typed_data<double>(),
+              grad_re->typed_data<double>(), grad_im->typed_data<double>(), sequences,
+              per_sequence, length, states, reverse);
+      return ffi::Error::Success();
+    default:
+      return ffi::Error::InvalidArgument(
+          "linrnn_planar_adjoint: unsupported dtype; accepted: float32, float64.");
+  }
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(LinrnnPlanarScan, PlanarScan,
@@ -134,3 +245,15 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(LinrnnPlanarScan, PlanarScan,
                                   .Arg<ffi::AnyBuffer>()  // b (..., L, 2, P)
                                   .Ret<ffi::AnyBuffer>()  // h (..., L, 2, P)
                                   .Attr<bool>("reverse"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(LinrnnPlanarAdjoint, PlanarAdjoint,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::AnyBuffer>()  // lam_re (..., P)
+                                  .Arg<ffi::AnyBuffer>()  // lam_im (..., P)
+                                  .Arg<ffi::AnyBuffer>()  // h (..., L, 2, P): primal states
+                                  .Arg<ffi::AnyBuffer>()  // g (..., L, 2, P): cotangent of h
+                                  .Ret<ffi::AnyBuffer>()  // a (..., L, 2, P): cotangent of b
+                                  .Ret<ffi::AnyBuffer>()  // grad_re (..., P)
+                                  .Ret<ffi::AnyBuffer>()  // grad_im (..., P)
+                                  .Attr<bool>("reverse"));  // of the primal scan
