@@ -1,11 +1,11 @@
-"""``python -m models._native``: build the native scan now (set-up) and say whether it runs."""
+"""``python -m models._native``: build the native kernels now (set-up) and say whether they run."""
 
 from . import status
 
 current = status()
 if current.available:
-    print(f"native scan: built ({current.library})")
+    print(f"native kernels: built ({current.library})")
 else:
     # Not an error: the engine then runs the XLA loop, and every run records which one ran.
-    print(f"native scan: NOT available, the XLA loop ('sequential') will run instead: "
-          f"{current.reason}")
+    print("native kernels: NOT available; the engine runs the XLA loop (and, for S4D, the "
+          f"convolution) instead: {current.reason}")
