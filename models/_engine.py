@@ -20,8 +20,9 @@ Algorithms (validated, and the one that runs is what `resolve_algorithm` returns
 - ``"chunked"``: the sequential recurrence fused with the input and output maps, chunk by
   chunk, with a backward pass that saves only the state entering each chunk (`models._fused`);
   MIMO systems only. It trades speed for memory: forward+backward working memory at L = 4096
-  fell from 3.1-5.0 state sequences to 0.3-0.6, at 0.7-0.97 times the speed on two CPU cores
-  (measured; see `models._fused`), so ``"auto"`` never picks it; ask for it when memory binds.
+  is 0.42-0.56 state sequences against 3.0-3.1 for the native path, at 0.72-0.97 times its
+  speed on two CPU cores (measured; see `models._fused`), so ``"auto"`` never picks it; ask
+  for it when memory binds.
 - ``"auto"``: native on CPU (when the kernels cannot be built, `models._native.status` says why
   and a bank runs the convolution, a MIMO system the sequential loop); on accelerators the
   convolution for banks and parallel otherwise.

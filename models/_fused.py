@@ -29,16 +29,16 @@ supported (a `jax.custom_vjp`), and second derivatives go through autodiff of th
 pass's loops (correct, but not memory-lean).
 
 Measured, and why ``algorithm="auto"`` never picks it (`models._engine` runs it only for
-``algorithm="chunked"``; 2-core CPU, B = 8, H = 128, float32,
-interleaved medians in one process, by a side-by-side timing script kept outside the repository):
+``algorithm="chunked"``; 2-core CPU, B = 8, H = 128, float32, interleaved medians in one process):
 XLA:CPU runs a matmul inside a loop body on one core (its ``T x 2P`` chunk is too small to be
-split), whereas the unfused path's whole-sequence matmuls use both cores. On one core the fused
-forward was 25% faster than the unfused one (S5 shapes, L = 4096); on an idle 2-core machine it
-was 0.7-1.3 times as fast forward and 0.7-0.97 times forward+backward across RotRNN, LRU and S5
-at L = 1024 and 4096. Its compiled working memory for forward+backward at L = 4096 was 0.27-0.56
-state sequences against 3.1-5.0 unfused; at L = 1024 the per-chunk buffers (and, under
-`jax.vmap`, one ``(batch, 2P, H)`` gradient accumulator per parameter) make it 1.0-2.2.
-`CHUNK` is the compromise of that sweep (32..1024): smaller chunks cost more per-chunk
+split), whereas the unfused path's whole-sequence matmuls use both cores. With the native
+kernel for the in-chunk loops (`_chunk_scan`) and against the unfused native path, forward
+plus backward ran at 0.71-0.76 of its speed at L = 1024 and 0.72-0.97 at L = 4096 across
+RotRNN, LRU and S5 (forward 0.76-0.90 at L = 1024). Its compiled working memory for
+forward+backward was 0.42-0.56 state sequences at L = 4096 against 3.0-3.1 unfused; at
+L = 1024 the per-chunk buffers (and, under `jax.vmap`, one ``(batch, 2P, H)`` gradient
+accumulator per parameter) make it 1.7-2.2 (against 3.0-3.4).
+`CHUNK` is the compromise of a sweep over 32..1024 (made with the XLA loop in the chunks): smaller chunks cost more per-chunk
 overhead, larger ones more memory (above 512, more than one state sequence at L = 4096).
 """
 
@@ -51,6 +51,7 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Float
 
+from . import _native
 from ._scan import _sequential, lambda_cotangent
 
 # Steps per chunk; see the module docstring for the sweep behind it.
@@ -121,6 +122,15 @@ class _Plan:
         return (size - 1, 0) if self.reverse else (0, size - 1)
 
 
+def _chunk_scan(lam_re, lam_im, b, reverse: bool):
+    """The in-place loop over one chunk: the native kernel on CPU where it is built (the same
+    numbers as XLA's loop, faster: S5 forward+backward at L = 4096 129 -> 92 ms, RotRNN
+    122 -> 100 ms, B = 8, H = 128, two cores), else `models._scan`'s XLA loop."""
+    if jax.default_backend() == "cpu" and _native.available():
+        return _native.planar_scan(lam_re, lam_im, b, reverse=reverse)
+    return _sequential(lam_re, lam_im, b, reverse)
+
+
 def _times_lam(lam_re, lam_im, h):
     """lam * h on one planar row ``(2, P)``."""
     return jnp.stack([lam_re * h[0] - lam_im * h[1], lam_re * h[1] + lam_im * h[0]])
@@ -133,7 +143,7 @@ def _chunk_states(plan: _Plan, lam_re, lam_im, B_in, u_c, h_in):
     b = (u_c @ B_in.T).reshape(size, 2, -1)
     # h_first = lam h_in + b_first: the previous chunk's state enters as part of the input.
     b = b.at[first].add(_times_lam(lam_re, lam_im, h_in))
-    return _sequential(lam_re, lam_im, b, plan.reverse)
+    return _chunk_scan(lam_re, lam_im, b, plan.reverse)
 
 
 def _forward(lam_re, lam_im, B_in, C_out, u, plan: _Plan):
@@ -189,7 +199,7 @@ def _fused_bwd(plan: _Plan, residuals, dy):
         g = (dy_c @ C_out).reshape(size, 2, -1)
         # M^T = conj(lam): the later chunk's adjoint enters this chunk's last-visited row.
         g = g.at[last].add(_times_lam(lam_re, -lam_im, a_out))
-        a = _sequential(lam_re, -lam_im, g, not plan.reverse)
+        a = _chunk_scan(lam_re, -lam_im, g, not plan.reverse)
         # Pair each a_t with the state it multiplied; the first-visited row's is h_in.
         paired, previous = (a[:-1], h[1:]) if plan.reverse else (a[1:], h[:-1])
         a_first = a[first]
