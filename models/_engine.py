@@ -72,8 +72,7 @@ def resolve_algorithm(
         raise ValueError(f"Unknown algorithm {algorithm!r}; accepted values: {ALGORITHMS}.")
     if algorithm == "auto":
         if system.structure == "bank":
-            on_cpu = (jax.default_backend() if backend is None else backend) == "cpu"
-            return "native" if on_cpu and _native.available() else "convolution"
+            return "native" if _native.runs_on(backend) else "convolution"
         return _recurrence_for(backend)
     if algorithm == "native":
         backend = jax.default_backend() if backend is None else backend
@@ -110,10 +109,10 @@ def _recurrence_for(backend: str | None) -> Recurrence:
     # On an accelerator a loop of L dependent steps leaves the device idle, so the O(log L)-depth
     # scan is the default there, as in the papers' code; no accelerator was available to time
     # the two here.
+    if _native.runs_on(backend):
+        return "native"
     backend = jax.default_backend() if backend is None else backend
-    if backend != "cpu":
-        return "parallel"
-    return "native" if _native.available() else "sequential"
+    return "sequential" if backend == "cpu" else "parallel"
 
 
 # --------------------------------------------------------------------------------------------

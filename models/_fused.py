@@ -38,8 +38,9 @@ RotRNN, LRU and S5 (forward 0.76-0.90 at L = 1024). Its compiled working memory 
 forward+backward was 0.42-0.56 state sequences at L = 4096 against 3.0-3.1 unfused; at
 L = 1024 the per-chunk buffers (and, under `jax.vmap`, one ``(batch, 2P, H)`` gradient
 accumulator per parameter) make it 1.7-2.2 (against 3.0-3.4).
-`CHUNK` is the compromise of a sweep over 32..1024 (made with the XLA loop in the chunks): smaller chunks cost more per-chunk
-overhead, larger ones more memory (above 512, more than one state sequence at L = 4096).
+`CHUNK` is the compromise of a sweep over 32..1024 (made with the XLA loop in the chunks):
+smaller chunks cost more per-chunk overhead, larger ones more memory (above 512, more than one
+state sequence at L = 4096).
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def _chunk_scan(lam_re, lam_im, b, reverse: bool):
     """The in-place loop over one chunk: the native kernel on CPU where it is built (the same
     numbers as XLA's loop, faster: S5 forward+backward at L = 4096 129 -> 92 ms, RotRNN
     122 -> 100 ms, B = 8, H = 128, two cores), else `models._scan`'s XLA loop."""
-    if jax.default_backend() == "cpu" and _native.available():
+    if _native.runs_on():
         return _native.planar_scan(lam_re, lam_im, b, reverse=reverse)
     return _sequential(lam_re, lam_im, b, reverse)
 

@@ -12,14 +12,15 @@ Measured against what they replace, in layers at B = 8, H = 128, L = 4096 on two
 `models._engine`'s comments. The scan alone (B = 8, P = 128, L = 16384) in place on a donated
 buffer reached 0.51-0.66 of the measured streaming bandwidth (`benchmarks`' ``TrackScanInPlace``).
 
-The library is compiled from this directory's C++ sources on first use in a process (a few seconds, once per
-source and machine) with the C++ compiler ``$CXX`` (default ``g++``) and the FFI headers that
-ship with jaxlib, into ``$LINRNN_NATIVE_CACHE`` (default ``.cache/native`` at the repository
-root); `make test` and `make report` build it during set-up (``python -m models._native``).
-The file name is a hash of the source, the flags, the compiler's version, jaxlib's version and
-the CPU's feature flags (the build uses ``-march=native``), so a stale or foreign library is
-never loaded. Where no compiler is found, or ``LINRNN_NATIVE=0``, `status` says why and the
-engine's ``"auto"`` resolves to the XLA loop (``"sequential"``), which every run records.
+The library is compiled from this directory's C++ sources on first use in a process (a few
+seconds, once per source and machine) with the C++ compiler ``$CXX`` (default ``g++``) and the
+FFI headers that ship with jaxlib, into ``$LINRNN_NATIVE_CACHE`` (default ``.cache/native`` at
+the repository root); `make test` and `make report` build it during set-up
+(``python -m models._native``). The file name is a hash of the sources and headers, the flags,
+the compiler's version, jaxlib's version and the CPU's feature flags (the build uses
+``-march=native``), so a stale or foreign library is never loaded. Where no compiler is found,
+or ``LINRNN_NATIVE=0``, `status` says why and the engine's ``"auto"`` resolves to the XLA loop
+(``"sequential"``) for MIMO systems and to the convolution for banks, which every run records.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class Status:
     """Whether the kernel can run in this process, and why not.
 
     Attributes:
-        available: the library is built and its FFI target registered.
+        available: the library is built and its FFI targets registered.
         reason: why it is not available (empty when it is).
         library: path of the shared library (empty when none was built).
     """
@@ -97,12 +98,14 @@ def _compiler_version(compiler: str) -> str:
 
 
 def library_path(compiler: str) -> Path:
-    """Where the library built by ``compiler`` for this source, jaxlib and CPU lives."""
+    """Where the library built by ``compiler`` for these sources, jaxlib and CPU lives."""
     import jaxlib
 
     key = hashlib.sha256()
-    for part in (*(source.read_bytes() for source in SOURCES + HEADERS), " ".join(FLAGS).encode(), _compiler_version(compiler).encode(),
-                 jaxlib.__version__.encode(), platform.machine().encode(), _cpu_flags().encode()):
+    parts = [source.read_bytes() for source in SOURCES + HEADERS]
+    parts += [" ".join(FLAGS).encode(), _compiler_version(compiler).encode(),
+              jaxlib.__version__.encode(), platform.machine().encode(), _cpu_flags().encode()]
+    for part in parts:
         key.update(part)
         key.update(b"\0")
     cache = Path(os.environ.get(CACHE_ENV) or _DEFAULT_CACHE)
@@ -137,7 +140,7 @@ def _load() -> Status:
         return Status(
             False,
             f"no C++ compiler found (CXX={os.environ.get('CXX', 'g++')!r}); install g++ or set "
-            "CXX to build the native scan",
+            "CXX to build the native kernels",
             "",
         )
     try:
@@ -157,12 +160,21 @@ def _load() -> Status:
 
 
 def status() -> Status:
-    """Builds (if needed) and registers the kernel once per process; says whether it can run."""
+    """Builds (if needed) and registers the kernels once per process; says whether they run."""
     return _load()
 
 
 def available() -> bool:
     return status().available
+
+
+def runs_on(backend: str | None = None) -> bool:
+    """Whether the kernels serve ``backend`` (``jax.default_backend()`` unless given): a CPU
+    backend, with the library available."""
+    import jax
+
+    backend = jax.default_backend() if backend is None else backend
+    return backend == "cpu" and available()
 
 
 def _check(b) -> None:

@@ -190,6 +190,17 @@ struct Scratch {
 
 // K states n0..n0+K-1 of the block through one chunk of `size` steps (forward): x_re/x_im
 // advance, and their readout is added to yb.
+// One step of x_t = lam x_{t-1} + u_t on a vector of states (re, im updated in place). The
+// terms that do not depend on the previous state come first: the chain through it is then two
+// FMAs per step.
+template <typename V>
+inline void Advance(const V u, const V lr, const V li, V& re, V& im) {
+  const V next_re = (u - li * im) + lr * re;
+  const V next_im = li * re + lr * im;
+  re = next_re;
+  im = next_im;
+}
+
 template <typename T, int K>
 inline void ForwardStates(const Vec<T>* p, int64_t N, int64_t n0, Vec<T>* x_re, Vec<T>* x_im,
                           const Vec<T>* ub, Vec<T>* yb, int64_t size) {
@@ -205,12 +216,7 @@ inline void ForwardStates(const Vec<T>* p, int64_t N, int64_t n0, Vec<T>* x_re, 
     V y = yb[j];
 #pragma GCC unroll 8
     for (int k = 0; k < K; ++k) {
-      // Terms that do not depend on the previous state first: the chain through it is then
-      // two FMAs per step.
-      const V next_re = (u - li[k] * im[k]) + lr[k] * re[k];
-      const V next_im = li[k] * re[k] + lr[k] * im[k];
-      re[k] = next_re;
-      im[k] = next_im;
+      Advance(u, lr[k], li[k], re[k], im[k]);
       y += wr[k] * re[k] - wi[k] * im[k];
     }
     yb[j] = y;
@@ -270,10 +276,7 @@ inline void BackwardStates(const Vec<T>* p, int64_t N, int64_t n0, const Vec<T>*
     const V u = ub[j], dy = dyb[j];
 #pragma GCC unroll 8
     for (int k = 0; k < K; ++k) {
-      const V next_re = (u - li[k] * im[k]) + lr[k] * re[k];
-      const V next_im = li[k] * re[k] + lr[k] * im[k];
-      re[k] = next_re;
-      im[k] = next_im;
+      Advance(u, lr[k], li[k], re[k], im[k]);  // the forward pass's step, recomputed
       xr[k * stride + j + 1] = re[k];
       xi[k * stride + j + 1] = im[k];
       d_wr[k] += dy * re[k];
