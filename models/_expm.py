@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Float
@@ -99,13 +100,21 @@ def expm_skew(S: Float[Array, "*batch n n"]) -> Float[Array, "*batch n n"]:
     # r_m(X) = (V - U)^{-1} (V + U): q(X) = V - U, q(-X) = V + U.
     E = jnp.linalg.solve(V - U, V + U)
 
-    # E^(2^s) by the binary digits of s: digit j squares 2^j times, so 5 scalar conditions (not
-    # one per possible squaring) and exactly s matmuls run.
+    return jnp.where(ok, _power_of_two(E, squarings), jnp.nan)
+
+
+# Rematerialised in the backward pass: reverse-mode saves the residuals of both branches of a
+# `lax.cond`, here 31 matrices per head whatever s is (for one head of 128 x 128 that was a
+# third of RotRNN's working memory at B = 8, L = 1024), while recomputing costs s matmuls.
+@jax.checkpoint
+def _power_of_two(E: Float[Array, "*batch n n"], squarings) -> Float[Array, "*batch n n"]:
+    """E^(2^squarings) by the binary digits of ``squarings``: digit j squares 2^j times, so
+    five scalar conditions (not one per possible squaring) and exactly s matmuls run."""
     for digit in range(_DIGITS):
         E = lax.cond(
             (squarings >> digit) & 1 == 1, functools.partial(_square, times=2**digit), _keep, E
         )
-    return jnp.where(ok, E, jnp.nan)
+    return E
 
 
 def _square(E: Float[Array, "*batch n n"], times: int) -> Float[Array, "*batch n n"]:
