@@ -136,6 +136,53 @@ class TrackMemoryChunked:
     track_temp_over_state.unit = "activations"
 
 
+def _require_native() -> None:
+    from models import _native
+
+    if not _native.available():  # asv records a skip
+        raise NotImplementedError(f"native kernels: {_native.status().reason}")
+
+
+class TimeLayerFused:
+    """`TimeLayer` for the MIMO layers with ``algorithm="fused"`` (the C++ kernel fusing the
+    input map, scan and readout, `models._native.mimo`), beside the default's times."""
+
+    params = (list(common.CHUNKED_MODELS), list(common.LENGTHS), list(common.MODES))
+    param_names = ["model", "seq_len", "mode"]
+    timeout = 600.0
+    version = 1
+    number, repeat, rounds = _TIMING["number"], _TIMING["repeat"], _TIMING["rounds"]
+    warmup_time, min_run_count = _TIMING["warmup_time"], _TIMING["min_run_count"]
+
+    def setup(self, model, seq_len, mode):
+        _require_native()
+        _setup_cache()
+        self.program = common.layer_program(model, seq_len, mode, algorithm="fused")
+        self.program.run()
+
+    def time_layer(self, model, seq_len, mode):
+        self.program.run()
+
+
+class TrackMemoryFused:
+    """`TrackMemory` for the MIMO layers with ``algorithm="fused"`` (its training step saves
+    the states and makes no other state-sized buffer)."""
+
+    params = (list(common.CHUNKED_MODELS), list(common.LENGTHS))
+    param_names = ["model", "seq_len"]
+    timeout = 300.0
+    version = 1
+
+    def setup(self, model, seq_len):
+        _require_native()
+        _setup_cache()
+
+    def track_temp_over_state(self, model, seq_len):
+        return common.working_memory(model, seq_len, algorithm="fused")["temp_over_state"]
+
+    track_temp_over_state.unit = "activations"
+
+
 class TrackCompile:
     """Seconds to compile the layer's program with XLA (tracing and lowering excluded), with the
     persistent cache off."""

@@ -54,8 +54,8 @@ from ._registry import register
 from ._system import DiscreteSystem
 
 Init = Literal["lin", "inv"]
-# "chunked" fuses MIMO matmuls with the scan; a bank has none (models._engine).
-_BANK_ALGORITHMS: tuple[str, ...] = tuple(a for a in ALGORITHMS if a != "chunked")
+# "chunked" and "fused" fuse MIMO matmuls with the scan; a bank has none (models._engine).
+_BANK_ALGORITHMS: tuple[str, ...] = tuple(a for a in ALGORITHMS if a not in ("chunked", "fused"))
 INITS: tuple[str, ...] = ("lin", "inv")
 
 

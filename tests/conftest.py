@@ -41,11 +41,12 @@ def getkey():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests parametrised with ``algorithm="native"`` skip, saying why, where the native kernel
-    cannot be built (no C++ compiler, or ``LINRNN_NATIVE=0``); CI builds and runs it."""
+    """Tests parametrised with ``algorithm="native"`` or ``"fused"`` skip, saying why, where the
+    native kernels cannot be built (no C++ compiler, or ``LINRNN_NATIVE=0``); CI builds and runs
+    them."""
     from models import _native
 
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if params.get("algorithm") == "native" and not _native.available():
+        if params.get("algorithm") in ("native", "fused") and not _native.available():
             item.add_marker(pytest.mark.skip(reason=f"native kernel: {_native.status().reason}"))

@@ -141,7 +141,7 @@ def _close(actual, expected, dtype):
 CASES = [
     pytest.param(structure, algorithm, bidirectional, id=f"{structure}-{algorithm}-{kind}")
     for structure, algorithms in [
-        ("mimo", ["sequential", "native", "parallel", "chunked"]),
+        ("mimo", ["sequential", "native", "fused", "parallel", "chunked"]),
         ("bank", ["sequential", "native", "parallel", "convolution"]),
     ]
     for algorithm in algorithms
@@ -331,7 +331,7 @@ def test_second_derivative_matches_autodiff():
         _close(hvp(custom), np.asarray(hvp(plain)), np.float64)
 
 
-@pytest.mark.parametrize("algorithm", ["sequential", "native"])
+@pytest.mark.parametrize("algorithm", ["sequential", "native", "fused"])
 def test_batched_gradient_through_apply_matches_autodiff(algorithm):
     # Under vmap the per-sequence lam cotangents of the custom rule must be summed over the batch
     # (the parallel algorithm shares the rule and is checked unbatched above); the native kernel
@@ -364,7 +364,8 @@ def test_batched_gradient_through_apply_matches_autodiff(algorithm):
 
 @pytest.mark.parametrize(
     "structure,algorithm",
-    [("mimo", "sequential"), ("mimo", "native"), ("mimo", "parallel"), ("bank", "convolution")],
+    [("mimo", "sequential"), ("mimo", "native"), ("mimo", "fused"), ("mimo", "parallel"),
+     ("bank", "convolution")],
 )
 def test_float32_finite_and_accurate_at_65536_steps(structure, algorithm):
     length, H = 65536, 2

@@ -123,11 +123,13 @@ def test_bad_chunk_is_an_error():
 
 
 # --------------------------------------------------------------------------------------------
-# Through the layers: algorithm="chunked" computes what "sequential" computes
+# Through the layers: algorithm="chunked" (and the C++ "fused", models._native.mimo) computes
+# what "sequential" computes
 
 
+@pytest.mark.parametrize("algorithm", ["chunked", "fused"])
 @pytest.mark.parametrize("model", ["rotrnn", "lru", "s5"])
-def test_chunked_layers_equal_sequential_forward_and_gradients(model, getkey):
+def test_chunked_layers_equal_sequential_forward_and_gradients(model, algorithm, getkey):
     import equinox as eqx
 
     import models
@@ -137,9 +139,9 @@ def test_chunked_layers_equal_sequential_forward_and_gradients(model, getkey):
     layers = {
         algorithm: models.build(model, d_model=4, d_state=8, key=key, bidirectional=True,
                                 algorithm=algorithm)
-        for algorithm in ("sequential", "chunked")
+        for algorithm in ("sequential", algorithm)
     }
-    assert layers["chunked"].resolved_algorithm() == "chunked"
+    assert layers[algorithm].resolved_algorithm() == algorithm
     u = jax.random.normal(u_key, (300, 4))  # > CHUNK = 256 steps: crosses a chunk boundary
     dy = jax.random.normal(dy_key, u.shape)
 
@@ -148,21 +150,22 @@ def test_chunked_layers_equal_sequential_forward_and_gradients(model, getkey):
         return y, vjp(dy)
 
     y_seq, grads_seq = pullback(layers["sequential"])
-    y_chunk, grads_chunk = pullback(layers["chunked"])
+    y_chunk, grads_chunk = pullback(layers[algorithm])
     np.testing.assert_allclose(y_chunk, y_seq, **tol(jnp.float32))
     leaves_seq, leaves_chunk = jax.tree.leaves(grads_seq), jax.tree.leaves(grads_chunk)
     assert len(leaves_seq) == len(leaves_chunk) > 1
     for g_chunk, g_seq in zip(leaves_chunk, leaves_seq):
         scale = max(1.0, float(jnp.max(jnp.abs(g_seq))))
         np.testing.assert_allclose(g_chunk, g_seq, rtol=1e-4, atol=1e-5 * scale)
-    # Hidden states come from the sequential recurrence the chunked path fuses.
+    # Hidden states come from the recurrence the fused paths fuse.
     np.testing.assert_allclose(
-        layers["chunked"].hidden_states(u), layers["sequential"].hidden_states(u), rtol=1e-6
+        layers[algorithm].hidden_states(u), layers["sequential"].hidden_states(u), rtol=1e-6
     )
 
 
-def test_chunked_is_refused_for_a_bank():
+@pytest.mark.parametrize("algorithm", ["chunked", "fused"])
+def test_chunked_is_refused_for_a_bank(algorithm):
     import models
 
-    with pytest.raises(ValueError, match="S4DConfig.algorithm='chunked' is not accepted"):
-        models.make_config("s4d", d_model=4, d_state=8, algorithm="chunked")
+    with pytest.raises(ValueError, match=f"S4DConfig.algorithm='{algorithm}' is not accepted"):
+        models.make_config("s4d", d_model=4, d_state=8, algorithm=algorithm)

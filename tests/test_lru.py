@@ -180,7 +180,7 @@ def test_recurrent_mask_is_lambda_b_and_gamma(getkey, normaliser):
         (dict(max_phase=0.0), "max_phase=0.0 must be positive"),
         (dict(max_phase=7.0), "max_phase=7.0 must lie in"),
         (dict(algorithm="convolution"),
-         "accepted values: ['auto', 'sequential', 'native', 'parallel', 'chunked']"),
+         "accepted values: ['auto', 'sequential', 'native', 'fused', 'parallel', 'chunked']"),
     ],
 )
 def test_bad_config_is_an_error_naming_the_accepted_values(options, message):

@@ -259,7 +259,7 @@ def test_normalise_false_fixes_xi_to_one(getkey):
         (dict(gamma_max=1.0), "gamma_max=1.0 must lie in (0.0, 1.0)"),
         (dict(max_phase=7.0), "max_phase=7.0 must lie in"),
         (dict(algorithm="convolution"),
-         "accepted values: ['auto', 'sequential', 'native', 'parallel', 'chunked']"),
+         "accepted values: ['auto', 'sequential', 'native', 'fused', 'parallel', 'chunked']"),
     ],
 )
 def test_bad_config_is_an_error_naming_the_accepted_values(options, message):

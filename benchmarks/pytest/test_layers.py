@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import common
+from models import _native
 
 ROUNDS = 5
 CASES = [(m, L, mode) for m in common.MODELS for L in common.LENGTHS for mode in common.MODES]
@@ -50,6 +51,9 @@ def test_layer(benchmark, case):
         if model in common.CHUNKED_MODELS:
             chunked = common.working_memory(model, length, algorithm="chunked")
             benchmark.extra_info["chunked_temp_over_state"] = chunked["temp_over_state"]
+            if _native.available():
+                fused = common.working_memory(model, length, algorithm="fused")
+                benchmark.extra_info["fused_temp_over_state"] = fused["temp_over_state"]
     benchmark.pedantic(program.run, rounds=ROUNDS, iterations=1, warmup_rounds=1)
 
 

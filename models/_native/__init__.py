@@ -7,6 +7,10 @@
   recurrence and lambda's cotangent), which `models._scan`'s VJP calls for ``"native"``.
 - `bank.bank_output` (`bank.cc`): a bank of single-input single-output systems (S4D), the
   recurrence fused with its readout, with its own VJP.
+- `mimo.mimo_output` (`mimo.cc`): a MIMO system's input map, recurrence and readout fused chunk
+  by chunk with OpenBLAS GEMMs, with its own VJP (the engine's ``"fused"`` algorithm). OpenBLAS
+  comes from the ``scipy-openblas32`` wheel (a pinned dependency; its symbols are prefixed, so
+  it does not meet numpy's or scipy's copies), linked with an rpath to the wheel's directory.
 
 Measured against what they replace, in layers at B = 8, H = 128, L = 4096 on two cores:
 `models._engine`'s comments. The scan alone (B = 8, P = 128, L = 16384) in place on a donated
@@ -17,10 +21,11 @@ seconds, once per source and machine) with the C++ compiler ``$CXX`` (default ``
 FFI headers that ship with jaxlib, into ``$LINRNN_NATIVE_CACHE`` (default ``.cache/native`` at
 the repository root); `make test` and `make report` build it during set-up
 (``python -m models._native``). The file name is a hash of the sources and headers, the flags,
-the compiler's version, jaxlib's version and the CPU's feature flags (the build uses
-``-march=native``), so a stale or foreign library is never loaded. Where no compiler is found,
-or ``LINRNN_NATIVE=0``, `status` says why and the engine's ``"auto"`` resolves to the XLA loop
-(``"sequential"``) for MIMO systems and to the convolution for banks, which every run records.
+the compiler's version, jaxlib's and OpenBLAS's versions and the CPU's feature flags (the build
+uses ``-march=native``), so a stale or foreign library is never loaded. Where no compiler (or
+no OpenBLAS wheel) is found, or ``LINRNN_NATIVE=0``, `status` says why and the engine's
+``"auto"`` resolves to the XLA loop (``"sequential"``) for MIMO systems and to the convolution
+for banks, which every run records.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ TARGETS: dict[str, str] = {
     "linrnn_planar_adjoint": "LinrnnPlanarAdjoint",
     "linrnn_bank_forward": "LinrnnBankForward",
     "linrnn_bank_backward": "LinrnnBankBackward",
+    "linrnn_mimo_forward": "LinrnnMimoForward",
+    "linrnn_mimo_backward": "LinrnnMimoBackward",
 }
 CACHE_ENV = "LINRNN_NATIVE_CACHE"
 SWITCH_ENV = "LINRNN_NATIVE"
@@ -97,13 +104,33 @@ def _compiler_version(compiler: str) -> str:
     return done.stdout.splitlines()[0] if done.stdout else compiler
 
 
+def _blas() -> tuple[list[str], str]:
+    """The compiler arguments that link OpenBLAS (the ``scipy-openblas32`` wheel, a pinned
+    dependency, whose symbols carry a ``scipy_`` prefix: no clash with numpy's or scipy's own
+    copies), and its version."""
+    try:
+        import scipy_openblas32 as blas
+    except ImportError as error:
+        raise NativeUnavailable(
+            f"the scipy-openblas32 package is missing ({error}); `make test` installs it, or "
+            "pip install the version pinned in pyproject.toml"
+        ) from error
+    lib = blas.get_lib_dir()
+    args = ["-I", blas.get_include_dir(), "-L", lib, f"-l{blas.get_library()}",
+            f"-Wl,-rpath,{lib}"]
+    return args, getattr(blas, "__version__", lib)
+
+
 def library_path(compiler: str) -> Path:
-    """Where the library built by ``compiler`` for these sources, jaxlib and CPU lives."""
+    """Where the library built by ``compiler`` for these sources, jaxlib, OpenBLAS and CPU
+    lives."""
     import jaxlib
 
+    blas_args, blas_version = _blas()
     key = hashlib.sha256()
     parts = [source.read_bytes() for source in SOURCES + HEADERS]
-    parts += [" ".join(FLAGS).encode(), _compiler_version(compiler).encode(),
+    parts += [" ".join(FLAGS + tuple(blas_args)).encode(), blas_version.encode(),
+              _compiler_version(compiler).encode(),
               jaxlib.__version__.encode(), platform.machine().encode(), _cpu_flags().encode()]
     for part in parts:
         key.update(part)
@@ -121,7 +148,7 @@ def _build(compiler: str, library: Path) -> None:
     with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
         partial = Path(tmp) / library.name
         command = [compiler, *FLAGS, "-isystem", jax.ffi.include_dir(),
-                   *(str(source) for source in SOURCES), "-o", str(partial)]
+                   *(str(source) for source in SOURCES), *_blas()[0], "-o", str(partial)]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise NativeUnavailable(

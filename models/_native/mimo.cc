@@ -1,0 +1,433 @@
+// A MIMO layer's recurrence fused with its input and output maps (models/_native/mimo.py).
+//
+//     b_t = B_in u_t,   h_t = lam * h_{t-1} + b_t,   y_t = C_out h_t          (reverse = false)
+//
+// in the planar form of models/_scan.py: h_t is a row of 2P reals (real parts, then imaginary
+// parts), B_in = [Re B; Im B] is (2P, H), C_out = s [Re C, -Im C] is (H, 2P). reverse = true
+// runs h_t = lam * h_{t+1} + b_t from the end. Shapes: u, y, dy, du (..., L, H); h (..., L, 2P)
+// (stored as (..., L, 2, P)); B_in, C_out and lam either unbatched or with u's leading
+// dimensions; the parameter cotangents always have u's leading dimensions (one per sequence;
+// mimo.py's custom VJP sums them). float32 and float64.
+//
+// Why: unfused, XLA writes b = u B_in^T for the whole sequence, the scan reads it and writes h,
+// the readout reads h: passes over (L, 2P) buffers far larger than the cache; and its backward
+// pass makes two more such buffers (the cotangents of h and of b) beside the saved h. Here each
+// task walks a sequence in chunks of kChunk steps: the chunk's b is one small GEMM into a buffer
+// that stays in cache (or into the saved h itself, when training), the scan runs over it in
+// place, and the readout is one GEMM from it. The backward pass likewise keeps the cotangents
+// of one chunk only: with the saved h, nothing of length L is made but y (forward) and du
+// (backward). The GEMMs are OpenBLAS's (the scipy-openblas32 wheel, single-threaded: the
+// threads here are over sequences, or over blocks of states when there are fewer sequences
+// than threads; then each block's share of y and du is summed afterwards).
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cblas.h"
+#include "parallel.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+// Steps per chunk: b and the cotangents of one chunk, kChunk x 2P numbers, stay in cache.
+constexpr int64_t kChunk = 256;
+// Below this many state updates a call runs on the calling thread alone.
+constexpr int64_t kMinParallelWork = 1 << 16;
+// States per block when a sequence is split among threads: a multiple of a 64-byte line.
+constexpr int64_t kBlockAlign = 16;
+
+// C (m x n, row-major, leading dimension ldc) = op(A) op(B) + beta C.
+void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  scipy_cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+
+void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  scipy_cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+
+// The threads are ours: OpenBLAS's own would multiply them (set once; this library's private
+// copy of OpenBLAS, not numpy's).
+void SingleThreadedBlas() {
+  static std::once_flag once;
+  std::call_once(once, [] { scipy_openblas_set_num_threads(1); });
+}
+
+struct Sizes {
+  int64_t sequences, length, channels, states;  // N, L, H, P
+  int64_t b_stride, c_stride, lam_stride;       // 0 for unbatched parameters
+};
+
+// How the work is split: `blocks` blocks of states per sequence (1 when there are at least as
+// many sequences as threads), `block` states each.
+struct Split {
+  int64_t blocks, block, threads;
+};
+
+Split MakeSplit(ffi::ThreadPool& pool, const Sizes& s) {
+  const int64_t threads = pool.num_threads() + 1;
+  const bool parallel = s.sequences * s.length * s.states >= kMinParallelWork;
+  Split split{1, s.states, parallel ? threads : 1};
+  if (parallel && s.sequences < threads) {
+    const int64_t parts = (threads + s.sequences - 1) / s.sequences;
+    int64_t block = (s.states + parts - 1) / parts;
+    block = std::max(kBlockAlign, (block + kBlockAlign - 1) / kBlockAlign * kBlockAlign);
+    split.block = std::min(block, s.states);
+    split.blocks = (s.states + split.block - 1) / split.block;
+  }
+  return split;
+}
+
+// The chunks in the order the primal scan visits them, and a chunk's rows in that order.
+struct Chunks {
+  int64_t length;
+  bool reverse;
+  int64_t count() const { return (length + kChunk - 1) / kChunk; }
+  // The k-th chunk visited by the primal scan: [start, start + size).
+  void Get(int64_t k, int64_t* start, int64_t* size) const {
+    const int64_t c = reverse ? count() - 1 - k : k;
+    *start = c * kChunk;
+    *size = std::min(kChunk, length - *start);
+  }
+};
+
+// Sums the blocks' shares of an (L, H) output: block 0 wrote `out`, block j > 0 wrote
+// partial[(n * (blocks - 1) + j - 1) * L H ...].
+template <typename T>
+void SumShares(ffi::ThreadPool& pool, const Sizes& s, const Split& split, const T* partial,
+               T* out) {
+  if (split.blocks == 1) return;
+  const int64_t size = s.length * s.channels;
+  const int64_t rows_per_task = 64;
+  const int64_t tasks_per_sequence = (s.length + rows_per_task - 1) / rows_per_task;
+  linrnn::ParallelFor(pool, s.sequences * tasks_per_sequence, split.threads,
+                      [&](int64_t task, int64_t) {
+    const int64_t n = task / tasks_per_sequence;
+    const int64_t r0 = (task % tasks_per_sequence) * rows_per_task;
+    const int64_t r1 = std::min(s.length, r0 + rows_per_task);
+    T* y = out + n * size;
+    for (int64_t j = 1; j < split.blocks; ++j) {
+      const T* p = partial + (n * (split.blocks - 1) + j - 1) * size;
+      for (int64_t i = r0 * s.channels; i < r1 * s.channels; ++i) y[i] += p[i];
+    }
+  });
+}
+
+// Forward: y, and the states h when `h` is not null (training).
+template <typename T>
+void Forward(ffi::ThreadPool& pool, const Sizes& s, const T* u, const T* b_in, const T* c_out,
+             const T* lam_re, const T* lam_im, T* y, T* h, bool reverse) {
+  const Split split = MakeSplit(pool, s);
+  const int64_t L = s.length, H = s.channels, P = s.states, row = 2 * P;
+  std::vector<T> partial(split.blocks > 1 ? s.sequences * (split.blocks - 1) * L * H : 0);
+  const Chunks chunks{L, reverse};
+  linrnn::ParallelFor(pool, s.sequences * split.blocks, split.threads, [&](int64_t task,
+                                                                            int64_t) {
+    const int64_t n = task / split.blocks, j = task % split.blocks;
+    const int64_t p0 = j * split.block, nb = std::min(P, p0 + split.block) - p0;
+    const T* un = u + n * L * H;
+    const T* bn = b_in + n * s.b_stride;
+    const T* cn = c_out + n * s.c_stride;
+    const T* lr = lam_re + n * s.lam_stride + p0;
+    const T* li = lam_im + n * s.lam_stride + p0;
+    T* yn = j == 0 ? y + n * L * H : partial.data() + (n * (split.blocks - 1) + j - 1) * L * H;
+    // The chunk's states: in h itself (row stride 2P) when training, else in a local buffer.
+    std::vector<T> local(h == nullptr ? kChunk * 2 * nb : 0);
+    const int64_t ld = h == nullptr ? 2 * nb : row;
+    const int64_t re_col = h == nullptr ? 0 : p0, im_col = h == nullptr ? nb : P + p0;
+    // A block of all the states has its real and imaginary columns side by side (and so have
+    // B_in's rows and C_out's columns): one GEMM of twice the width instead of two.
+    const bool whole = nb == P;
+    std::vector<T> re(nb, T(0)), im(nb, T(0));
+    for (int64_t k = 0; k < chunks.count(); ++k) {
+      int64_t start, size;
+      chunks.Get(k, &start, &size);
+      T* sc = h == nullptr ? local.data() : h + n * L * row + start * row;
+      const T* uc = un + start * H;
+      // b = u B_in^T for this block's rows of B_in (real parts, then imaginary parts).
+      if (whole) {
+        Gemm(false, true, size, row, H, uc, H, bn, H, T(0), sc, ld);
+      } else {
+        Gemm(false, true, size, nb, H, uc, H, bn + p0 * H, H, T(0), sc + re_col, ld);
+        Gemm(false, true, size, nb, H, uc, H, bn + (P + p0) * H, H, T(0), sc + im_col, ld);
+      }
+      for (int64_t i = 0; i < size; ++i) {
+        const int64_t t = reverse ? size - 1 - i : i;
+        T* r = sc + t * ld + re_col;
+        T* m = sc + t * ld + im_col;
+#pragma GCC ivdep
+        for (int64_t q = 0; q < nb; ++q) {
+          const T a = lr[q] * re[q] - li[q] * im[q] + r[q];
+          const T b = lr[q] * im[q] + li[q] * re[q] + m[q];
+          re[q] = a;
+          im[q] = b;
+          r[q] = a;
+          m[q] = b;
+        }
+      }
+      // y = h C_out^T over this block's columns of C_out.
+      T* yc = yn + start * H;
+      if (whole) {
+        Gemm(false, true, size, H, row, sc, ld, cn, row, T(0), yc, H);
+      } else {
+        Gemm(false, true, size, H, nb, sc + re_col, ld, cn + p0, row, T(0), yc, H);
+        Gemm(false, true, size, H, nb, sc + im_col, ld, cn + P + p0, row, T(1), yc, H);
+      }
+    }
+  });
+  SumShares(pool, s, split, partial.data(), y);
+}
+
+// Backward, given the saved states h and the cotangent dy of y (module comment of mimo.py):
+//     g = dy C_out,  a_t = g_t + conj(lam) a_{t+1},  d lam = sum_t a_t h_{t-1} (planar pairing)
+//     du = a B_in,   d B_in = a^T u,   d C_out = dy^T h
+template <typename T>
+void Backward(ffi::ThreadPool& pool, const Sizes& s, const T* u, const T* dy, const T* h,
+              const T* b_in, const T* c_out, const T* lam_re, const T* lam_im, T* du, T* d_b,
+              T* d_c, T* d_re, T* d_im, bool reverse) {
+  const Split split = MakeSplit(pool, s);
+  const int64_t L = s.length, H = s.channels, P = s.states, row = 2 * P;
+  std::vector<T> partial(split.blocks > 1 ? s.sequences * (split.blocks - 1) * L * H : 0);
+  const Chunks chunks{L, reverse};
+  linrnn::ParallelFor(pool, s.sequences * split.blocks, split.threads, [&](int64_t task,
+                                                                            int64_t) {
+    const int64_t n = task / split.blocks, j = task % split.blocks;
+    const int64_t p0 = j * split.block, nb = std::min(P, p0 + split.block) - p0;
+    const T* un = u + n * L * H;
+    const T* dyn = dy + n * L * H;
+    const T* hn = h + n * L * row;
+    const T* bn = b_in + n * s.b_stride;
+    const T* cn = c_out + n * s.c_stride;
+    const T* lr = lam_re + n * s.lam_stride + p0;
+    const T* li = lam_im + n * s.lam_stride + p0;
+    T* dun = j == 0 ? du + n * L * H : partial.data() + (n * (split.blocks - 1) + j - 1) * L * H;
+    T* dbn = d_b + n * row * H;
+    T* dcn = d_c + n * H * row;
+    // This block's rows of d B_in and columns of d C_out: accumulated with beta = 1 below.
+    std::fill(dbn + p0 * H, dbn + (p0 + nb) * H, T(0));
+    std::fill(dbn + (P + p0) * H, dbn + (P + p0 + nb) * H, T(0));
+    for (int64_t c = 0; c < H; ++c) {
+      std::fill(dcn + c * row + p0, dcn + c * row + p0 + nb, T(0));
+      std::fill(dcn + c * row + P + p0, dcn + c * row + P + p0 + nb, T(0));
+    }
+    std::vector<T> g(kChunk * 2 * nb);
+    const int64_t ld = 2 * nb;
+    const bool whole = nb == P;  // one GEMM of twice the width for both planes (as Forward)
+    std::vector<T> re(nb, T(0)), im(nb, T(0)), sum_re(nb, T(0)), sum_im(nb, T(0));
+    // The adjoint runs against the primal: chunks and rows in the reverse of its order.
+    for (int64_t k = chunks.count() - 1; k >= 0; --k) {
+      int64_t start, size;
+      chunks.Get(k, &start, &size);
+      const T* uc = un + start * H;
+      const T* dyc = dyn + start * H;
+      // g = dy C_out over this block's columns.
+      if (whole) {
+        Gemm(false, false, size, row, H, dyc, H, cn, row, T(0), g.data(), ld);
+      } else {
+        Gemm(false, false, size, nb, H, dyc, H, cn + p0, row, T(0), g.data(), ld);
+        Gemm(false, false, size, nb, H, dyc, H, cn + P + p0, row, T(0), g.data() + nb, ld);
+      }
+      for (int64_t i = 0; i < size; ++i) {
+        const int64_t t = reverse ? i : size - 1 - i;  // row within the chunk
+        const int64_t global = start + t;
+        const int64_t previous = reverse ? global + 1 : global - 1;  // the state that fed h_t
+        const bool has_previous = previous >= 0 && previous < L;
+        const T keep = has_previous ? T(1) : T(0);
+        const T* q_re = hn + (has_previous ? previous : global) * row + p0;
+        const T* q_im = q_re + P;
+        T* a_re = g.data() + t * ld;
+        T* a_im = a_re + nb;
+#pragma GCC ivdep
+        for (int64_t q = 0; q < nb; ++q) {
+          const T a = lr[q] * re[q] + li[q] * im[q] + a_re[q];
+          const T b = lr[q] * im[q] - li[q] * re[q] + a_im[q];
+          re[q] = a;
+          im[q] = b;
+          a_re[q] = a;
+          a_im[q] = b;
+          sum_re[q] += keep * (a * q_re[q] + b * q_im[q]);
+          sum_im[q] += keep * (b * q_re[q] - a * q_im[q]);
+        }
+      }
+      const T* hc = hn + start * row;
+      // d C_out += dy^T h over this block's columns.
+      T* duc = dun + start * H;
+      if (whole) {
+        Gemm(true, false, H, row, size, dyc, H, hc, row, T(1), dcn, row);
+        Gemm(false, false, size, H, row, g.data(), ld, bn, H, T(0), duc, H);
+        Gemm(true, false, row, H, size, g.data(), ld, uc, H, T(1), dbn, H);
+      } else {
+        Gemm(true, false, H, nb, size, dyc, H, hc + p0, row, T(1), dcn + p0, row);
+        Gemm(true, false, H, nb, size, dyc, H, hc + P + p0, row, T(1), dcn + P + p0, row);
+        // du = a B_in over this block's rows of B_in (this block's share of du).
+        Gemm(false, false, size, H, nb, g.data(), ld, bn + p0 * H, H, T(0), duc, H);
+        Gemm(false, false, size, H, nb, g.data() + nb, ld, bn + (P + p0) * H, H, T(1), duc, H);
+        // d B_in += a^T u over this block's rows.
+        Gemm(true, false, nb, H, size, g.data(), ld, uc, H, T(1), dbn + p0 * H, H);
+        Gemm(true, false, nb, H, size, g.data() + nb, ld, uc, H, T(1), dbn + (P + p0) * H, H);
+      }
+    }
+    for (int64_t q = 0; q < nb; ++q) {
+      d_re[n * P + p0 + q] = sum_re[q];
+      d_im[n * P + p0 + q] = sum_im[q];
+    }
+  });
+  SumShares(pool, s, split, partial.data(), du);
+}
+
+// Checks u (..., L, H) against B_in (2P, H), C_out (H, 2P) and lam (P,), each unbatched or
+// with u's leading dimensions; fills the sizes.
+ffi::Error CheckLayout(const char* name, ffi::AnyBuffer u, ffi::AnyBuffer b_in,
+                       ffi::AnyBuffer c_out, ffi::AnyBuffer lam_re, ffi::AnyBuffer lam_im,
+                       Sizes* s) {
+  const auto dims = u.dimensions();
+  const auto b_dims = b_in.dimensions();
+  if (dims.size() < 2 || b_dims.size() < 2) {
+    return ffi::Error::InvalidArgument(std::string(name) + ": u must be (..., L, H) and B_in "
+                                       "(..., 2P, H).");
+  }
+  s->length = dims[dims.size() - 2];
+  s->channels = dims[dims.size() - 1];
+  const int64_t rows = b_dims[b_dims.size() - 2];
+  s->states = rows / 2;
+  if (rows % 2 != 0 || b_dims[b_dims.size() - 1] != s->channels) {
+    return ffi::Error::InvalidArgument(std::string(name) + ": B_in must be (..., 2P, H) with "
+                                       "u's H.");
+  }
+  const int64_t per_sequence = s->length * s->channels;
+  s->sequences = per_sequence == 0 ? 0 : u.element_count() / per_sequence;
+  if (s->sequences == 0 || s->states == 0) return ffi::Error::Success();
+  auto stride = [&](ffi::AnyBuffer x, int64_t size, int64_t* out) {
+    if (x.element_count() == size) {
+      *out = 0;
+    } else if (x.element_count() == size * s->sequences) {
+      *out = size;
+    } else {
+      return false;
+    }
+    return x.element_type() == u.element_type();
+  };
+  const int64_t bc = 2 * s->states * s->channels;
+  if (!stride(b_in, bc, &s->b_stride) || !stride(c_out, bc, &s->c_stride) ||
+      !stride(lam_re, s->states, &s->lam_stride) || lam_im.element_count() !=
+      lam_re.element_count() || lam_im.element_type() != u.element_type()) {
+    return ffi::Error::InvalidArgument(
+        std::string(name) + ": B_in (2P, H), C_out (H, 2P), lam_re and lam_im (P,) must be "
+        "unbatched or have u's leading dimensions, all in u's dtype.");
+  }
+  return ffi::Error::Success();
+}
+
+ffi::Error MimoForward(ffi::ThreadPool pool, ffi::AnyBuffer u, ffi::AnyBuffer b_in,
+                       ffi::AnyBuffer c_out, ffi::AnyBuffer lam_re, ffi::AnyBuffer lam_im,
+                       ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::AnyBuffer> h,
+                       bool reverse, bool save_states) {
+  Sizes s;
+  ffi::Error error = CheckLayout("linrnn_mimo_forward", u, b_in, c_out, lam_re, lam_im, &s);
+  if (error.failure() || s.sequences == 0) return error;
+  if (s.states == 0) {  // no states: y = 0
+    std::memset(y->untyped_data(), 0, y->size_bytes());
+    return ffi::Error::Success();
+  }
+  SingleThreadedBlas();
+  switch (u.element_type()) {
+    case ffi::DataType::F32:
+      Forward(pool, s, u.typed_data<float>(), b_in.typed_data<float>(),
+              c_out.typed_data<float>(), lam_re.typed_data<float>(), lam_im.typed_data<float>(),
+              y->typed_data<float>(), save_states ? h->typed_data<float>() : nullptr, reverse);
+      return ffi::Error::Success();
+    case ffi::DataType::F64:
+      Forward(pool, s, u.typed_data<double>(), b_in.typed_data<double>(),
+              c_out.typed_data<double>(), lam_re.typed_data<double>(),
+              lam_im.typed_data<double>(), y->typed_data<double>(),
+              save_states ? h->typed_data<double>() : nullptr, reverse);
+      return ffi::Error::Success();
+    default:
+      return ffi::Error::InvalidArgument(
+          "linrnn_mimo_forward: unsupported dtype; accepted: float32, float64.");
+  }
+}
+
+ffi::Error MimoBackward(ffi::ThreadPool pool, ffi::AnyBuffer u, ffi::AnyBuffer dy,
+                        ffi::AnyBuffer h, ffi::AnyBuffer b_in, ffi::AnyBuffer c_out,
+                        ffi::AnyBuffer lam_re, ffi::AnyBuffer lam_im,
+                        ffi::Result<ffi::AnyBuffer> du, ffi::Result<ffi::AnyBuffer> d_b,
+                        ffi::Result<ffi::AnyBuffer> d_c, ffi::Result<ffi::AnyBuffer> d_re,
+                        ffi::Result<ffi::AnyBuffer> d_im, bool reverse) {
+  Sizes s;
+  ffi::Error error = CheckLayout("linrnn_mimo_backward", u, b_in, c_out, lam_re, lam_im, &s);
+  if (error.failure() || s.sequences == 0) return error;
+  if (dy.element_count() != u.element_count() ||
+      h.element_count() != s.sequences * s.length * 2 * s.states ||
+      dy.element_type() != u.element_type() || h.element_type() != u.element_type()) {
+    return ffi::Error::InvalidArgument(
+        "linrnn_mimo_backward: dy must be shaped as u, h as (..., L, 2, P), in u's dtype.");
+  }
+  if (s.states == 0) {
+    for (auto* out : {&du, &d_b, &d_c, &d_re, &d_im}) {
+      std::memset((*out)->untyped_data(), 0, (*out)->size_bytes());
+    }
+    return ffi::Error::Success();
+  }
+  SingleThreadedBlas();
+  switch (u.element_type()) {
+    case ffi::DataType::F32:
+      Backward(pool, s, u.typed_data<float>(), dy.typed_data<float>(), h.typed_data<float>(),
+               b_in.typed_data<float>(), c_out.typed_data<float>(), lam_re.typed_data<float>(),
+               lam_im.typed_data<float>(), du->typed_data<float>(), d_b->typed_data<float>(),
+               d_c->typed_data<float>(), d_re->typed_data<float>(), d_im->typed_data<float>(),
+               reverse);
+      return ffi::Error::Success();
+    case ffi::DataType::F64:
+      Backward(pool, s, u.typed_data<double>(), dy.typed_data<double>(),
+               h.typed_data<double>(), b_in.typed_data<double>(), c_out.typed_data<double>(),
+               lam_re.typed_data<double>(), lam_im.typed_data<double>(),
+               du->typed_data<double>(), d_b->typed_data<double>(), d_c->typed_data<double>(),
+               d_re->typed_data<double>(), d_im->typed_data<double>(), reverse);
+      return ffi::Error::Success();
+    default:
+      return ffi::Error::InvalidArgument(
+          "linrnn_mimo_backward: unsupported dtype; accepted: float32, float64.");
+  }
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(LinrnnMimoForward, MimoForward,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::AnyBuffer>()  // u (..., L, H)
+                                  .Arg<ffi::AnyBuffer>()  // B_in (..., 2P, H)
+                                  .Arg<ffi::AnyBuffer>()  // C_out (..., H, 2P)
+                                  .Arg<ffi::AnyBuffer>()  // lam_re (..., P)
+                                  .Arg<ffi::AnyBuffer>()  // lam_im (..., P)
+                                  .Ret<ffi::AnyBuffer>()  // y (..., L, H)
+                                  .Ret<ffi::AnyBuffer>()  // h (..., L, 2, P), or (..., 0)
+                                  .Attr<bool>("reverse")
+                                  .Attr<bool>("save_states"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(LinrnnMimoBackward, MimoBackward,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::AnyBuffer>()  // u (..., L, H)
+                                  .Arg<ffi::AnyBuffer>()  // dy (..., L, H)
+                                  .Arg<ffi::AnyBuffer>()  // h (..., L, 2, P): saved states
+                                  .Arg<ffi::AnyBuffer>()  // B_in (..., 2P, H)
+                                  .Arg<ffi::AnyBuffer>()  // C_out (..., H, 2P)
+                                  .Arg<ffi::AnyBuffer>()  // lam_re (..., P)
+                                  .Arg<ffi::AnyBuffer>()  // lam_im (..., P)
+                                  .Ret<ffi::AnyBuffer>()  // du (..., L, H)
+                                  .Ret<ffi::AnyBuffer>()  // d B_in (..., 2P, H)
+                                  .Ret<ffi::AnyBuffer>()  // d C_out (..., H, 2P)
+                                  .Ret<ffi::AnyBuffer>()  // d lam_re (..., P)
+                                  .Ret<ffi::AnyBuffer>()  // d lam_im (..., P)
+                                  .Attr<bool>("reverse"));  // of the primal scan
