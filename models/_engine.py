@@ -9,7 +9,8 @@ Algorithms (validated, and the one that runs is what `resolve_algorithm` returns
 - ``"sequential"``: a loop over time that writes the states over the input sequence in place,
   compiled by XLA (see `models._scan`).
 - ``"native"``: C++ kernels called through XLA's FFI (`models._native`), CPU only, the CPU
-  default when their library builds: for a MIMO system the same in-place loop; for a bank, the
+  default for banks when their library builds: for a MIMO system the same in-place loop
+  (unfused: the input and output maps are XLA matmuls); for a bank, the
   recurrence fused with its readout (`models._native.bank`), which never stores the (L, H N)
   states and saves only chunk checkpoints for its backward pass (measured against the FFT
   convolution, B = 8, H = 128, N = 32 stored, L = 4096: 0.23 of its time forward and 0.4-0.6
@@ -18,23 +19,22 @@ Algorithms (validated, and the one that runs is what `resolve_algorithm` returns
 - ``"convolution"``: the impulse response K_l = out(C diag(lambda^l) B) applied by FFT; only for
   banks of single-input single-output systems (S4D), where K is (L, H) rather than (L, H, H).
 - ``"fused"``: a MIMO system's input map, recurrence and readout fused in one C++ call per
-  direction, chunk by chunk with OpenBLAS GEMMs (`models._native.mimo`), CPU only. A training
-  step saves the states and makes no other state-sized buffer: forward+backward working memory
-  1.13 state sequences at L = 4096 and 1.5-2.2 at L = 1024, against 3.0-3.4 for ``"native"``.
-  Its speed against ``"native"`` (B = 8, H = 128, two cores, interleaved medians): forward
-  1.3-1.5 times as fast at L = 4096 and 1.0-1.2 at L = 1024; forward+backward 1.06-1.15 at
-  L = 4096 and 0.92-0.99 at L = 1024; but at B = 1 (fewer sequences than cores, so each
-  sequence's states are split between threads) 0.77-0.97. So ``"auto"`` keeps ``"native"``;
-  ask for it when memory binds or batches are large.
+  direction, chunk by chunk with OpenBLAS GEMMs (`models._native.mimo`), CPU only; the CPU
+  default for MIMO systems. A training step saves the states and makes no other state-sized
+  buffer: forward+backward working memory (RotRNN, LRU, S5 at B = 8, H = 128) 1.07-1.24 state
+  sequences at L = 4096 and 1.3-2.0 at L = 1024, against 3.0-3.5 for the unfused ``"native"``.
+  Speed against ``"native"`` (two cores, interleaved medians of 25 calls, L = 1024 and 4096,
+  forward and forward+backward): 0.96-1.12 at B = 8 and 0.95-1.14 at B = 1, i.e. the same
+  within this machine's noise; earlier runs ranged 0.92-1.46.
 - ``"chunked"``: the sequential recurrence fused with the input and output maps, chunk by
   chunk, with a backward pass that saves only the state entering each chunk (`models._fused`);
   MIMO systems only. It trades speed for memory: forward+backward working memory at L = 4096
   is 0.42-0.56 state sequences against 3.0-3.1 for the native path, at 0.72-0.97 times its
   speed on two CPU cores (measured; see `models._fused`), so ``"auto"`` never picks it; ask
   for it when memory binds.
-- ``"auto"``: native on CPU (when the kernels cannot be built, `models._native.status` says why
-  and a bank runs the convolution, a MIMO system the sequential loop); on accelerators the
-  convolution for banks and parallel otherwise.
+- ``"auto"``: on CPU native for banks and fused for MIMO systems (when the kernels cannot be
+  built, `models._native.status` says why and a bank runs the convolution, a MIMO system the
+  sequential loop); on accelerators the convolution for banks and parallel otherwise.
 
 Both recurrences share one hand-written backward pass that saves only the states (O(L P)
 memory), so training through `apply` never differentiates the loop itself. Inside `apply` the
@@ -76,18 +76,20 @@ def resolve_algorithm(
 ) -> Resolved:
     """The concrete algorithm that `apply` runs for ``algorithm`` on ``system``.
 
-    ``"auto"`` picks by backend (``jax.default_backend()`` unless given) and structure: native
-    on ``"cpu"`` when the native kernels are available (else convolution for a bank and
-    sequential otherwise); on other backends convolution for a bank and parallel otherwise. An
-    explicit choice that cannot serve the system or the backend is an error, never a silent
-    fallback.
+    ``"auto"`` picks by backend (``jax.default_backend()`` unless given) and structure: on
+    ``"cpu"`` with the native kernels available, native for a bank and fused for a MIMO system
+    (without them, convolution for a bank and sequential otherwise); on other backends
+    convolution for a bank and parallel otherwise. An explicit choice that cannot serve the
+    system or the backend is an error, never a silent fallback.
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"Unknown algorithm {algorithm!r}; accepted values: {ALGORITHMS}.")
     if algorithm == "auto":
         if system.structure == "bank":
             return "native" if _native.runs_on(backend) else "convolution"
-        return _recurrence_for(backend)
+        # MIMO: the fused kernel runs at the unfused native path's speed with a third of its
+        # working memory (module docstring).
+        return "fused" if _native.runs_on(backend) else _recurrence_for(backend)
     if algorithm in ("native", "fused"):
         backend = jax.default_backend() if backend is None else backend
         if backend != "cpu":

@@ -418,7 +418,7 @@ def test_auto_resolves_by_structure_and_backend():
     native = _native.available()
     assert _engine.resolve_algorithm("auto", bank) == ("native" if native else "convolution")
     assert _engine.resolve_algorithm("auto", bank, backend="gpu") == "convolution"
-    cpu = "native" if native else "sequential"
+    cpu = "fused" if native else "sequential"
     assert _engine.resolve_algorithm("auto", mimo, backend="cpu") == cpu
     assert _engine.resolve_algorithm("auto", mimo, backend="gpu") == "parallel"
     assert _engine.resolve_algorithm("auto", mimo) == cpu  # tests run on CPU

@@ -170,14 +170,17 @@ def test_unavailable_kernel_is_reported_never_silent(monkeypatch):
                           D=jnp.ones((3,)), structure="bank")
     assert _engine.resolve_algorithm("auto", bank, backend="cpu") == "convolution"
     # ... while asking for the kernel names the reason and the alternatives.
-    with pytest.raises(ValueError, match=r"'native' is not available.*LINRNN_NATIVE=0.*'sequential'"):
-        _engine.resolve_algorithm("native", system)
+    for algorithm in ("native", "fused"):
+        with pytest.raises(ValueError,
+                           match=f"'{algorithm}' is not available.*LINRNN_NATIVE=0.*'sequential'"):
+            _engine.resolve_algorithm(algorithm, system)
 
 
 @native_only
 def test_native_is_cpu_only():
-    with pytest.raises(ValueError, match=r"'native' is a CPU kernel.*'gpu'.*'parallel'"):
-        _engine.resolve_algorithm("native", _mimo_system(), backend="gpu")
+    for algorithm in ("native", "fused"):
+        with pytest.raises(ValueError, match=f"'{algorithm}' is a CPU kernel.*'gpu'.*'parallel'"):
+            _engine.resolve_algorithm(algorithm, _mimo_system(), backend="gpu")
 
 
 @native_only

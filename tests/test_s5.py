@@ -234,7 +234,7 @@ def test_matches_diagonal_loop_with_per_state_timescales(
         expected += run_loop(A_bar, B_bar, Cs[1], None, u, reverse=True)
     np.testing.assert_allclose(forward(layer, jnp.asarray(u, jnp.float32)), expected, **F32)
     parallel = with_algorithm(layer, S5(dataclasses.replace(config, algorithm="parallel"), key=key))
-    assert layer.resolved_algorithm() == ("native" if _native.available() else "sequential")
+    assert layer.resolved_algorithm() == ("fused" if _native.available() else "sequential")
     assert parallel.resolved_algorithm() == "parallel"
     np.testing.assert_allclose(forward(parallel, jnp.asarray(u, jnp.float32)), expected, **F32)
     # The hidden states are the paper's (diagonal) states: the forward loop's x_t.
