@@ -33,9 +33,11 @@ class TimeLayer:
     number, repeat, rounds = _TIMING["number"], _TIMING["repeat"], _TIMING["rounds"]
     warmup_time, min_run_count = _TIMING["warmup_time"], _TIMING["min_run_count"]
 
+    algorithm = "auto"
+
     def setup(self, model, seq_len, mode):
         _setup_cache()
-        self.program = common.layer_program(model, seq_len, mode)
+        self.program = common.layer_program(model, seq_len, mode, algorithm=self.algorithm)
         self.program.run()
 
     def time_layer(self, model, seq_len, mode):
@@ -143,26 +145,17 @@ def _require_native() -> None:
         raise NotImplementedError(f"native kernels: {_native.status().reason}")
 
 
-class TimeLayerUnfused:
+class TimeLayerUnfused(TimeLayer):
     """`TimeLayer` for the MIMO layers with ``algorithm="native"``: the C++ scan between XLA's
     matmuls, which the default (``"fused"`` on CPU, `models._native.mimo`) replaced; tracked
     beside it, since the two ran at the same speed when the default changed."""
 
     params = (list(common.CHUNKED_MODELS), list(common.LENGTHS), list(common.MODES))
-    param_names = ["model", "seq_len", "mode"]
-    timeout = 600.0
-    version = 1
-    number, repeat, rounds = _TIMING["number"], _TIMING["repeat"], _TIMING["rounds"]
-    warmup_time, min_run_count = _TIMING["warmup_time"], _TIMING["min_run_count"]
+    algorithm = "native"
 
     def setup(self, model, seq_len, mode):
         _require_native()
-        _setup_cache()
-        self.program = common.layer_program(model, seq_len, mode, algorithm="native")
-        self.program.run()
-
-    def time_layer(self, model, seq_len, mode):
-        self.program.run()
+        super().setup(model, seq_len, mode)
 
 
 class TrackMemoryUnfused:

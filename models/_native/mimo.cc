@@ -122,24 +122,38 @@ void SumShares(ffi::ThreadPool& pool, const Sizes& s, const Split& split, const 
   });
 }
 
+// Runs body(n, p0, nb, share) in parallel for every sequence n and block of its states
+// [p0, p0 + nb) (MakeSplit). `share` is where the block writes its part of the (L, H) output
+// `out`, a sum over states: `out` itself for the first block, a scratch buffer for the others,
+// summed into `out` afterwards.
+template <typename T, typename F>
+void ForEachBlock(ffi::ThreadPool& pool, const Sizes& s, T* out, const F& body) {
+  const Split split = MakeSplit(pool, s);
+  const int64_t size = s.length * s.channels;
+  std::vector<T> partial(split.blocks > 1 ? s.sequences * (split.blocks - 1) * size : 0);
+  linrnn::ParallelFor(pool, s.sequences * split.blocks, split.threads, [&](int64_t task,
+                                                                            int64_t) {
+    const int64_t n = task / split.blocks, j = task % split.blocks;
+    const int64_t p0 = j * split.block, nb = std::min(s.states, p0 + split.block) - p0;
+    T* share = j == 0 ? out + n * size
+                      : partial.data() + (n * (split.blocks - 1) + j - 1) * size;
+    body(n, p0, nb, share);
+  });
+  SumShares(pool, s, split, partial.data(), out);
+}
+
 // Forward: y, and the states h when `h` is not null (training).
 template <typename T>
 void Forward(ffi::ThreadPool& pool, const Sizes& s, const T* u, const T* b_in, const T* c_out,
              const T* lam_re, const T* lam_im, T* y, T* h, bool reverse) {
-  const Split split = MakeSplit(pool, s);
   const int64_t L = s.length, H = s.channels, P = s.states, row = 2 * P;
-  std::vector<T> partial(split.blocks > 1 ? s.sequences * (split.blocks - 1) * L * H : 0);
   const Chunks chunks{L, reverse};
-  linrnn::ParallelFor(pool, s.sequences * split.blocks, split.threads, [&](int64_t task,
-                                                                            int64_t) {
-    const int64_t n = task / split.blocks, j = task % split.blocks;
-    const int64_t p0 = j * split.block, nb = std::min(P, p0 + split.block) - p0;
+  ForEachBlock(pool, s, y, [&](int64_t n, int64_t p0, int64_t nb, T* yn) {
     const T* un = u + n * L * H;
     const T* bn = b_in + n * s.b_stride;
     const T* cn = c_out + n * s.c_stride;
     const T* lr = lam_re + n * s.lam_stride + p0;
     const T* li = lam_im + n * s.lam_stride + p0;
-    T* yn = j == 0 ? y + n * L * H : partial.data() + (n * (split.blocks - 1) + j - 1) * L * H;
     // The chunk's states: in h itself (row stride 2P) when training, else in a local buffer.
     std::vector<T> local(h == nullptr ? kChunk * 2 * nb : 0);
     const int64_t ld = h == nullptr ? 2 * nb : row;
@@ -184,7 +198,6 @@ void Forward(ffi::ThreadPool& pool, const Sizes& s, const T* u, const T* b_in, c
       }
     }
   });
-  SumShares(pool, s, split, partial.data(), y);
 }
 
 // Backward, given the saved states h and the cotangent dy of y (module comment of mimo.py):
@@ -194,14 +207,9 @@ template <typename T>
 void Backward(ffi::ThreadPool& pool, const Sizes& s, const T* u, const T* dy, const T* h,
               const T* b_in, const T* c_out, const T* lam_re, const T* lam_im, T* du, T* d_b,
               T* d_c, T* d_re, T* d_im, bool reverse) {
-  const Split split = MakeSplit(pool, s);
   const int64_t L = s.length, H = s.channels, P = s.states, row = 2 * P;
-  std::vector<T> partial(split.blocks > 1 ? s.sequences * (split.blocks - 1) * L * H : 0);
   const Chunks chunks{L, reverse};
-  linrnn::ParallelFor(pool, s.sequences * split.blocks, split.threads, [&](int64_t task,
-                                                                            int64_t) {
-    const int64_t n = task / split.blocks, j = task % split.blocks;
-    const int64_t p0 = j * split.block, nb = std::min(P, p0 + split.block) - p0;
+  ForEachBlock(pool, s, du, [&](int64_t n, int64_t p0, int64_t nb, T* dun) {
     const T* un = u + n * L * H;
     const T* dyn = dy + n * L * H;
     const T* hn = h + n * L * row;
@@ -209,7 +217,6 @@ void Backward(ffi::ThreadPool& pool, const Sizes& s, const T* u, const T* dy, co
     const T* cn = c_out + n * s.c_stride;
     const T* lr = lam_re + n * s.lam_stride + p0;
     const T* li = lam_im + n * s.lam_stride + p0;
-    T* dun = j == 0 ? du + n * L * H : partial.data() + (n * (split.blocks - 1) + j - 1) * L * H;
     T* dbn = d_b + n * row * H;
     T* dcn = d_c + n * H * row;
     // This block's rows of d B_in and columns of d C_out: accumulated with beta = 1 below.
@@ -281,7 +288,6 @@ void Backward(ffi::ThreadPool& pool, const Sizes& s, const T* u, const T* dy, co
       d_im[n * P + p0 + q] = sum_im[q];
     }
   });
-  SumShares(pool, s, split, partial.data(), du);
 }
 
 // Checks u (..., L, H) against B_in (2P, H), C_out (H, 2P) and lam (P,), each unbatched or
