@@ -128,12 +128,13 @@ class TrackMemoryChunked:
     param_names = ["model", "seq_len"]
     timeout = 300.0
     version = 1
+    algorithm = "chunked"
 
     def setup(self, model, seq_len):
         _setup_cache()
 
     def track_temp_over_state(self, model, seq_len):
-        return common.working_memory(model, seq_len, algorithm="chunked")["temp_over_state"]
+        return common.working_memory(model, seq_len, algorithm=self.algorithm)["temp_over_state"]
 
     track_temp_over_state.unit = "activations"
 
@@ -158,23 +159,15 @@ class TimeLayerUnfused(TimeLayer):
         super().setup(model, seq_len, mode)
 
 
-class TrackMemoryUnfused:
+class TrackMemoryUnfused(TrackMemoryChunked):
     """`TrackMemory` for the MIMO layers with ``algorithm="native"`` (unfused: its training step
     makes two more state-sized buffers than the default ``"fused"``)."""
 
-    params = (list(common.CHUNKED_MODELS), list(common.LENGTHS))
-    param_names = ["model", "seq_len"]
-    timeout = 300.0
-    version = 1
+    algorithm = "native"
 
     def setup(self, model, seq_len):
         _require_native()
-        _setup_cache()
-
-    def track_temp_over_state(self, model, seq_len):
-        return common.working_memory(model, seq_len, algorithm="native")["temp_over_state"]
-
-    track_temp_over_state.unit = "activations"
+        super().setup(model, seq_len)
 
 
 class TrackCompile:

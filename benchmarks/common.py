@@ -284,17 +284,24 @@ def median_seconds(program: Program, *, repeats: int = 5) -> float:
     return roofline.time_calls(program.call, warmup=1, repeats=repeats).median_s
 
 
-def speedup_over_reference(model: str, length: int, mode: str, *, repeats: int = 5) -> dict:
-    """Median times of the reference and the layer, timed alternately in this process."""
+def _alternate(first: Program, second: Program, repeats: int) -> tuple[Any, Any]:
+    """The `harness.roofline.Timing` of each program, their calls alternating (so that machine
+    load falls on both alike), after one untimed call each."""
     from harness import roofline
 
-    ours, theirs = layer_program(model, length, mode), reference_program(model, length, mode)
-    ours.run(), theirs.run()
-    ours_s, theirs_s = [], []
-    for _ in range(repeats):  # alternating, so that machine load falls on both alike
-        ours_s.extend(roofline.time_calls(ours.call, warmup=0, repeats=1).times_s)
-        theirs_s.extend(roofline.time_calls(theirs.call, warmup=0, repeats=1).times_s)
-    layer_t, reference_t = roofline.Timing(tuple(ours_s)), roofline.Timing(tuple(theirs_s))
+    first.run(), second.run()
+    first_s, second_s = [], []
+    for _ in range(repeats):
+        first_s.extend(roofline.time_calls(first.call, warmup=0, repeats=1).times_s)
+        second_s.extend(roofline.time_calls(second.call, warmup=0, repeats=1).times_s)
+    return roofline.Timing(tuple(first_s)), roofline.Timing(tuple(second_s))
+
+
+def speedup_over_reference(model: str, length: int, mode: str, *, repeats: int = 5) -> dict:
+    """Median times of the reference and the layer, timed alternately in this process."""
+    layer_t, reference_t = _alternate(
+        layer_program(model, length, mode), reference_program(model, length, mode), repeats
+    )
     published = PUBLISHED_REFERENCE_MS.get(model, {}).get(length)
     published_s = None if published is None else published[MODES.index(mode)] / 1e3
     return {
@@ -304,6 +311,24 @@ def speedup_over_reference(model: str, length: int, mode: str, *, repeats: int =
         "published_reference_s": published_s,
         "speedup_over_published": None if published_s is None else published_s / layer_t.median_s,
         "target_speedup": TARGET_SPEEDUP,
+    }
+
+
+def speedup_over_algorithm(
+    model: str, length: int, mode: str, baseline: str, *, repeats: int = 25
+) -> dict:
+    """The layer's default (``"auto"``) against the same layer with ``algorithm=baseline``,
+    timed alternately in this process: how a change of default was measured (e.g. ``"fused"``
+    against the unfused ``"native"``)."""
+    layer_t, baseline_t = _alternate(
+        layer_program(model, length, mode), layer_program(model, length, mode, baseline), repeats
+    )
+    return {
+        "algorithm": layer(model).resolved_algorithm(),
+        "baseline": baseline,
+        "layer_median_s": layer_t.median_s,
+        "baseline_median_s": baseline_t.median_s,
+        "speedup_over_baseline": baseline_t.median_s / layer_t.median_s,
     }
 
 
