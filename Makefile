@@ -12,9 +12,14 @@ WORKERS ?= 2
 REPORT_EXECUTOR := $(if $(filter gpu,$(PRESET)),--executor local,--executor processes --workers $(WORKERS))
 # Quiet progress bars in CI and in make's logs.
 export PYTHONUNBUFFERED := 1
-# Outputs over 32 MiB otherwise pay a page fault per 4 KiB page on every call with glibc's
-# allocator (measured: 32766 -> 573 faults per call, layer fwd+bwd at L=4096 15-25% faster).
-export GLIBC_TUNABLES := glibc.malloc.hugetlb=1
+# glibc hands every freed buffer over 32 MiB back to the kernel (munmap), so the next call's
+# fresh output of that size is faulted in and zeroed page by page. hugetlb=1 faults 2 MiB pages
+# (measured: 32766 -> 573 faults per call, layer fwd+bwd at L=4096 15-25% faster); mmap_max=0
+# serves large buffers from the heap and trim_threshold keeps the freed ones for reuse, as
+# tcmalloc does (measured: ~570 -> ~5 faults per call; the scan alone at L=16384 with a fresh
+# output 0.25 -> 0.59 of the bandwidth). The price: a process keeps its peak heap until it ends.
+# Results record these settings (column glibc_tunables).
+export GLIBC_TUNABLES := glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736
 # LAPACK runs inside RotRNN's layer (its matrix exponential); OpenBLAS's idle threads then spin
 # and take a core from XLA's matmuls (measured: RotRNN forward at L=4096 45 -> 32 ms with one).
 export OPENBLAS_NUM_THREADS ?= 1

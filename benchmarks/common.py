@@ -368,8 +368,9 @@ def scan_program(length: int = SCAN_LENGTH, variant: str = "engine") -> tuple[Pr
     """The scan alone over (B, L, P) planar float32 inputs, P = 128 complex states, and P.
 
     ``"engine"``: the recurrence ``"auto"`` picks on this backend (`environment` records
-    which), as the layers run it: a fresh output per call (with glibc's allocator a fresh
-    128 MiB buffer pays a page fault per page; see README). ``"in_place"`` (CPU, native kernel
+    which), as the layers run it: a fresh output per call (written with streaming stores, as
+    it exceeds the cache; with glibc's default settings a fresh 128 MiB buffer pays a page
+    fault per page, which the Makefile's ``GLIBC_TUNABLES`` avoid; see README). ``"in_place"`` (CPU, native kernel
     only): the native kernel overwriting a donated buffer, each output fed back as the next
     input: the recurrence streaming over one buffer. |lambda| = 0.5 keeps the fed-back values
     bounded (at most doubling per call).

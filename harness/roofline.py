@@ -16,9 +16,10 @@ busy machine lowers both the peak and the workload's speed and their ratio survi
   JAX's default matmul precision, the precision the layers run at;
 - memory bandwidth: the best of several in-place ``x + 1`` passes over a large float32 buffer
   (donated, so the output reuses the input's pages): 2 x 4 bytes per element, read and write.
-  Donation matters: with glibc's allocator every fresh buffer over 32 MiB is a new ``mmap``
-  whose first touch page-faults, several times slower than streaming (`allocator` records which
-  allocator a process runs on, since tcmalloc keeps freed pages).
+  Donation matters: with glibc's default settings every fresh buffer over 32 MiB is a new
+  ``mmap`` whose first touch page-faults, several times slower than streaming (`allocator`
+  records which allocator a process runs on, since tcmalloc keeps freed pages, and
+  ``glibc_tunables`` whether glibc was told to keep them, as the Makefile does).
 
 Counts are our own, stated here, not XLA's: XLA's cost analysis counts one complex multiply as
 one FLOP (it is six real ones), counts a loop's body once however many steps it runs (so a
@@ -505,6 +506,8 @@ def environment_columns() -> dict[str, Any]:
     return {
         "allocator": allocator(),
         "ld_preload": os.environ.get("LD_PRELOAD", ""),
+        # glibc's settings: whether freed large buffers are kept (Makefile) or unmapped.
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "backend": jax.default_backend(),
         "device_kind": devices[0].device_kind if devices else "",

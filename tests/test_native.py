@@ -143,6 +143,38 @@ def test_in_place_on_a_donated_buffer():
 
 
 @native_only
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "shape,P",
+    [
+        ((1, 900), 100),  # one sequence split between threads; rows of 100 states: the imaginary
+        # half of a row is not 32-byte aligned, so plain stores write it
+        ((3, 300), 128),  # whole sequences per task, every row aligned
+        ((2, 50), 7),  # fewer states than one vector: all plain stores
+    ],
+)
+def test_streaming_stores_write_the_same_states(monkeypatch, shape, P, dtype):
+    # A fresh output at least LINRNN_STREAMING_BYTES large (default: the last-level cache) is
+    # written with non-temporal stores; 0 forces that path here. The same arithmetic runs in
+    # both paths, so the states agree bit for bit with the plain stores of an in-place run.
+    with jax.enable_x64(dtype == np.float64):
+        lam_re, lam_im, b = _inputs(7, shape, P, dtype)
+        for reverse in (False, True):
+            def run(in_place):
+                return jax.jit(jax.vmap(lambda x: _native.planar_scan(
+                    lam_re, lam_im, x, reverse=reverse, in_place=in_place)))(b)
+
+            monkeypatch.setenv("LINRNN_STREAMING_BYTES", "0")
+            streamed = np.asarray(run(False))
+            monkeypatch.setenv("LINRNN_STREAMING_BYTES", str(2**62))
+            plain = np.asarray(run(False))
+            np.testing.assert_array_equal(streamed, plain)
+            np.testing.assert_array_equal(streamed, np.asarray(run(True)))
+            expected = _both(lam_re, lam_im, b, reverse, batch_dims=1)[1]
+            np.testing.assert_allclose(streamed, np.asarray(expected), **tol(dtype))
+
+
+@native_only
 def test_other_dtypes_are_refused_with_the_accepted_ones():
     lam_re, lam_im, b = _inputs(4, (10,), 4)
     with pytest.raises(ValueError, match=r"float32 and float64; got float16"):

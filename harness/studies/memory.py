@@ -453,7 +453,7 @@ POINT_COLUMNS: tuple[str, ...] = (
     "seq_len", "algorithm", "states", "argument_bytes", "output_bytes", "temp_bytes",
     "alias_bytes", "generated_code_bytes", "total_bytes", "device_peak_bytes",
     "process_peak_bytes", "tokens", "total_bytes_per_token", "state_activation_bytes",
-    "temp_over_state", "allocator", "xla_flags", "backend", "device_kind",
+    "temp_over_state", "allocator", "glibc_tunables", "xla_flags", "backend", "device_kind",
 )
 FIT_COLUMNS: tuple[str, ...] = (
     "kind", "model", "size", "mode", "batch", "d_model", "d_state", "algorithm", "states",

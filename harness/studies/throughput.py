@@ -544,7 +544,7 @@ COLUMNS: tuple[str, ...] = (
     "peak_bytes_per_s", "peak_matmul_size", "peak_stream_bytes", "bound_s", "bound_limiter",
     "roofline_fraction", "achieved_flops_per_s", "achieved_bytes_per_s", "xla_flops",
     "xla_bytes", "xla_transcendentals", "tokens_per_s", "tokens_per_s_best", "allocator",
-    "ld_preload", "xla_flags", "backend", "device_kind",
+    "ld_preload", "glibc_tunables", "xla_flags", "backend", "device_kind",
 )
 
 PRESETS = {
