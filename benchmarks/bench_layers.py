@@ -120,6 +120,31 @@ class TrackMemory:
     track_temp_over_state.unit = "activations"
 
 
+class TrackActivationMemory:
+    """The temporaries of forward+backward that grow with L, in state sequences (the slope of
+    `TrackMemory`'s bytes between its two lengths; `common.activation_memory`): the activations a
+    training step keeps (target: at most one), without the buffers whose size does not depend
+    on L (per-sequence parameter cotangents, a parametrisation's intermediates)."""
+
+    params = (list(common.MODELS),)
+    param_names = ["model"]
+    timeout = 300.0
+    version = 1
+
+    def setup(self, model):
+        _setup_cache()
+
+    def track_activations_over_state(self, model):
+        return common.activation_memory(model)["activations_over_state"]
+
+    track_activations_over_state.unit = "activations"
+
+    def track_constant_temp_bytes(self, model):
+        return common.activation_memory(model)["constant_temp_bytes"]
+
+    track_constant_temp_bytes.unit = "bytes"
+
+
 class TrackMemoryChunked:
     """`TrackMemory` for the MIMO layers with ``algorithm="chunked"`` (the sequential scan fused
     with the input and output maps; its backward saves only the state entering each chunk)."""

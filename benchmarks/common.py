@@ -450,6 +450,26 @@ def working_memory(
     }
 
 
+def activation_memory(model: str, algorithm: str = "auto") -> dict:
+    """The part of forward+backward's temporaries that grows with L, in state sequences.
+
+    ``temp_bytes = constant + slope L`` through the compiled programs at `LENGTHS`; an
+    activation is what grows with the sequence, so ``activations_over_state`` (the slope over
+    one (B, L, P) state sequence's bytes per step) counts the activations a training step keeps
+    (target: at most one), and ``constant_temp_bytes`` is what does not grow with L: the
+    per-sequence parameter cotangents that `jax.vmap` makes before summing them (B x 4PH
+    numbers), a parametrisation's intermediates (RotRNN's matrix exponential) and the like.
+    """
+    first, last = (working_memory(model, n, algorithm=algorithm) for n in (LENGTHS[0], LENGTHS[-1]))
+    slope = (last["temp_bytes"] - first["temp_bytes"]) / (LENGTHS[-1] - LENGTHS[0])
+    state_bytes_per_step = first["state_activation_bytes"] / LENGTHS[0]
+    return {
+        "activations_over_state": slope / state_bytes_per_step,
+        "constant_temp_bytes": first["temp_bytes"] - slope * LENGTHS[0],
+        "lengths": (LENGTHS[0], LENGTHS[-1]),
+    }
+
+
 def environment(model: str | None = None) -> dict:
     """Allocator, XLA flags, backend and device of this process (recorded with every result),
     and the engine algorithm the layer runs (``models.resolve_algorithm``)."""

@@ -48,6 +48,7 @@ def test_layer(benchmark, case):
     benchmark.extra_info["bound_limiter"] = fraction["bound_limiter"]
     if mode == "forward_backward":
         benchmark.extra_info.update(common.working_memory(model, length))
+        benchmark.extra_info.update(common.activation_memory(model))
         if model in common.CHUNKED_MODELS:
             chunked = common.working_memory(model, length, algorithm="chunked")
             benchmark.extra_info["chunked_temp_over_state"] = chunked["temp_over_state"]
