@@ -18,12 +18,15 @@
 // of one chunk only: with the saved h, nothing of length L is made but y (forward) and du
 // (backward). The GEMMs are OpenBLAS's (the scipy-openblas32 wheel, single-threaded: the
 // threads here are over sequences, or over blocks of states when there are fewer sequences
-// than threads; then each block's share of y and du is summed afterwards).
+// than threads; then the blocks add their shares of y and du in turn, chunk by chunk).
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -100,46 +103,47 @@ struct Chunks {
   }
 };
 
-// Sums the blocks' shares of an (L, H) output: block 0 wrote `out`, block j > 0 wrote
-// partial[(n * (blocks - 1) + j - 1) * L H ...].
-template <typename T>
-void SumShares(ffi::ThreadPool& pool, const Sizes& s, const Split& split, const T* partial,
-               T* out) {
-  if (split.blocks == 1) return;
-  const int64_t size = s.length * s.channels;
-  const int64_t rows_per_task = 64;
-  const int64_t tasks_per_sequence = (s.length + rows_per_task - 1) / rows_per_task;
-  linrnn::ParallelFor(pool, s.sequences * tasks_per_sequence, split.threads,
-                      [&](int64_t task, int64_t) {
-    const int64_t n = task / tasks_per_sequence;
-    const int64_t r0 = (task % tasks_per_sequence) * rows_per_task;
-    const int64_t r1 = std::min(s.length, r0 + rows_per_task);
-    T* y = out + n * size;
-    for (int64_t j = 1; j < split.blocks; ++j) {
-      const T* p = partial + (n * (split.blocks - 1) + j - 1) * size;
-      for (int64_t i = r0 * s.channels; i < r1 * s.channels; ++i) y[i] += p[i];
-    }
-  });
-}
+// How a block adds its share of an (L, H) output that is a sum over states (y, or du): the
+// blocks of one sequence take turns chunk by chunk. Block 0 writes its share of a chunk (GEMM
+// with beta = 0); block j > 0 adds its own (beta = 1) once block j - 1 has passed that chunk.
+// So no (L, H) scratch per block is made and no pass sums them afterwards.
+//
+// No deadlock: block j waits only for block j - 1 of its sequence, a lower task index, and
+// ParallelFor hands out tasks in increasing order, so a waited-for block has been taken by a
+// running thread (or has finished).
+class Turn {
+ public:
+  Turn(std::atomic<int64_t>* passed, bool first) : passed_(passed), first_(first) {}
 
-// Runs body(n, p0, nb, share) in parallel for every sequence n and block of its states
-// [p0, p0 + nb) (MakeSplit). `share` is where the block writes its part of the (L, H) output
-// `out`, a sum over states: `out` itself for the first block, a scratch buffer for the others,
-// summed into `out` afterwards.
-template <typename T, typename F>
-void ForEachBlock(ffi::ThreadPool& pool, const Sizes& s, T* out, const F& body) {
+  // Calls write(add) for the v-th chunk this block visits: add is false for block 0 (write)
+  // and true for the others (add to what the previous blocks wrote).
+  template <typename F>
+  void Take(int64_t v, const F& write) const {
+    if (!first_) {
+      while (passed_[-1].load(std::memory_order_acquire) <= v) std::this_thread::yield();
+    }
+    write(!first_);
+    passed_[0].store(v + 1, std::memory_order_release);
+  }
+
+ private:
+  std::atomic<int64_t>* passed_;  // chunks this block has passed; passed_[-1]: the previous's
+  bool first_;
+};
+
+// Runs body(n, p0, nb, turn) in parallel for every sequence n and block of its states
+// [p0, p0 + nb) (MakeSplit); `turn` orders the blocks' shares of the (L, H) output (Turn).
+template <typename F>
+void ForEachBlock(ffi::ThreadPool& pool, const Sizes& s, const F& body) {
   const Split split = MakeSplit(pool, s);
-  const int64_t size = s.length * s.channels;
-  std::vector<T> partial(split.blocks > 1 ? s.sequences * (split.blocks - 1) * size : 0);
-  linrnn::ParallelFor(pool, s.sequences * split.blocks, split.threads, [&](int64_t task,
-                                                                            int64_t) {
+  const int64_t tasks = s.sequences * split.blocks;
+  std::unique_ptr<std::atomic<int64_t>[]> passed(new std::atomic<int64_t>[tasks]);
+  for (int64_t i = 0; i < tasks; ++i) passed[i].store(0, std::memory_order_relaxed);
+  linrnn::ParallelFor(pool, tasks, split.threads, [&](int64_t task, int64_t) {
     const int64_t n = task / split.blocks, j = task % split.blocks;
     const int64_t p0 = j * split.block, nb = std::min(s.states, p0 + split.block) - p0;
-    T* share = j == 0 ? out + n * size
-                      : partial.data() + (n * (split.blocks - 1) + j - 1) * size;
-    body(n, p0, nb, share);
+    body(n, p0, nb, Turn(&passed[task], j == 0));
   });
-  SumShares(pool, s, split, partial.data(), out);
 }
 
 // Forward: y, and the states h when `h` is not null (training).
@@ -148,8 +152,9 @@ void Forward(ffi::ThreadPool& pool, const Sizes& s, const T* u, const T* b_in, c
              const T* lam_re, const T* lam_im, T* y, T* h, bool reverse) {
   const int64_t L = s.length, H = s.channels, P = s.states, row = 2 * P;
   const Chunks chunks{L, reverse};
-  ForEachBlock(pool, s, y, [&](int64_t n, int64_t p0, int64_t nb, T* yn) {
+  ForEachBlock(pool, s, [&](int64_t n, int64_t p0, int64_t nb, const Turn& turn) {
     const T* un = u + n * L * H;
+    T* yn = y + n * L * H;
     const T* bn = b_in + n * s.b_stride;
     const T* cn = c_out + n * s.c_stride;
     const T* lr = lam_re + n * s.lam_stride + p0;
@@ -188,14 +193,17 @@ void Forward(ffi::ThreadPool& pool, const Sizes& s, const T* u, const T* b_in, c
           m[q] = b;
         }
       }
-      // y = h C_out^T over this block's columns of C_out.
+      // y = h C_out^T over this block's columns of C_out (this block's share of y).
       T* yc = yn + start * H;
-      if (whole) {
-        Gemm(false, true, size, H, row, sc, ld, cn, row, T(0), yc, H);
-      } else {
-        Gemm(false, true, size, H, nb, sc + re_col, ld, cn + p0, row, T(0), yc, H);
-        Gemm(false, true, size, H, nb, sc + im_col, ld, cn + P + p0, row, T(1), yc, H);
-      }
+      turn.Take(k, [&](bool add) {
+        const T beta = add ? T(1) : T(0);
+        if (whole) {
+          Gemm(false, true, size, H, row, sc, ld, cn, row, beta, yc, H);
+        } else {
+          Gemm(false, true, size, H, nb, sc + re_col, ld, cn + p0, row, beta, yc, H);
+          Gemm(false, true, size, H, nb, sc + im_col, ld, cn + P + p0, row, T(1), yc, H);
+        }
+      });
     }
   });
 }
@@ -209,8 +217,9 @@ void Backward(ffi::ThreadPool& pool, const Sizes& s, const T* u, const T* dy, co
               T* d_c, T* d_re, T* d_im, bool reverse) {
   const int64_t L = s.length, H = s.channels, P = s.states, row = 2 * P;
   const Chunks chunks{L, reverse};
-  ForEachBlock(pool, s, du, [&](int64_t n, int64_t p0, int64_t nb, T* dun) {
+  ForEachBlock(pool, s, [&](int64_t n, int64_t p0, int64_t nb, const Turn& turn) {
     const T* un = u + n * L * H;
+    T* dun = du + n * L * H;
     const T* dyn = dy + n * L * H;
     const T* hn = h + n * L * row;
     const T* bn = b_in + n * s.b_stride;
@@ -266,18 +275,24 @@ void Backward(ffi::ThreadPool& pool, const Sizes& s, const T* u, const T* dy, co
         }
       }
       const T* hc = hn + start * row;
-      // d C_out += dy^T h over this block's columns.
       T* duc = dun + start * H;
+      // du = a B_in over this block's rows of B_in (this block's share of du), in turn.
+      turn.Take(chunks.count() - 1 - k, [&](bool add) {
+        const T beta = add ? T(1) : T(0);
+        if (whole) {
+          Gemm(false, false, size, H, row, g.data(), ld, bn, H, beta, duc, H);
+        } else {
+          Gemm(false, false, size, H, nb, g.data(), ld, bn + p0 * H, H, beta, duc, H);
+          Gemm(false, false, size, H, nb, g.data() + nb, ld, bn + (P + p0) * H, H, T(1), duc, H);
+        }
+      });
+      // d C_out += dy^T h over this block's columns, d B_in += a^T u over its rows.
       if (whole) {
         Gemm(true, false, H, row, size, dyc, H, hc, row, T(1), dcn, row);
-        Gemm(false, false, size, H, row, g.data(), ld, bn, H, T(0), duc, H);
         Gemm(true, false, row, H, size, g.data(), ld, uc, H, T(1), dbn, H);
       } else {
         Gemm(true, false, H, nb, size, dyc, H, hc + p0, row, T(1), dcn + p0, row);
         Gemm(true, false, H, nb, size, dyc, H, hc + P + p0, row, T(1), dcn + P + p0, row);
-        // du = a B_in over this block's rows of B_in (this block's share of du).
-        Gemm(false, false, size, H, nb, g.data(), ld, bn + p0 * H, H, T(0), duc, H);
-        Gemm(false, false, size, H, nb, g.data() + nb, ld, bn + (P + p0) * H, H, T(1), duc, H);
         // d B_in += a^T u over this block's rows.
         Gemm(true, false, nb, H, size, g.data(), ld, uc, H, T(1), dbn + p0 * H, H);
         Gemm(true, false, nb, H, size, g.data() + nb, ld, uc, H, T(1), dbn + (P + p0) * H, H);
