@@ -287,6 +287,11 @@ def test_memory_smoke_rows(smoke_store):
     assert len(fits) == 2 and len(points) == 4
     assert fits["linear"].astype(bool).all() and not fits["superlinear"].astype(bool).any()
     assert (fits["bytes_per_token"] > 0).all() and (fits["largest_seq_len_in_budget"] > 0).all()
+    # The temporaries' slope per token in units of one token's states.
+    np.testing.assert_allclose(
+        fits["temp_slope_over_state"] * fits["states"] * memory.COMPLEX_BYTES,
+        fits["temp_bytes_per_token"],
+    )
     np.testing.assert_array_equal(
         points["total_bytes"],
         points["argument_bytes"] + points["output_bytes"] + points["temp_bytes"]

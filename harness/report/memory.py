@@ -102,6 +102,7 @@ def _fit_table(fits: pd.DataFrame, preset: str | None) -> Artifact:
         "d_state": "d_state",
         "bytes_per_token": "bytes/token",
         "temp_bytes_per_token": "temp bytes/token",
+        "temp_slope_over_state": "temp slope / states",
         "intercept_bytes": "intercept bytes",
         "loglog_slope": "log-log slope",
         "increment_spread": "increment spread",
@@ -119,7 +120,9 @@ def _fit_table(fits: pd.DataFrame, preset: str | None) -> Artifact:
         title=_TITLES[name],
         caption=(
             f"Least-squares fit of the compiled working set as a + b L over L = {lengths}, "
-            f"preset {preset}: bytes per token b / B (and the temporaries' alone), the intercept "
+            f"preset {preset}: bytes per token b / B (and the temporaries' alone, also over one "
+            f"step's (B, P) complex64 states: how many state sequences' worth the program keeps; "
+            f"1 for a layer that saves its states and nothing else), the intercept "
             f"a, the log-log slope of the working set above a (1 = linear), the spread of the "
             f"increments between consecutive lengths over b (0 = linear), the largest relative "
             f"residual, whether growth is linear within {tolerance}, and the largest "

@@ -441,6 +441,10 @@ def _fit_row(spec: MemoryRun, base: dict, points: list[dict], environment: dict)
         "linear_tolerance": spec.linear_tolerance,
         "temp_bytes_per_token": temp.slope / spec.batch,
         "temp_intercept_bytes": temp.intercept,
+        # What the temporaries grow by per step over one step's (B, P) complex64 states: 1 for
+        # a layer's forward+backward that saves its states and nothing else; a training step
+        # adds its loss's (B, H) buffers per step (each H / (2P) in these units).
+        "temp_slope_over_state": temp.slope / (spec.batch * points[-1]["states"] * COMPLEX_BYTES),
         "budget_bytes": spec.budget_bytes,
         "largest_seq_len_in_budget": largest,
         **environment,
@@ -460,7 +464,8 @@ FIT_COLUMNS: tuple[str, ...] = (
     "seq_len_min", "seq_len_max", "points", "bytes_per_step", "bytes_per_token",
     "intercept_bytes", "r2", "max_rel_residual", "loglog_slope", "increment_spread",
     "increment_growth", "linear", "superlinear", "linear_tolerance",
-    "temp_bytes_per_token", "temp_intercept_bytes", "budget_bytes", "largest_seq_len_in_budget",
+    "temp_bytes_per_token", "temp_intercept_bytes", "temp_slope_over_state", "budget_bytes",
+    "largest_seq_len_in_budget",
 )
 
 PRESETS = {
