@@ -13,8 +13,11 @@
   it does not meet numpy's or scipy's copies), linked with an rpath to the wheel's directory.
 
 Measured against what they replace, in layers at B = 8, H = 128, L = 4096 on two cores:
-`models._engine`'s comments. The scan alone (B = 8, P = 128, L = 16384) in place on a donated
-buffer reached 0.51-0.66 of the measured streaming bandwidth (`benchmarks`' ``TrackScanInPlace``).
+`models._engine`'s comments. The scan alone (B = 8, P = 128, L = 16384) reached 0.50-0.74 of
+the measured streaming bandwidth, in place on a donated buffer and with a fresh output alike
+(`benchmarks`' ``TrackScan``; a fresh output larger than the last-level cache, or than
+``$LINRNN_STREAMING_BYTES`` when set, is written with streaming stores, and the Makefile's
+``GLIBC_TUNABLES`` keep glibc from unmapping freed large buffers; see `scan.cc`).
 
 The library is compiled from this directory's C++ sources on first use in a process (a few
 seconds, once per source and machine) with the C++ compiler ``$CXX`` (default ``g++``) and the
