@@ -13,6 +13,9 @@ from typing import Any
 
 _ROOT = Path(__file__).resolve().parent.parent
 _LIBRARIES = ("jax", "jaxlib", "equinox", "optax", "numpy", "pandas")
+# Process settings that change speed or memory (the Makefile sets the first two): recorded as
+# set, "" where unset.
+SETTINGS = ("GLIBC_TUNABLES", "OPENBLAS_NUM_THREADS", "XLA_FLAGS", "LD_PRELOAD")
 
 
 def _git(*args: str) -> str | None:
@@ -47,6 +50,7 @@ def _static() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
         "processor": platform.processor() or None,
+        "settings": {name: os.environ.get(name, "") for name in SETTINGS},
     }
 
 

@@ -31,6 +31,8 @@ _PROV = {
     "device_kind": "cpu",
     "device_count": 1,
     "cpu_count": 2,
+    "settings": {"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0", "OPENBLAS_NUM_THREADS": "1",
+                 "XLA_FLAGS": "", "LD_PRELOAD": ""},
     "machine": "x86_64",
     "seconds": 1.5,
     "study_version": 1,
@@ -137,6 +139,9 @@ def test_render_writes_every_format_and_is_byte_identical(store, tmp_path):
     entry = provenance["artifacts"]["accuracy_test"]
     assert entry["files"]["tables/accuracy_test.csv"] == first["tables/accuracy_test.csv"]
     assert entry["provenance"]["commits"] == [{"commit": _PROV["git_commit"], "dirty": False}]
+    # The process settings that change speed and memory are cited with the numbers.
+    assert entry["provenance"]["settings"] == [_PROV["settings"]]
+    assert "GLIBC_TUNABLES=glibc.malloc.mmap_max=0, OPENBLAS_NUM_THREADS=1, XLA_FLAGS=(unset)" in index
     assert provenance["artifacts"]["published_lra_accuracy"]["provenance"]["published"] is True
 
 

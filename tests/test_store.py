@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 import textwrap
@@ -11,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.provenance import SETTINGS
 from harness.runner import pending, run_study
 from harness.store import Store, StoreError
 from harness.studies import Diverged, Study
@@ -116,6 +118,9 @@ def test_the_runner_skips_results_retries_failures_and_records_divergence(tmp_pa
     assert runs.loc[3, "status"] == "diverged" and "step 7" in runs.loc[3, "error"]
     assert "RuntimeError: boom" in runs.loc[2, "error"]
     assert list(store.read("toy", statuses=("diverged",))["step"]) == [5]
+    # Every run records the process settings that change speed and memory, as they were.
+    for name in SETTINGS:
+        assert set(runs[f"prov.settings.{name}"].fillna("")) == {os.environ.get(name, "")}
     # A rerun retries only the failed run; --fresh reruns everything.
     assert pending(study, specs, store, fresh=False) == [Spec(2)]
     calls.clear()

@@ -49,7 +49,8 @@ log = logging.getLogger(__name__)
 MARKER = ".linrnn-bench-report"
 PUBLISHED_KEY = "published"
 # Provenance fields that identify how a number was made (the run counts are not among them).
-_CITED = ("presets", "seeds", "hardware", "commits", "versions", "python", "study_version")
+_CITED = ("presets", "seeds", "hardware", "commits", "versions", "settings", "python",
+          "study_version")
 
 README_TEXT = """\
 # reports/

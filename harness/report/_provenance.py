@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..provenance import SETTINGS
 from ..store import STATUSES, Store
 from ..studies import PRESET_NAMES
 
@@ -125,7 +126,8 @@ def summarise(store: Store, study_name: str, run_ids: Sequence[str] = ()) -> dic
     Keys: ``study``, ``runs`` (count per status), ``presets``, ``seeds`` (of finished runs),
     ``hardware`` (distinct
     backend / device kind / device count / CPU count / machine), ``commits`` (distinct commit and
-    dirty flag), ``versions`` (distinct library versions), ``python``, ``study_version``,
+    dirty flag), ``versions`` (distinct library versions), ``settings`` (distinct process
+    settings, `harness.provenance.SETTINGS`), ``python``, ``study_version``,
     ``run_seconds`` (total wall time of the runs as recorded).
     """
     runs = store.runs(study_name)
@@ -159,6 +161,8 @@ def summarise(store: Store, study_name: str, run_ids: Sequence[str] = ()) -> dic
     summary["commits"] = _distinct_records(commits)
     versions = pd.DataFrame({lib: column(f"prov.versions.{lib}") for lib in _LIBRARIES})
     summary["versions"] = _distinct_records(versions)
+    settings = pd.DataFrame({name: column(f"prov.settings.{name}") for name in SETTINGS})
+    summary["settings"] = _distinct_records(settings)
     summary["python"] = _distinct(column("prov.python"))
     summary["study_version"] = [int(v) for v in _distinct(column("prov.study_version"))]
     seconds = pd.to_numeric(column("prov.seconds"), errors="coerce")
@@ -211,6 +215,11 @@ def describe(summary: Mapping[str, Any]) -> str:
         ", ".join(f"{lib} {v}" for lib, v in record.items() if v is not None)
         for record in summary.get("versions", [])
     ]
+    settings = [
+        ", ".join(f"{name}={value or '(unset)'}" for name, value in record.items())
+        for record in summary.get("settings", [])
+        if any(value is not None for value in record.values())
+    ]
     python = summary.get("python", [])
     seconds = summary.get("run_seconds")
     parts = [
@@ -220,6 +229,7 @@ def describe(summary: Mapping[str, Any]) -> str:
         f"hardware: {_join(hardware)}",
         f"commit {_join(commits)}",
         f"libraries: {_join(versions)}" + (f", Python {', '.join(python)}" if python else ""),
+        f"process settings: {_join(settings)}",
     ]
     if seconds is not None:
         parts.append(f"{seconds:.0f} s of run time in total")
