@@ -8,7 +8,8 @@ imports each one's section module ``harness.report.<study>`` (``TITLE``, ``INTRO
     out_dir/figures/<name>.{png,pdf}       every Figure
     out_dir/index.md                       every artifact with its caption and provenance,
                                            and a statement for everything that is missing
-    out_dir/provenance.json                per artifact: files (sha256), runs, commit, hardware
+    out_dir/provenance.json                per artifact: files (sha256), runs, commit, hardware,
+                                           process settings
     out_dir/README.md                      a note that the folder is generated
 
 The published LRA numbers (`harness.report._published`) form their own section, labelled as
@@ -62,8 +63,8 @@ hand: the next render replaces the whole folder.
 - `index.md`: every table and figure, with what it measures, how, and its provenance.
 - `tables/`: each table as CSV (full precision), Markdown and LaTeX (booktabs).
 - `figures/`: each figure as PNG and PDF.
-- `provenance.json`: per table and figure, the commit, hardware, seeds, preset and the sha256 of
-  its files, for citing.
+- `provenance.json`: per table and figure, the commit, hardware, process settings, seeds, preset
+  and the sha256 of its files, for citing.
 """
 
 
