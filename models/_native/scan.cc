@@ -75,31 +75,30 @@ int64_t StreamingBytes() {
   return cache;
 }
 
-// dst[0:n] = src[0:n] with non-temporal stores where dst is aligned for them (plain stores
-// elsewhere); the caller fences once after the last row (_mm_sfence).
-inline void StreamRow(float* dst, const float* src, int64_t n) {
-  int64_t k = 0;
+// One vector of src stored to dst (aligned to kStreamAlign) without reading dst's line first.
 #if defined(__AVX__)
-  if (reinterpret_cast<uintptr_t>(dst) % 32 == 0) {
-    for (; k + 8 <= n; k += 8) _mm256_stream_ps(dst + k, _mm256_loadu_ps(src + k));
-  }
-#elif defined(__SSE2__)
-  if (reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
-    for (; k + 4 <= n; k += 4) _mm_stream_ps(dst + k, _mm_loadu_ps(src + k));
-  }
-#endif
-  for (; k < n; ++k) dst[k] = src[k];
+constexpr int64_t kStreamAlign = 32;
+inline void StreamVector(float* dst, const float* src) {
+  _mm256_stream_ps(dst, _mm256_loadu_ps(src));
 }
-
-inline void StreamRow(double* dst, const double* src, int64_t n) {
-  int64_t k = 0;
-#if defined(__AVX__)
-  if (reinterpret_cast<uintptr_t>(dst) % 32 == 0) {
-    for (; k + 4 <= n; k += 4) _mm256_stream_pd(dst + k, _mm256_loadu_pd(src + k));
-  }
+inline void StreamVector(double* dst, const double* src) {
+  _mm256_stream_pd(dst, _mm256_loadu_pd(src));
+}
 #elif defined(__SSE2__)
-  if (reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
-    for (; k + 2 <= n; k += 2) _mm_stream_pd(dst + k, _mm_loadu_pd(src + k));
+constexpr int64_t kStreamAlign = 16;
+inline void StreamVector(float* dst, const float* src) { _mm_stream_ps(dst, _mm_loadu_ps(src)); }
+inline void StreamVector(double* dst, const double* src) { _mm_stream_pd(dst, _mm_loadu_pd(src)); }
+#endif
+
+// dst[0:n] = src[0:n] with non-temporal stores where dst is aligned for them (plain stores
+// elsewhere); the caller fences once after the last row (StreamFence).
+template <typename T>
+inline void StreamRow(T* dst, const T* src, int64_t n) {
+  int64_t k = 0;
+#if defined(__SSE2__)
+  constexpr int64_t lanes = kStreamAlign / int64_t{sizeof(T)};
+  if (reinterpret_cast<uintptr_t>(dst) % kStreamAlign == 0) {
+    for (; k + lanes <= n; k += lanes) StreamVector(dst + k, src + k);
   }
 #endif
   for (; k < n; ++k) dst[k] = src[k];
