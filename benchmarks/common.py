@@ -370,9 +370,9 @@ def scan_program(length: int = SCAN_LENGTH, variant: str = "engine") -> tuple[Pr
     ``"engine"``: the recurrence ``"auto"`` picks on this backend (`environment` records
     which), as the layers run it: a fresh output per call (written with streaming stores, as
     it exceeds the cache; with glibc's default settings a fresh 128 MiB buffer pays a page
-    fault per page, which the Makefile's ``GLIBC_TUNABLES`` avoid; see README). ``"in_place"`` (CPU, native kernel
-    only): the native kernel overwriting a donated buffer, each output fed back as the next
-    input: the recurrence streaming over one buffer. |lambda| = 0.5 keeps the fed-back values
+    fault per page, which the Makefile's ``GLIBC_TUNABLES`` avoid; see README).
+    ``"in_place"`` (CPU, native kernel only): the native kernel overwriting a donated buffer,
+    each output fed back as the next input: the recurrence streaming over one buffer. |lambda| = 0.5 keeps the fed-back values
     bounded (at most doubling per call).
     """
     import jax
@@ -453,20 +453,23 @@ def working_memory(
 def activation_memory(model: str, algorithm: str = "auto") -> dict:
     """The part of forward+backward's temporaries that grows with L, in state sequences.
 
-    ``temp_bytes = constant + slope L`` through the compiled programs at `LENGTHS`; an
+    ``temp_bytes = constant + slope L`` fitted (the memory study's `fit_linear`) through the
+    compiled programs at `LENGTHS`; an
     activation is what grows with the sequence, so ``activations_over_state`` (the slope over
     one (B, L, P) state sequence's bytes per step) counts the activations a training step keeps
     (target: at most one), and ``constant_temp_bytes`` is what does not grow with L: the
     per-sequence parameter cotangents that `jax.vmap` makes before summing them (B x 4PH
     numbers), a parametrisation's intermediates (RotRNN's matrix exponential) and the like.
     """
-    first, last = (working_memory(model, n, algorithm=algorithm) for n in (LENGTHS[0], LENGTHS[-1]))
-    slope = (last["temp_bytes"] - first["temp_bytes"]) / (LENGTHS[-1] - LENGTHS[0])
-    state_bytes_per_step = first["state_activation_bytes"] / LENGTHS[0]
+    from harness.studies.memory import fit_linear
+
+    points = [working_memory(model, n, algorithm=algorithm) for n in LENGTHS]
+    fit = fit_linear([float(n) for n in LENGTHS], [float(p["temp_bytes"]) for p in points])
+    state_bytes_per_step = points[0]["state_activation_bytes"] / LENGTHS[0]
     return {
-        "activations_over_state": slope / state_bytes_per_step,
-        "constant_temp_bytes": first["temp_bytes"] - slope * LENGTHS[0],
-        "lengths": (LENGTHS[0], LENGTHS[-1]),
+        "activations_over_state": fit.slope / state_bytes_per_step,
+        "constant_temp_bytes": fit.intercept,
+        "lengths": tuple(LENGTHS),
     }
 
 

@@ -141,7 +141,8 @@ def test_render_writes_every_format_and_is_byte_identical(store, tmp_path):
     assert entry["provenance"]["commits"] == [{"commit": _PROV["git_commit"], "dirty": False}]
     # The process settings that change speed and memory are cited with the numbers.
     assert entry["provenance"]["settings"] == [_PROV["settings"]]
-    assert "GLIBC_TUNABLES=glibc.malloc.mmap_max=0, OPENBLAS_NUM_THREADS=1, XLA_FLAGS=(unset)" in index
+    cited = "GLIBC_TUNABLES=glibc.malloc.mmap_max=0, OPENBLAS_NUM_THREADS=1, XLA_FLAGS=(unset)"
+    assert cited in index
     assert provenance["artifacts"]["published_lra_accuracy"]["provenance"]["published"] is True
 
 
