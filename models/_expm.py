@@ -25,21 +25,21 @@ For skew-symmetric X the approximant is exactly orthogonal with determinant 1, n
 truncation error: r_m(X) = q(X)^{-1} q(-X) with q(-X) = q(X)^T, and q(X), q(X)^T commute. So P_h
 stays in SO(N_h) to round-off whatever the scaling.
 
-The squarings run by the binary digits of s: `lax.cond` on digit j squares 2^j times (reverse-mode
-differentiable, unlike a loop of dynamic length; five scalar conditions, and only the s squarings
-needed run). A bound beyond ``theta_m 2^MAX_SQUARINGS`` (entries of order 1e10: diverged
-parameters) or a non-finite S gives NaN, so the divergence is seen rather than hidden by a
-clamped scaling.
+The squarings are a loop of exactly s matmuls (`lax.fori_loop` with a traced trip count) with
+a hand-written VJP (`_power_of_two`): the cotangent of E^(2^s) is pulled back through the
+squarings in the order they ran, so nothing of the loop is saved and no branch per possible
+squaring exists (below). A bound beyond ``theta_m 2^MAX_SQUARINGS`` (entries of order 1e10:
+diverged parameters) or a non-finite S gives NaN, so the divergence is seen rather than hidden by
+a clamped scaling.
 """
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, Int
 
 # Pade [m/m] numerator coefficients b_0..b_m (Higham 2005, Table 2.3 and the code of Algorithm 2.3).
 _PADE_7 = (17297280.0, 8648640.0, 1995840.0, 277200.0, 25200.0, 1512.0, 56.0, 1.0)
@@ -52,9 +52,8 @@ _PADE_13 = (
 # (Higham 2005, Table 2.3 for double; the single-precision value as in jax.scipy.linalg.expm).
 THETA_7 = 3.925724783138660
 THETA_13 = 5.371920351148152
-# s is applied by its binary digits; 5 digits cover ||S||_2 up to theta * 2^31 (about 1e10).
-_DIGITS = 5
-MAX_SQUARINGS = 2**_DIGITS - 1
+# At most this many squarings: ||S||_2 up to theta * 2^31 (about 1e10); beyond, NaN.
+MAX_SQUARINGS = 31
 
 
 def expm_skew(S: Float[Array, "*batch n n"]) -> Float[Array, "*batch n n"]:
@@ -103,25 +102,38 @@ def expm_skew(S: Float[Array, "*batch n n"]) -> Float[Array, "*batch n n"]:
     return jnp.where(ok, _power_of_two(E, squarings), jnp.nan)
 
 
-# Rematerialised in the backward pass: reverse-mode saves the residuals of both branches of a
-# `lax.cond`, here 31 matrices per head whatever s is (for one head of 128 x 128 that was a
-# third of RotRNN's working memory at B = 8, L = 1024), while recomputing costs s matmuls.
-@jax.checkpoint
-def _power_of_two(E: Float[Array, "*batch n n"], squarings) -> Float[Array, "*batch n n"]:
-    """E^(2^squarings) by the binary digits of ``squarings``: digit j squares 2^j times, so
-    five scalar conditions (not one per possible squaring) and exactly s matmuls run."""
-    for digit in range(_DIGITS):
-        E = lax.cond(
-            (squarings >> digit) & 1 == 1, functools.partial(_square, times=2**digit), _keep, E
-        )
-    return E
+@jax.custom_vjp
+def _power_of_two(
+    E: Float[Array, "*batch n n"], squarings: Int[Array, ""]
+) -> Float[Array, "*batch n n"]:
+    """E^(2^squarings): ``squarings`` matmuls, Y_{k+1} = Y_k^2 from Y_0 = E."""
+    return lax.fori_loop(0, squarings, lambda _, Y: Y @ Y, E)
 
 
-def _square(E: Float[Array, "*batch n n"], times: int) -> Float[Array, "*batch n n"]:
-    for _ in range(times):
-        E = E @ E
-    return E
+# The VJP of the squarings. Through Y_{k+1} = Y_k^2 a cotangent G pulls back to
+# T_k(G) = G Y_k^T + Y_k^T G, and the cotangent of E is T_0 T_1 ... T_{s-1} (G), which autodiff
+# evaluates from T_{s-1} down, so it must keep (or recompute) every Y_k: as `lax.cond`s on the
+# binary digits of s that was 31 matrices per head in the buffer assignment whatever s is (a
+# branch per digit, 1 + 2 + ... + 16 squarings), half of RotRNN's working memory at B = 8,
+# L = 1024 beside its states. But every Y_k is a power of E, so the left and right products by
+# the Y_k^T all commute, and so do the T_k: applied from T_0 up, each Y_k is made when it is
+# needed and dropped. 3 s matmuls, as autodiff with rematerialisation, and two matrices kept.
+# (The Y_k commute to round-off; the gradient equals autodiff's to round-off, tests/test_expm.py.)
+def _power_of_two_fwd(E, squarings):
+    return _power_of_two(E, squarings), (E, squarings)
 
 
-def _keep(E: Float[Array, "*batch n n"]) -> Float[Array, "*batch n n"]:
-    return E
+def _power_of_two_bwd(residuals, G):
+    E, squarings = residuals
+
+    def step(_, carry):
+        Y, G = carry
+        Yt = jnp.swapaxes(Y, -1, -2)
+        return Y @ Y, G @ Yt + Yt @ G
+
+    _, G_E = lax.fori_loop(0, squarings, step, (E, G))
+    # squarings is an integer: its cotangent is float0 (no derivative).
+    return G_E, np.zeros(np.shape(squarings), jax.dtypes.float0)
+
+
+_power_of_two.defvjp(_power_of_two_fwd, _power_of_two_bwd)
