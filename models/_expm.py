@@ -5,7 +5,8 @@ RotRNN recomputes ``P_h = expm(S_h)``, ``S_h = M_h - M_h^T``, on every call.
 degree (a `lax.switch` on each matrix's norm) becomes a select that evaluates every branch, and
 its squarings (a scan of 16 `lax.cond` steps) a select that squares 16 times whatever the norm.
 Here one scaling serves the whole batch, so the conditions stay scalar and only the squarings
-needed run. Both are differentiated by autodiff through their operations.
+needed run. The Pade approximant is differentiated by autodiff through its operations, the
+squarings by a hand-written VJP (below).
 
 Algorithm: scaling and squaring with the diagonal Pade approximant r_m (Higham, "The scaling and
 squaring method for the matrix exponential revisited", SIAM J. Matrix Anal. Appl. 26, 2005), as
