@@ -97,6 +97,24 @@ class TrackRoofline:
         return common.roofline_fraction(model, seq_len, mode)["roofline_fraction"]
 
 
+class TrackSpeedupCeiling:
+    """The in-run reference's median time over the layer's roofline bound: the in-run ratio of
+    an implementation at the roofline, so the ratio `TrackSpeedup` can reach on this machine
+    (`common.speedup_ceiling`)."""
+
+    params = (list(common.MODELS), list(common.LENGTHS), list(common.MODES))
+    param_names = ["model", "seq_len", "mode"]
+    timeout = 900.0
+    version = 1
+    unit = "x"
+
+    def setup(self, model, seq_len, mode):
+        _setup_cache()
+
+    def track_speedup_at_roofline(self, model, seq_len, mode):
+        return common.speedup_ceiling(model, seq_len, mode)["speedup_at_roofline"]
+
+
 class TrackMemory:
     """XLA's compiled memory of forward+backward (no execution): temporaries in bytes and in
     units of one (B, L, P) complex64 state sequence (target: at most one)."""

@@ -351,6 +351,40 @@ def roofline_fraction(model: str, length: int, mode: str, *, repeats: int = 5) -
     return roofline.roofline_columns(counts, peaks, median)
 
 
+def speedup_ceiling(model: str, length: int, mode: str, *, repeats: int = 5) -> dict:
+    """The in-run ratio that an implementation running at the layer's roofline would reach.
+
+    ``speedup_at_roofline`` is the in-run reference's median time over the layer's roofline
+    bound (`roofline_fraction`'s: the same analytic FLOPs and bytes, peaks measured in this
+    process around the reference's timing). The in-run ratio is at most that times the layer's
+    roofline fraction, so ``required_roofline_fraction`` (`TARGET_SPEEDUP` over it) is the
+    fraction of the roofline that the in-run target needs; above 1 the target cannot be met with
+    the layer's FLOPs on this machine.
+    """
+    import equinox as eqx
+
+    from harness import roofline
+    from models.network import count_parameters
+
+    program = reference_program(model, length, mode)
+    before = roofline.measure_peaks()
+    reference_s = median_seconds(program, repeats=repeats)
+    peaks = roofline.Peaks.best(before, roofline.measure_peaks())
+    the_layer = layer(model)
+    shape = roofline.SystemShape.of(eqx.filter_eval_shape(the_layer.discrete_system))
+    counts = roofline.layer_counts(
+        shape, length=length, batch=BATCH, mode=mode, params=count_parameters(the_layer)
+    )
+    bound_s = roofline.bound(counts, peaks).seconds
+    at_roofline = reference_s / bound_s
+    return {
+        "reference_median_s": reference_s,
+        "bound_s": bound_s,
+        "speedup_at_roofline": at_roofline,
+        "required_roofline_fraction": TARGET_SPEEDUP / at_roofline,
+    }
+
+
 class InPlaceProgram(Program):
     """A program whose second argument is donated: each call feeds its output back as that
     argument, so that every call runs in place on one buffer (no fresh allocation)."""

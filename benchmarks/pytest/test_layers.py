@@ -6,7 +6,8 @@ collects this folder. Compilation happens in the fixtures, outside the timed reg
 round is one call ending in ``jax.block_until_ready``. Every layer benchmark also records, in
 ``extra_info``: the engine's algorithm, the allocator, the in-run reference's median time and
 the speedup over it (timed alternately in the same process), the published reference time, the
-roofline fraction, and XLA's compiled memory of forward+backward.
+roofline fraction, the in-run ratio at the roofline (the reference's time over the bound), and
+XLA's compiled memory of forward+backward.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ def test_layer(benchmark, case):
     benchmark.extra_info["roofline_fraction"] = fraction["roofline_fraction"]
     benchmark.extra_info["bound_s"] = fraction["bound_s"]
     benchmark.extra_info["bound_limiter"] = fraction["bound_limiter"]
+    # The in-run ratio an implementation at the roofline would reach (the reference's median
+    # time, timed above, over the bound).
+    benchmark.extra_info["speedup_at_roofline"] = (
+        benchmark.extra_info["reference_median_s"] / fraction["bound_s"]
+    )
     if mode == "forward_backward":
         benchmark.extra_info.update(common.working_memory(model, length))
         benchmark.extra_info.update(common.activation_memory(model))
