@@ -63,53 +63,46 @@ class TimeReference:
         self.program.run()
 
 
-class TrackSpeedup:
-    """Reference median time / layer median time, timed alternately in one process (target
-    `common.TARGET_SPEEDUP`)."""
+class _Cell:
+    """One benchmark cell per model, length and mode; each process uses the persistent cache."""
 
     params = (list(common.MODELS), list(common.LENGTHS), list(common.MODES))
     param_names = ["model", "seq_len", "mode"]
-    timeout = 900.0
     version = 1
-    unit = "x"
 
     def setup(self, model, seq_len, mode):
         _setup_cache()
+
+
+class TrackSpeedup(_Cell):
+    """Reference median time / layer median time, timed alternately in one process (target
+    `common.TARGET_SPEEDUP`)."""
+
+    timeout = 900.0
+    unit = "x"
 
     def track_speedup_over_reference(self, model, seq_len, mode):
         return common.speedup_over_reference(model, seq_len, mode)["speedup_over_reference"]
 
 
-class TrackRoofline:
+class TrackRoofline(_Cell):
     """The layer's roofline fraction: analytic bound from peaks measured in the same process,
     over the median time."""
 
-    params = (list(common.MODELS), list(common.LENGTHS), list(common.MODES))
-    param_names = ["model", "seq_len", "mode"]
     timeout = 600.0
-    version = 1
     unit = "fraction"
-
-    def setup(self, model, seq_len, mode):
-        _setup_cache()
 
     def track_roofline_fraction(self, model, seq_len, mode):
         return common.roofline_fraction(model, seq_len, mode)["roofline_fraction"]
 
 
-class TrackSpeedupCeiling:
+class TrackSpeedupCeiling(_Cell):
     """The in-run reference's median time over the layer's roofline bound: the in-run ratio of
     an implementation at the roofline, so the ratio `TrackSpeedup` can reach on this machine
     (`common.speedup_ceiling`)."""
 
-    params = (list(common.MODELS), list(common.LENGTHS), list(common.MODES))
-    param_names = ["model", "seq_len", "mode"]
     timeout = 900.0
-    version = 1
     unit = "x"
-
-    def setup(self, model, seq_len, mode):
-        _setup_cache()
 
     def track_speedup_at_roofline(self, model, seq_len, mode):
         return common.speedup_ceiling(model, seq_len, mode)["speedup_at_roofline"]

@@ -332,14 +332,16 @@ def speedup_over_algorithm(
     }
 
 
-def roofline_fraction(model: str, length: int, mode: str, *, repeats: int = 5) -> dict:
-    """The layer's median time against its roofline bound, peaks measured in this process."""
+def _against_roofline(
+    program: Program, model: str, length: int, mode: str, repeats: int
+) -> tuple[float, Any, Any]:
+    """The program's median time, with the layer's analytic counts and the peaks measured in
+    this process just before and after the timing (the better of the two)."""
     import equinox as eqx
 
     from harness import roofline
     from models.network import count_parameters
 
-    program = layer_program(model, length, mode)
     before = roofline.measure_peaks()
     median = median_seconds(program, repeats=repeats)
     peaks = roofline.Peaks.best(before, roofline.measure_peaks())
@@ -348,6 +350,15 @@ def roofline_fraction(model: str, length: int, mode: str, *, repeats: int = 5) -
     counts = roofline.layer_counts(
         shape, length=length, batch=BATCH, mode=mode, params=count_parameters(the_layer)
     )
+    return median, counts, peaks
+
+
+def roofline_fraction(model: str, length: int, mode: str, *, repeats: int = 5) -> dict:
+    """The layer's median time against its roofline bound, peaks measured in this process."""
+    from harness import roofline
+
+    program = layer_program(model, length, mode)
+    median, counts, peaks = _against_roofline(program, model, length, mode, repeats)
     return roofline.roofline_columns(counts, peaks, median)
 
 
@@ -361,20 +372,10 @@ def speedup_ceiling(model: str, length: int, mode: str, *, repeats: int = 5) -> 
     fraction of the roofline that the in-run target needs; above 1 the target cannot be met with
     the layer's FLOPs on this machine.
     """
-    import equinox as eqx
-
     from harness import roofline
-    from models.network import count_parameters
 
     program = reference_program(model, length, mode)
-    before = roofline.measure_peaks()
-    reference_s = median_seconds(program, repeats=repeats)
-    peaks = roofline.Peaks.best(before, roofline.measure_peaks())
-    the_layer = layer(model)
-    shape = roofline.SystemShape.of(eqx.filter_eval_shape(the_layer.discrete_system))
-    counts = roofline.layer_counts(
-        shape, length=length, batch=BATCH, mode=mode, params=count_parameters(the_layer)
-    )
+    reference_s, counts, peaks = _against_roofline(program, model, length, mode, repeats)
     bound_s = roofline.bound(counts, peaks).seconds
     at_roofline = reference_s / bound_s
     return {
