@@ -407,8 +407,8 @@ def scan_program(length: int = SCAN_LENGTH, variant: str = "engine") -> tuple[Pr
     it exceeds the cache; with glibc's default settings a fresh 128 MiB buffer pays a page
     fault per page, which the Makefile's ``GLIBC_TUNABLES`` avoid; see README).
     ``"in_place"`` (CPU, native kernel only): the native kernel overwriting a donated buffer,
-    each output fed back as the next input: the recurrence streaming over one buffer. |lambda| = 0.5 keeps the fed-back values
-    bounded (at most doubling per call).
+    each output fed back as the next input: the recurrence streaming over one buffer.
+    |lambda| = 0.5 keeps the fed-back values bounded (at most doubling per call).
     """
     import jax
     import jax.numpy as jnp
@@ -489,12 +489,12 @@ def activation_memory(model: str, algorithm: str = "auto") -> dict:
     """The part of forward+backward's temporaries that grows with L, in state sequences.
 
     ``temp_bytes = constant + slope L`` fitted (the memory study's `fit_linear`) through the
-    compiled programs at `LENGTHS`; an
-    activation is what grows with the sequence, so ``activations_over_state`` (the slope over
-    one (B, L, P) state sequence's bytes per step) counts the activations a training step keeps
-    (target: at most one), and ``constant_temp_bytes`` is what does not grow with L: the
-    per-sequence parameter cotangents that `jax.vmap` makes before summing them (B x 4PH
-    numbers), a parametrisation's intermediates (RotRNN's matrix exponential) and the like.
+    compiled programs at `LENGTHS`. An activation is what grows with the sequence, so
+    ``activations_over_state`` (the slope over one (B, L, P) state sequence's bytes per step)
+    counts the activations a training step keeps (target: at most one), and
+    ``constant_temp_bytes`` is what does not grow with L: the per-sequence parameter cotangents
+    that `jax.vmap` makes before summing them (B x 4PH numbers), a parametrisation's
+    intermediates (RotRNN's matrix exponential) and the like.
     """
     from harness.studies.memory import fit_linear
 
