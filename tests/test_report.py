@@ -129,7 +129,7 @@ def test_render_writes_every_format_and_is_byte_identical(store, tmp_path):
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".reports")]
 
     index = (out / "index.md").read_text()
-    assert "![Test accuracy by task](figures/accuracy_by_task.png)" in index
+    assert "![Test metric by task](figures/accuracy_by_task.png)" in index
     assert "preset `custom`" in index  # synthetic runs belong to no preset's grid
     assert "3 seeds (0, 1, 2)" in index and "`0123456789ab`" in index
     # The published numbers sit in their own section, after ours, and say they are published.
@@ -153,7 +153,7 @@ def test_study_without_rows_is_stated_missing(tmp_path):
     render(Store(tmp_path / "empty.sqlite"), out)
     index = (out / "index.md").read_text()
     assert "## Not produced" in index
-    statement = "**Accuracy: Test accuracy (%) by task** (`accuracy_test`): no runs of the accuracy"
+    statement = "**Accuracy: Test accuracy (%) by task, one shared recipe** (`accuracy_test`): no runs of the accuracy"
     assert statement in index
     assert "> **Missing** (`accuracy_by_task`)" in index
     assert not (out / "figures" / "accuracy_by_task.png").exists()
@@ -305,7 +305,7 @@ def test_depth_sweep_and_diverged_cells(tmp_path):
     assert math.isnan(table.frame.at["S5 (depth 1)", "digits"])
     assert "– marks a cell without a finished run" in table.caption
     assert "No bar for S5 (depth 1) on digits" in artifacts["accuracy_by_task"].caption
-    detail = artifacts["accuracy_detail"].frame
+    detail = artifacts["accuracy_detail"].frame.xs("one recipe", level="configuration")
     assert detail.at[("digits", "S5 (depth 1)"), "diverged"] == 1
     assert detail.at[("digits", "S5 (depth 1)"), "n seeds"] == 0
     assert table.frame["digits"].tolist()[:2] == pytest.approx([60.0, 85.0])
@@ -327,7 +327,7 @@ def test_grid_runs_not_yet_made_keep_their_cells(tmp_path):
                "selection": "accuracy", "params": 1, "steps": 1}],
     )
     artifacts = {a.name: a for a in accuracy.section(store)}
-    detail = artifacts["accuracy_detail"].frame
+    detail = artifacts["accuracy_detail"].frame.xs("one recipe", level="configuration")
     assert detail["n seeds"].sum() == 1
     assert detail["not run"].sum() == len(specs) - 1  # every other run of the smoke grid
     assert "preset smoke" in artifacts["accuracy_test"].caption.lower()

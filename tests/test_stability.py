@@ -16,7 +16,7 @@ from conftest import tol
 from harness import train as training
 from harness.config import ConfigError
 from harness.report import stability as stability_report
-from harness.report._artifacts import Figure, Missing, Table
+from harness.report._artifacts import Figure, Finding, Missing, Table
 from harness.runner import run_study
 from harness.store import Store
 from harness.studies import stability
@@ -279,10 +279,17 @@ def test_report_section(smoke, tmp_path):
         "stability_depth_listops": Figure,
         "stability_profile_listops": Figure,
         "stability_summary_listops": Table,
+        "stability_spread_listops": Table,
+        "stability_findings_listops": Finding,
     }
-    table = next(a for a in artifacts if isinstance(a, Table))
+    table = next(a for a in artifacts if a.name == "stability_summary_listops")
     assert list(table.frame.index) == ["RotRNN", "LRU"]
     assert (table.frame["CV (layers, seeds, steps)"] > 0).all()
-    assert "ratio LRU / RotRNN" in table.caption
+    spread = next(a for a in artifacts if a.name == "stability_spread_listops")
+    assert list(spread.frame.index.get_level_values("Variant")) == ["RotRNN", "LRU"]
+    finding = next(a for a in artifacts if isinstance(a, Finding))
+    # One seed: the verdict ranks the layers and says no difference is supported.
+    assert len(finding.lines) == 1 and "from lowest: " in finding.lines[0]
+    assert "No two layers' spreads differ" in finding.lines[0]
     empty = stability_report.section(Store(tmp_path / "empty.sqlite"))
     assert empty and all(isinstance(a, Missing) for a in empty)

@@ -40,9 +40,9 @@ from typing import Any
 from .. import studies
 from ..store import Store
 from . import _provenance, _published, _writers
-from ._artifacts import Artifact, Figure, Missing, Table
+from ._artifacts import Artifact, Figure, Finding, Missing, Table
 
-__all__ = ["Artifact", "Figure", "Missing", "ReportError", "Table", "render"]
+__all__ = ["Artifact", "Figure", "Finding", "Missing", "ReportError", "Table", "render"]
 
 log = logging.getLogger(__name__)
 
@@ -180,9 +180,11 @@ def _study_section(store: Store, name: str) -> _Section:
         log.exception("report section %s", module_name)
         problem = f"its section raised {type(e).__name__}: {e}"
         return _Section(name, title, intro, (), summary, problem)
-    wrong = [type(a).__name__ for a in artifacts if not isinstance(a, (Table, Figure, Missing))]
+    wrong = [type(a).__name__ for a in artifacts
+             if not isinstance(a, (Table, Figure, Finding, Missing))]
     if wrong:
-        problem = f"its section returned objects that are not Table, Figure or Missing: {wrong}."
+        problem = (f"its section returned objects that are not Table, Figure, Finding or "
+                   f"Missing: {wrong}.")
         return _Section(name, title, intro, (), summary, problem)
     if not artifacts:
         artifacts = (
@@ -239,6 +241,11 @@ def _write(store: Store, sections: Sequence[_Section], root: Path) -> list[str]:
                 record["reason"] = artifact.reason
                 records[artifact.name] = record
                 continue
+            if isinstance(artifact, Finding):
+                record["lines"] = list(artifact.lines)
+                record["provenance"] = _artifact_provenance(store, section, artifact)
+                records[artifact.name] = record
+                continue
             try:
                 if isinstance(artifact, Table):
                     paths = _writers.write_table(artifact, root / "tables")
@@ -271,7 +278,9 @@ def _write(store: Store, sections: Sequence[_Section], root: Path) -> list[str]:
     return sorted(f.as_posix() for f in files)
 
 
-def _artifact_provenance(store: Store, section: _Section, artifact: Table | Figure) -> Any:
+def _artifact_provenance(
+    store: Store, section: _Section, artifact: Table | Figure | Finding
+) -> Any:
     if section.provenance is None:
         return {"published": True,
                 "source": "the papers named in the table (harness/report/_published.py)"}
@@ -360,6 +369,15 @@ def _index(
     ]
     for section in sections:
         lines.append(f"- [{section.title}](#{_slug(section.title)}): {_census(section, written)}")
+    findings = [(s, a) for s in sections if not s.problem for a in s.artifacts
+                if isinstance(a, Finding) and a.lines]
+    if findings:
+        lines += ["", "## Findings", "",
+                  "What the statistics of each section support, computed from the data (each "
+                  "sentence links to its section):", ""]
+        for section, finding in findings:
+            lines += [f"- [{section.title}](#{_slug(finding.title)}): {line}"
+                      for line in finding.lines]
     missing = _missing_list(sections, failures)
     if missing:
         lines += ["", "## Not produced", "",
@@ -384,7 +402,9 @@ def _census(section: _Section, written: dict[str, list[str]]) -> str:
         return "not produced"
     tables = sum(1 for a in section.artifacts if isinstance(a, Table) and a.name in written)
     figures = sum(1 for a in section.artifacts if isinstance(a, Figure) and a.name in written)
-    missing = len(section.artifacts) - tables - figures
+    missing = sum(1 for a in section.artifacts
+                  if isinstance(a, Missing) or (isinstance(a, (Table, Figure))
+                                                and a.name not in written))
     parts = [
         f"{tables} table{'s' if tables != 1 else ''}",
         f"{figures} figure{'s' if figures != 1 else ''}",
@@ -421,6 +441,10 @@ def _artifact_lines(
     written: dict[str, list[str]],
     failures: dict[str, str],
 ) -> list[str]:
+    if isinstance(artifact, Finding):
+        if not artifact.lines:
+            return []
+        return [f"### {artifact.title}", "", *[f"- {line}" for line in artifact.lines], ""]
     if isinstance(artifact, Missing) or artifact.name in failures:
         reason = artifact.reason if isinstance(artifact, Missing) else failures[artifact.name]
         return [f"### {artifact.title}", "", f"> **Missing** (`{artifact.name}`): {reason}", ""]

@@ -61,6 +61,20 @@ class Figure:
 
 
 @dataclasses.dataclass(frozen=True)
+class Finding:
+    """Sentences a section computed from its statistics, stated in the index (no files).
+
+    Each line must be true whichever way the data came out: it is built from the numbers it
+    states, never written for one outcome. ``runs`` as for `Table`.
+    """
+
+    name: str
+    title: str
+    lines: tuple[str, ...]
+    runs: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class Missing:
     """A table or figure the store cannot support yet, stated in the index (never silent)."""
 
@@ -69,4 +83,4 @@ class Missing:
     reason: str
 
 
-Artifact = Union[Table, Figure, Missing]
+Artifact = Union[Table, Figure, Finding, Missing]

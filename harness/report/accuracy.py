@@ -1,23 +1,32 @@
-"""Report section of the accuracy study: test accuracy at the best validation step, per cell.
+"""Report section of the accuracy study: what each layer scores, against what, and how surely.
 
 Selection follows the usual protocol: each run keeps the parameters of its best validation
-step, and its test accuracy there is its result (select on validation, report on test). A
+step, and its test metric there is its result (select on validation, report on test). A task's
+metric is test accuracy (%) for classification and test mean squared error for regression. A
 (model, task) cell is the mean over the runs' seeds with its standard error
 
     mean = (1/n) sum_i a_i,    se = s / sqrt(n),    s^2 = (1/(n-1)) sum_i (a_i - mean)^2,
 
 and n is stated beside it; with one seed there is no standard error. Diverged runs are not
-averaged in (their accuracy is undefined); they are counted in the detail table. When the grid
-sweeps depth, each depth is its own cell (a model at depth 2 and at depth 6 are never averaged).
+averaged in; they are counted in the detail table. When the grid sweeps depth, each depth is
+its own series.
 
-Rows read from the store (written by `harness.train.train` through `harness.studies.accuracy`),
-by ``kind``:
-    ``"eval"``: ``step``, ``val_accuracy`` (a learning-curve point);
-    ``"final"``: ``val_accuracy`` (the best), ``test_accuracy`` (at the best validation step),
-    ``test_loss``, ``selection``, ``best_step``, ``params``, ``steps``, ``train_seconds``;
-and the run's config: ``cfg.network.layer`` (the model), ``cfg.network.depth``, ``cfg.task``.
-Accuracies are fractions in [0, 1]; tables and figures show percent. Regression tasks (selected
-on validation loss, accuracy None) appear in the detail table with their test loss.
+Two configurations per cell: the **one recipe** (the preset's shared learning rates, the same
+for every model) and the **tuned** one (on the tasks the preset tunes, the learning-rate pair
+whose mean validation metric over seeds is best, `harness.studies.accuracy.select`: validation
+only, then its test metric once per seed). Every table and figure shows the task's **trivial
+baseline** (the training split's majority class, or its mean for regression, scored on test;
+computed by the study from the data). The comparisons use `harness.report._stats`: paired
+t-tests on per-seed differences with Holm's correction within a task, average ranks with the
+Friedman test and the Nemenyi critical difference across tasks.
+
+Rows read from the store (written through `harness.studies.accuracy`), by ``kind``:
+    ``"eval"``: ``step``, ``val_accuracy``, ``val_loss`` (a learning-curve point);
+    ``"final"``: ``val_accuracy``/``val_loss`` (the best), ``test_accuracy``, ``test_loss``,
+    ``selection``, ``best_step``, ``params``, ``steps``, ``train_seconds``,
+    ``baseline_test_accuracy``, ``baseline_test_loss``;
+and the run's config: ``cfg.network.layer`` (the model), ``cfg.network.depth``, ``cfg.task``,
+``cfg.train.lr``, ``cfg.train.recurrent_lr``.
 """
 
 from __future__ import annotations
@@ -31,9 +40,10 @@ import numpy as np
 import pandas as pd
 
 from ..store import Store
-from . import _published, style
-from ._artifacts import Artifact, Figure, Missing, Table
 from ..studies import PRESET_NAMES
+from ..studies import accuracy as study
+from . import _published, _stats, style
+from ._artifacts import Artifact, Figure, Finding, Missing, Table
 from ._provenance import CUSTOM, in_preset, pick_preset, with_presets
 
 log = logging.getLogger(__name__)
@@ -41,28 +51,37 @@ log = logging.getLogger(__name__)
 STUDY = "accuracy"
 TITLE = "Accuracy"
 INTRO = (
-    "Each model is trained on each task with the same recipe (the accuracy study's preset "
-    "fixes depth, width, state size, optimiser, schedule, batch size and number of steps for "
-    "all models alike; only what a model's paper prescribes differs), once per seed. Every few "
-    "steps the model is evaluated on the validation split; the parameters at the best "
-    "validation accuracy are evaluated once on the test split, and that test accuracy is the "
-    "run's result. Tables give the mean over seeds ± its standard error (sample standard "
-    "deviation / sqrt(n)) with n, the number of seeds, stated; the best mean per task is in "
-    "bold. These are small-scale runs on the project's machines unless the preset says "
-    "otherwise: they compare the layers under one recipe, they do not reproduce the papers' "
-    "full-scale LRA numbers (shown, labelled as published, in the next section)."
+    "Each model is trained on each task, once per seed, with the same architecture, steps, "
+    "batch size and schedule (only what a model's paper prescribes differs). Every few steps "
+    "it is evaluated on the validation split; the parameters at the best validation metric "
+    "are evaluated once on the test split, and that is the run's result. Two configurations "
+    "are shown: the *one recipe*, the preset's shared learning rates for every model, and the "
+    "*tuned* one: on the tasks the preset tunes, every model gets the same learning-rate grid "
+    "(the shared and the recurrent rate, log-spaced), and the pair with the best mean "
+    "validation metric over seeds is selected, on validation only. Seeds are paired: a seed "
+    "fixes the data order for every model, so models are compared seed by seed. Every table "
+    "and figure shows the task's trivial baseline (majority class or training mean), computed "
+    "from the data, and a task counts as informative when some model beats it by more than "
+    "three standard errors. Differences between models are tested (paired t-tests, Holm's "
+    "correction per task; Friedman test and Nemenyi critical difference across tasks), and the "
+    "findings state only what those tests support. These are small-scale runs on the "
+    "project's machines unless the preset says otherwise; the papers' full-scale LRA numbers "
+    "are in the next section, labelled as published."
 )
 
-# Column names of the accuracy study's config and rows (one place to change if they move).
+# Column names of the accuracy study's config and rows (the study owns the lr columns).
 MODEL = "cfg.network.layer"
 DEPTH = "cfg.network.depth"
 WIDTH = "cfg.network.d_model"
 STATE = "cfg.network.d_state"
 TASK = "cfg.task"
 BATCH = "cfg.train.batch_size"
+LR = study.LR
+RECURRENT_LR = study.RECURRENT_LR
 KIND = "kind"
 STEP = "step"
 VAL = "val_accuracy"
+VAL_LOSS = "val_loss"
 BEST_VAL = "val_accuracy"  # on the final row: at the selected (best) step
 TEST = "test_accuracy"
 TEST_LOSS = "test_loss"
@@ -70,33 +89,46 @@ SELECTION = "selection"
 PARAMS = "params"
 STEPS = "steps"
 WALL = "train_seconds"
+BASE_ACC = "baseline_test_accuracy"
+BASE_LOSS = "baseline_test_loss"
 
 NOT_RUN = "not run"  # status of a grid run the store does not hold yet
+Z_INFORMATIVE = 3.0  # a task is informative when a model beats its baseline by this many s.e.
 
-_NAMES = ("accuracy_test", "accuracy_detail", "accuracy_by_task", "accuracy_curves",
-          "accuracy_vs_published")
-_TITLES = ("Test accuracy (%) by task", "Accuracy, parameters and cost per model and task",
-           "Test accuracy by task", "Validation accuracy during training",
-           "Our accuracy beside the published LRA numbers")
+_TITLES = {
+    "accuracy_test": "Test accuracy (%) by task, one shared recipe",
+    "accuracy_tuned": "Test accuracy (%) by task, learning rates tuned per model",
+    "accuracy_regression": "Test mean squared error on regression tasks",
+    "accuracy_informative": "Is each task informative? The best model against the trivial baseline",
+    "accuracy_significance": "Pairwise differences between models, per task",
+    "accuracy_ranks": "Average rank across tasks",
+    "accuracy_cd": "Critical-difference diagram of the average ranks",
+    "accuracy_detail": "Accuracy, parameters and cost per model and task",
+    "accuracy_by_task": "Test metric by task",
+    "accuracy_curves": "Validation metric during training",
+    "accuracy_sensitivity": "Validation metric against learning rate",
+    "accuracy_cost": "Test metric against training time and parameter count",
+    "accuracy_vs_published": "Our accuracy beside the published LRA numbers",
+    "accuracy_findings": "What the accuracy statistics support",
+}
 
 
 def mean_se(values: pd.Series) -> tuple[float, float, int]:
     """``(mean, standard error, n)`` of the finite values; se is NaN when n < 2."""
-    x = pd.to_numeric(values, errors="coerce").astype(float)
-    x = x[np.isfinite(x)]
-    n = int(x.size)
-    if n == 0:
-        return math.nan, math.nan, 0
-    mean = float(x.mean())
-    se = float(x.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
-    return mean, se, n
+    return _stats.mean_se(values)
 
 
 def _keys(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with plain ``model``, ``task`` and ``depth`` columns (depth 0 if not recorded)."""
+    """``frame`` with plain ``model``, ``task``, ``depth``, ``lr`` and ``rlr`` columns (depth 0
+    and NaN rates when not recorded)."""
     depth = (pd.to_numeric(frame[DEPTH], errors="coerce").fillna(0).astype(int)
              if DEPTH in frame.columns else 0)
-    return frame.assign(model=frame[MODEL], task=frame[TASK], depth=depth)
+    out = frame.assign(model=frame[MODEL], task=frame[TASK], depth=depth)
+    for column, name in ((LR, "lr"), (RECURRENT_LR, "rlr"), (study.RECIPE_LR, "recipe_lr"),
+                         (study.RECIPE_RECURRENT_LR, "recipe_rlr")):
+        out[name] = (pd.to_numeric(frame[column], errors="coerce") if column in frame.columns
+                     else math.nan)
+    return out
 
 
 def _selected(store: Store) -> tuple[pd.DataFrame, pd.DataFrame, str | None, str]:
@@ -129,6 +161,42 @@ def _selected(store: Store) -> tuple[pd.DataFrame, pd.DataFrame, str | None, str
     return rows, runs, preset, note
 
 
+# --------------------------------------------------------------------------------------------
+# Which runs make the one-recipe and the tuned configuration of each cell
+
+
+def _same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+def configurations(final: pd.DataFrame) -> pd.DataFrame:
+    """``final`` (keyed by `_keys`) with boolean columns ``recipe`` and ``tuned``: whether the
+    run is at its cell's shared-recipe rates (recorded in its spec), and at the rates
+    `study.select` picks on validation. A cell with one rate pair has both true for every
+    run (also for runs of a study version that did not record the recipe)."""
+    is_recipe = np.zeros(len(final), dtype=bool)
+    is_tuned = np.zeros(len(final), dtype=bool)
+    for key, cell in final.groupby(["task", "model", "depth"]):
+        position = final.index.get_indexer(cell.index)
+        if cell[["lr", "rlr"]].drop_duplicates().shape[0] == 1:
+            is_recipe[position] = is_tuned[position] = True
+            continue
+        selection = "loss" if (cell[SELECTION] == "loss").all() else "accuracy"
+        chosen = study.select(cell.assign(**{LR: cell["lr"], RECURRENT_LR: cell["rlr"]}),
+                              selection)
+        is_recipe[position] = [_same(a, r_lr) and _same(b, r_rlr) for a, b, r_lr, r_rlr
+                               in zip(cell["lr"], cell["rlr"], cell["recipe_lr"],
+                                      cell["recipe_rlr"])]
+        if chosen is not None:
+            is_tuned[position] = [_same(a, chosen[0]) and _same(b, chosen[1])
+                                  for a, b in zip(cell["lr"], cell["rlr"])]
+    return final.assign(recipe=is_recipe, tuned=is_tuned)
+
+
+# --------------------------------------------------------------------------------------------
+# The section
+
+
 def section(store: Store) -> list[Artifact]:
     """The accuracy tables and figures for the largest-scale preset in the store."""
     rows, runs, preset, note = _selected(store)
@@ -148,44 +216,93 @@ def section(store: Store) -> list[Artifact]:
             f"the accuracy study's rows lack the columns {lacking} that this section reads "
             "(the study and harness/report/accuracy.py disagree on the row format)."
         )
-    final, runs = _keys(final), _keys(runs)
+    final = configurations(_keys(final).reset_index(drop=True))
+    runs = _keys(runs)
     pending = _pending(preset, set(store.recorded(STUDY)))
     if not pending.empty:
         runs = pd.concat([runs, pending], ignore_index=True)
     labels = _Labels(runs)
-    cells = summarise(final, runs)
+    recipe_final, tuned_final = final[final["recipe"]], final[final["tuned"]]
+    recipe_cells = summarise(recipe_final, _runs_at(runs, final, "recipe"))
+    tuned_cells = summarise(tuned_final, _runs_at(runs, final, "tuned"))
+    baselines = _baselines(final)
     scale = _scale_text(final, preset)
-    classified = cells[~cells["regression"]]
-    regression = sorted(cells.loc[cells["regression"], "task"].unique())
+    tuned_tasks = sorted(t for t, of_task in final.groupby("task")
+                         if of_task[["lr", "rlr"]].drop_duplicates().shape[0] > 1)
+    tuning = _tuning_text(tuned_tasks, sorted(final["task"].unique()))
+    classified = recipe_cells[~recipe_cells["regression"]]
+    regression = sorted(recipe_cells.loc[recipe_cells["regression"], "task"].unique())
     aside = (
-        f" Regression tasks ({', '.join(regression)}) have no accuracy; their test loss is in "
-        "the detail table." if regression else ""
+        f" Regression tasks ({', '.join(regression)}) have no accuracy; their test MSE is in "
+        "the regression table." if regression else ""
     )
     run_ids = tuple(sorted(final["run_id"].unique()))
-    class_runs = tuple(sorted(final.loc[final["task"].isin(set(classified["task"])), "run_id"]))
+    recipe_ids = tuple(sorted(recipe_final["run_id"].unique()))
+    tuned_ids = tuple(sorted(tuned_final["run_id"].unique()))
     out: list[Artifact] = []
-    no_class = "every task run is a regression task (no accuracy); see the detail table."
+    no_class = "every task run is a regression task (no accuracy); see the regression table."
     if classified.empty:
-        out.append(Missing(_NAMES[0], _TITLES[0], no_class))
+        out.append(Missing("accuracy_test", _TITLES["accuracy_test"], no_class))
+        out.append(Missing("accuracy_tuned", _TITLES["accuracy_tuned"], no_class))
     else:
-        out.append(_test_table(classified, labels, scale + aside + note, class_runs))
-    out.append(_detail_table(cells, labels, scale + note, run_ids))
-    if classified.empty:
-        out.append(Missing(_NAMES[2], _TITLES[2], no_class))
+        out.append(_test_table("accuracy_test", classified, baselines, labels,
+                               "the one shared recipe. " + scale + aside + note, recipe_ids))
+        out.append(_test_table("accuracy_tuned", tuned_cells[~tuned_cells["regression"]],
+                               baselines, labels,
+                               "each model's tuned learning rates. " + tuning + " " + scale
+                               + aside, tuned_ids))
+    if regression:
+        out.append(_regression_table(recipe_cells, tuned_cells, baselines, labels, scale,
+                                     run_ids))
     else:
-        out.append(_by_task_figure(final, classified, labels, scale + aside, class_runs))
+        out.append(Missing("accuracy_regression", _TITLES["accuracy_regression"],
+                           "no regression task was run."))
+    informative = _informative(recipe_cells, tuned_cells, baselines, labels)
+    out.append(_informative_table(informative, scale, run_ids))
+    significance = _significance(tuned_final, labels)
+    out.append(_significance_table(significance, tuning, scale, tuned_ids))
+    ranks = _ranks(tuned_cells, labels)
+    out += _rank_artifacts(ranks, scale, tuned_ids)
+    out.append(_detail_table(recipe_cells, tuned_cells, labels, scale + note, run_ids))
+    out.append(_by_task_figure(tuned_final, tuned_cells, recipe_cells, baselines, labels,
+                               tuning + " " + scale, tuned_ids))
     evals = rows[rows[KIND] == "eval"] if KIND in rows.columns else rows.iloc[0:0]
-    if not evals.empty and VAL in evals.columns:
-        evals = _keys(evals[pd.to_numeric(evals[VAL], errors="coerce").notna()])
-    if evals.empty or VAL not in evals.columns:
-        out.append(Missing(_NAMES[3], _TITLES[3], "the runs recorded no validation accuracy."))
-    else:
-        out.append(_curves_figure(evals, labels, scale, tuple(sorted(evals["run_id"].unique()))))
+    out.append(_curves_figure(evals, final, baselines, labels, scale))
+    out.append(_sensitivity_figure(final, labels, tuned_tasks, scale, run_ids))
+    out.append(_cost_figure(tuned_final, baselines, labels, scale, tuned_ids))
     if classified.empty:
-        out.append(Missing(_NAMES[4], _TITLES[4], "no classification task was run."))
+        out.append(Missing("accuracy_vs_published", _TITLES["accuracy_vs_published"],
+                           "no classification task was run."))
     else:
-        out.append(_versus_published(classified, labels, scale, class_runs))
+        out.append(_versus_published(tuned_cells[~tuned_cells["regression"]], labels, scale,
+                                     tuned_ids))
+    out.append(_findings(informative, significance, ranks, tuned_tasks, run_ids))
     return out
+
+
+def _runs_at(runs: pd.DataFrame, final: pd.DataFrame, configuration: str) -> pd.DataFrame:
+    """The runs of ``runs`` (any status) at a cell's ``configuration`` rates.
+
+    A finished run is kept when `configurations` marked it; an unfinished one (diverged,
+    failed, not run) when its rates are those of a finished run so marked in its cell, so that
+    its cell counts it; in a cell with no finished run, every unfinished run is kept.
+    """
+    marked = set(final.loc[final[configuration], "run_id"])
+    pairs = {(t, m, d, a, b) for t, m, d, a, b in
+             final.loc[final[configuration], ["task", "model", "depth", "lr", "rlr"]]
+             .itertuples(index=False)}
+    finished_cells = set(zip(final["task"], final["model"], final["depth"]))
+    keep = []
+    for run_id, status, task, model, depth, a, b in runs[
+            ["run_id", "status", "task", "model", "depth", "lr", "rlr"]].itertuples(index=False):
+        if status == "done":
+            keep.append(run_id in marked)
+        elif (task, model, depth) not in finished_cells:
+            keep.append(True)
+        else:
+            keep.append(any(_same(a, pa) and _same(b, pb) for t, m, d, pa, pb in pairs
+                            if (t, m, d) == (task, model, depth)))
+    return runs[np.asarray(keep, dtype=bool)] if len(runs) else runs
 
 
 def _pending(preset: str | None, recorded: set[str]) -> pd.DataFrame:
@@ -194,16 +311,17 @@ def _pending(preset: str | None, recorded: set[str]) -> pd.DataFrame:
     They keep their cells in the tables (counted, shown as a dash), so a model whose runs have
     not been made is visibly absent rather than silently left out.
     """
-    columns = ["run_id", "status", "model", "task", "depth"]
+    columns = ["run_id", "status", "model", "task", "depth", "lr", "rlr"]
     if preset not in PRESET_NAMES:
         return pd.DataFrame(columns=columns)
     from .. import studies
 
     try:
-        study = studies.get(STUDY)
-        specs = study.grid(study.config(preset))
+        grid_study = studies.get(STUDY)
+        specs = grid_study.grid(grid_study.config(preset))
         records = [
-            (study.run_id(s), NOT_RUN, s.network.layer, s.task, int(s.network.depth))
+            (grid_study.run_id(s), NOT_RUN, s.network.layer, s.task, int(s.network.depth),
+             float(s.train.lr), float(s.train.recurrent_lr))
             for s in specs
         ]
     except Exception as e:  # the tables still render; only the "not run" counts are lost
@@ -214,7 +332,18 @@ def _pending(preset: str | None, recorded: set[str]) -> pd.DataFrame:
 
 
 def _all_missing(reason: str) -> list[Artifact]:
-    return [Missing(n, t, reason) for n, t in zip(_NAMES, _TITLES)]
+    return [Missing(n, t, reason) for n, t in _TITLES.items() if n != "accuracy_findings"]
+
+
+def _tuning_text(tuned: list[str], every: list[str]) -> str:
+    if not tuned:
+        return ("No task of this preset is tuned: every model runs at the one recipe, so the "
+                "tuned configuration is the one recipe.")
+    rest = [t for t in every if t not in tuned]
+    text = (f"Learning rates tuned per model on {', '.join(tuned)} (the same grid for every "
+            "model, selected on the mean validation metric over seeds)")
+    return text + (f"; {', '.join(rest)} at the one recipe (not tuned at this preset)."
+                   if rest else ".")
 
 
 class _Labels:
@@ -235,26 +364,30 @@ class _Labels:
         return sorted(pairs, key=lambda p: (rank[p[0]], p[1]))
 
 
+def _is_regression(of_task: pd.DataFrame) -> bool:
+    return (SELECTION in of_task.columns and not of_task.empty
+            and bool((of_task[SELECTION] == "loss").all()))
+
+
 def summarise(final: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """One line per (task, model, depth): mean and se of test and best-val accuracy (%), test loss.
 
     ``n`` is the number of finished runs (seeds) in the cell; ``diverged``, ``failed`` and
-    ``not_run`` (status `NOT_RUN`: in the grid, not yet in the store) count its other runs; ``regression`` marks a task selected on loss (no accuracy).
+    ``not_run`` (status `NOT_RUN`: in the grid, not yet in the store) count its other runs;
+    ``regression`` marks a task selected on loss (no accuracy); ``lr``/``rlr`` are the cell's
+    learning rates when they are one pair.
 
     Arguments:
         final: the ``"final"`` rows of finished runs (one per run), with ``model``, ``task``
             and ``depth`` columns (see `_keys`).
-        runs: every run of the same preset (any status), with the same key columns.
+        runs: every run of the same configuration (any status), with the same key columns.
     """
     records = []
     # Cells come from every run, so a cell whose runs all diverged or failed still has a line
     # (n = 0, its runs counted) instead of silently vanishing from the tables.
     for task in sorted(set(final["task"]) | set(runs["task"])):
         of_task = final[final["task"] == task]
-        task_regression = (
-            SELECTION in of_task.columns and not of_task.empty
-            and bool((of_task[SELECTION] == "loss").all())
-        )
+        task_regression = _is_regression(of_task)
         for model, depth in _Labels.order(of_task, runs[runs["task"] == task]):
             cell = of_task[(of_task["model"] == model) & (of_task["depth"] == depth)]
             test, test_se, _ = mean_se(100.0 * pd.to_numeric(cell[TEST], errors="coerce"))
@@ -267,6 +400,8 @@ def summarise(final: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
             )
             of_cell = runs[(runs["model"] == model) & (runs["task"] == task)
                            & (runs["depth"] == depth)]
+            pairs = (cell[["lr", "rlr"]].drop_duplicates() if "lr" in cell.columns
+                     else pd.DataFrame())
             records.append({
                 "task": task,
                 "model": model,
@@ -285,16 +420,41 @@ def summarise(final: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
                 "params": _seed_mean(cell, PARAMS),
                 "steps": _seed_mean(cell, STEPS),
                 "wall_s": _seed_mean(cell, WALL),
+                "lr": float(pairs.iloc[0, 0]) if len(pairs) == 1 else math.nan,
+                "rlr": float(pairs.iloc[0, 1]) if len(pairs) == 1 else math.nan,
             })
-    return pd.DataFrame.from_records(records)
+    return pd.DataFrame.from_records(records, columns=_CELL_COLUMNS)
+
+
+_CELL_COLUMNS = ["task", "model", "depth", "test", "test_se", "val", "val_se", "loss", "loss_se",
+                 "regression", "n", "diverged", "failed", "not_run", "params", "steps", "wall_s",
+                 "lr", "rlr"]
+
+
+def _score(cells: pd.DataFrame) -> pd.Series:
+    """The cell's metric in its table's units: accuracy (%), or test MSE for regression."""
+    return cells["loss"].where(cells["regression"], cells["test"])
+
+
+def _score_se(cells: pd.DataFrame) -> pd.Series:
+    return cells["loss_se"].where(cells["regression"], cells["test_se"])
+
+
+def _baselines(final: pd.DataFrame) -> dict[str, float]:
+    """``{task: trivial baseline}`` in the task's units (accuracy % or MSE), from the runs'
+    final rows (every run of a task computes the same number from the same data)."""
+    out = {}
+    for task, of_task in final.groupby("task"):
+        column, scale = (BASE_LOSS, 1.0) if _is_regression(of_task) else (BASE_ACC, 100.0)
+        if column in of_task.columns:
+            values = pd.to_numeric(of_task[column], errors="coerce").dropna()
+            if not values.empty:
+                out[task] = float(values.median()) * scale
+    return out
 
 
 def _seed_mean(cell: pd.DataFrame, column: str) -> float:
-    """The mean over a cell's seeds of a column (parameter count, steps, time); NaN if absent.
-
-    Seeds of one cell share the architecture and the schedule, so parameters and steps are equal
-    across them; were they not, the mean is shown, as the detail table's caption says.
-    """
+    """The mean over a cell's seeds of a column (parameter count, steps, time); NaN if absent."""
     if column not in cell.columns:
         return math.nan
     return float(pd.to_numeric(cell[column], errors="coerce").mean())
@@ -322,17 +482,24 @@ def _scale_text(final: pd.DataFrame, preset: str | None) -> str:
     )
 
 
+# --------------------------------------------------------------------------------------------
+# Tables
+
+_BASELINE_ROW = "Trivial baseline"
+
+
 def _test_table(
-    cells: pd.DataFrame, labels: _Labels, scale: str, run_ids: tuple[str, ...]
+    name: str, cells: pd.DataFrame, baselines: dict[str, float], labels: _Labels,
+    what: str, run_ids: tuple[str, ...],
 ) -> Table:
     order = _Labels.order(cells)
-    index = pd.Index([labels(m, d) for m, d in order], name="Model")
     tasks = sorted(cells["task"].unique())
     keyed = cells.set_index(["model", "depth", "task"])
 
     def grid(column: str) -> pd.DataFrame:
         values = [[keyed[column].get((m, d, t), math.nan) for t in tasks] for m, d in order]
-        return pd.DataFrame(values, index=index, columns=tasks)
+        return pd.DataFrame(values, index=pd.Index([labels(m, d) for m, d in order],
+                                                    name="Model"), columns=tasks)
 
     mean, se, n = grid("test"), grid("test_se"), grid("n")
     low, high = int(np.nanmin(n.to_numpy())), int(np.nanmax(n.to_numpy()))
@@ -343,12 +510,17 @@ def _test_table(
     if low == 0:
         n_text += ("; – marks a cell without a finished run, whose diverged, failed or not yet "
                    "made runs are counted in the detail table")
+    if any(t in baselines for t in tasks):
+        mean.loc[_BASELINE_ROW] = [baselines.get(t, math.nan) for t in tasks]
+        se.loc[_BASELINE_ROW] = math.nan
     return Table(
-        name=_NAMES[0],
-        title=_TITLES[0],
+        name=name,
+        title=_TITLES[name],
         caption=(
             f"Test accuracy (%) at the best validation step, mean ± standard error over seeds "
-            f"({n_text}; no ± where n = 1). Best mean per task in bold. {scale}"
+            f"({n_text}; no ± where n = 1), for {what} Best mean per task in bold. "
+            f"'{_BASELINE_ROW}': always the training split's most frequent class, scored on "
+            "test (computed from the data)."
         ),
         frame=mean,
         stderr=se,
@@ -358,37 +530,318 @@ def _test_table(
     )
 
 
-def _detail_table(
-    cells: pd.DataFrame, labels: _Labels, scale: str, run_ids: tuple[str, ...]
+def _regression_table(
+    recipe: pd.DataFrame, tuned: pd.DataFrame, baselines: dict[str, float], labels: _Labels,
+    scale: str, run_ids: tuple[str, ...],
 ) -> Table:
-    frame = pd.DataFrame({
-        "Task": cells["task"],
-        "Model": [labels(m, d) for m, d in zip(cells["model"], cells["depth"])],
-        "test acc. (%)": cells["test"],
-        "best val. acc. (%)": cells["val"],
-        "test loss": cells["loss"],
-        "n seeds": cells["n"].astype("Int64"),
-        "diverged": cells["diverged"].astype("Int64"),
-        "failed": cells["failed"].astype("Int64"),
-        "not run": cells["not_run"].astype("Int64"),
-        "parameters": cells["params"].round().astype("Int64"),
-        "steps": cells["steps"].round().astype("Int64"),
-        "training time (s)": cells["wall_s"],
-    }).set_index(["Task", "Model"])
-    se = pd.DataFrame({
-        "test acc. (%)": cells["test_se"].to_numpy(),
-        "best val. acc. (%)": cells["val_se"].to_numpy(),
-        "test loss": cells["loss_se"].to_numpy(),
-    }, index=frame.index)
+    recipe, tuned = recipe[recipe["regression"]], tuned[tuned["regression"]]
+    order = _Labels.order(recipe, tuned)
+    tasks = sorted(set(recipe["task"]) | set(tuned["task"]))
+    columns, ses = {}, {}
+    for task in tasks:
+        for what, cells in (("one recipe", recipe), ("tuned", tuned)):
+            keyed = cells.set_index(["model", "depth", "task"])
+            columns[f"{task}, {what}"] = [keyed["loss"].get((m, d, task), math.nan)
+                                          for m, d in order]
+            ses[f"{task}, {what}"] = [keyed["loss_se"].get((m, d, task), math.nan)
+                                      for m, d in order]
+    index = pd.Index([labels(m, d) for m, d in order], name="Model")
+    frame = pd.DataFrame(columns, index=index)
+    se = pd.DataFrame(ses, index=index)
+    frame.loc[_BASELINE_ROW] = [baselines.get(c.split(",")[0], math.nan) for c in frame.columns]
+    se.loc[_BASELINE_ROW] = math.nan
     return Table(
-        name=_NAMES[1],
-        title=_TITLES[1],
+        name="accuracy_regression",
+        title=_TITLES["accuracy_regression"],
         caption=(
-            "Per (task, model): test accuracy at the selected step, the best validation accuracy "
-            "(%) and the test loss at the selected step (cross-entropy, or mean squared error "
-            "for regression tasks, which are selected on validation loss), each the mean ± "
-            "standard error over the n finished seeds; runs that diverged or failed, and runs of "
-            "the preset's grid not made yet, are counted, not averaged; parameters of the whole network (encoder, blocks, head), training "
+            "Test mean squared error at the best validation step (selected on validation loss), "
+            "mean ± standard error over seeds, at the one shared recipe and with tuned learning "
+            f"rates; lower is better, best in bold. '{_BASELINE_ROW}': the training split's "
+            f"mean as the prediction, scored on test. {scale}"
+        ),
+        frame=frame,
+        stderr=se,
+        best={c: "min" for c in frame.columns},
+        digits=4,
+        runs=run_ids,
+    )
+
+
+def _informative(recipe: pd.DataFrame, tuned: pd.DataFrame, baselines: dict[str, float],
+                 labels: _Labels) -> pd.DataFrame:
+    """Per task: the baseline and, per configuration, the best model and its margin over the
+    baseline in standard errors; ``informative`` when some model's margin exceeds
+    `Z_INFORMATIVE` in either configuration."""
+    records = []
+    for task in sorted(set(recipe["task"]) | set(tuned["task"])):
+        record: dict[str, object] = {"task": task}
+        regression = bool(recipe.loc[recipe["task"] == task, "regression"].any())
+        record["metric"] = "test MSE (lower is better)" if regression else "test accuracy (%)"
+        baseline = baselines.get(task, math.nan)
+        record["baseline"] = baseline
+        informative = False
+        for what, cells in (("one recipe", recipe), ("tuned", tuned)):
+            of_task = cells[cells["task"] == task].assign(score=_score, score_se=_score_se)
+            of_task = of_task[of_task["n"] > 0]
+            best_label, best, best_se, margin = "", math.nan, math.nan, math.nan
+            if not of_task.empty:
+                i = of_task["score"].idxmin() if regression else of_task["score"].idxmax()
+                top = of_task.loc[i]
+                best_label = labels(top["model"], top["depth"])
+                best, best_se = float(top["score"]), float(top["score_se"])
+                gain = (baseline - best) if regression else (best - baseline)
+                margin = gain / best_se if best_se > 0 else (
+                    math.inf if gain > 0 else math.nan)
+                informative |= bool(margin > Z_INFORMATIVE)
+            record[f"best, {what}"] = best_label
+            record[f"{what}: mean"] = best
+            record[f"{what}: se"] = best_se
+            record[f"{what}: margin (s.e.)"] = margin
+        record["informative"] = ("yes" if informative else "no") if math.isfinite(baseline) \
+            else "unknown"
+        records.append(record)
+    return pd.DataFrame.from_records(records)
+
+
+def _informative_table(informative: pd.DataFrame, scale: str, run_ids: tuple[str, ...]) -> Table:
+    frame = informative.set_index("task").drop(
+        columns=[c for c in informative.columns if c.endswith(": se")])
+    se = pd.DataFrame(index=frame.index, columns=frame.columns, dtype=float)
+    for what in ("one recipe", "tuned"):
+        se[f"{what}: mean"] = informative.set_index("task")[f"{what}: se"]
+    frame.index.name = "Task"
+    return Table(
+        name="accuracy_informative",
+        title=_TITLES["accuracy_informative"],
+        caption=(
+            "Per task: its trivial baseline (majority class of the training split, or its mean "
+            "for regression, scored on test), and for each configuration the model with the "
+            "best mean test metric, that mean ± its standard error over seeds, and its margin "
+            "over the baseline in standard errors ((mean - baseline) / se; sign flipped for "
+            f"MSE). A task is informative when some model beats the baseline by more than "
+            f"{Z_INFORMATIVE:g} standard errors; on a task that is not, the ranking of the "
+            f"models is noise. {scale}"
+        ),
+        frame=frame,
+        stderr=se,
+        digits={c: (1 if "margin" in c or c == "baseline" else 2) for c in frame.columns
+                if frame[c].dtype.kind == "f"},
+        runs=run_ids,
+    )
+
+
+def _seed_scores(final: pd.DataFrame, task: str, labels: _Labels) -> pd.DataFrame:
+    """One column per series (model, depth), one row per seed: the test metric of the task."""
+    of_task = final[final["task"] == task]
+    regression = _is_regression(of_task)
+    value = (pd.to_numeric(of_task[TEST_LOSS], errors="coerce") if regression
+             else 100.0 * pd.to_numeric(of_task[TEST], errors="coerce"))
+    frame = of_task.assign(value=value.to_numpy(),
+                           series=[labels(m, d) for m, d in zip(of_task["model"],
+                                                                of_task["depth"])])
+    table = frame.pivot_table(index="seed", columns="series", values="value", aggfunc="mean")
+    order = [labels(m, d) for m, d in _Labels.order(of_task)]
+    return table.reindex(columns=[c for c in order if c in table.columns])
+
+
+def _significance(final: pd.DataFrame, labels: _Labels) -> pd.DataFrame:
+    """Every task's pairwise paired differences (`_stats.paired_differences`)."""
+    frames = []
+    for task in sorted(final["task"].unique()):
+        scores = _seed_scores(final, task, labels)
+        if scores.shape[1] < 2:
+            continue
+        pairs = _stats.paired_differences(scores, higher_is_better=not _is_regression(
+            final[final["task"] == task]))
+        frames.append(pairs.assign(task=task))
+    if not frames:
+        return pd.DataFrame(columns=["task", "first", "second", "n", "diff", "low", "high", "p",
+                                     "p_holm", "significant", "better"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def _significance_table(significance: pd.DataFrame, tuning: str, scale: str,
+                        run_ids: tuple[str, ...]) -> Artifact:
+    name = "accuracy_significance"
+    if significance.empty:
+        return Missing(name, _TITLES[name], "no task has two models with finished runs.")
+    frame = pd.DataFrame({
+        "Task": significance["task"],
+        "Pair": significance["first"] + " − " + significance["second"],
+        "paired seeds": significance["n"].astype("Int64"),
+        "difference": significance["diff"],
+        "95% CI low": significance["low"],
+        "95% CI high": significance["high"],
+        "p (paired t)": significance["p"],
+        "p (Holm)": significance["p_holm"],
+        "significant": np.where(significance["significant"], "yes", "no"),
+        "favours": significance["better"],
+    }).set_index(["Task", "Pair"])
+    return Table(
+        name=name,
+        title=_TITLES[name],
+        caption=(
+            "For each task, every pair of models at their tuned learning rates: the mean over "
+            "paired seeds of the difference in test metric (first − second; accuracy in "
+            "percentage points, or MSE), its 95% t interval, the two-sided paired t-test's "
+            "p-value, and that p-value adjusted by Holm's step-down method over the task's "
+            "pairs (family-wise error 5%). 'significant' means p (Holm) < 0.05; 'favours' names "
+            "the better model of a significant pair. With few seeds the test has little power: "
+            f"a 'no' is absence of evidence, not evidence of equality. {tuning} {scale}"
+        ),
+        frame=frame,
+        digits={"difference": 2, "95% CI low": 2, "95% CI high": 2, "p (paired t)": 4,
+                "p (Holm)": 4},
+        runs=run_ids,
+    )
+
+
+def _ranks(cells: pd.DataFrame, labels: _Labels) -> dict[str, object]:
+    """Per-task ranks of the series' mean test metric, average ranks, Friedman and Nemenyi."""
+    cells = cells[cells["n"] > 0]
+    if cells.empty:
+        return {"ranks": pd.DataFrame()}
+    scores = cells.assign(score=_score, series=[labels(m, d) for m, d in
+                                                zip(cells["model"], cells["depth"])])
+    table = scores.pivot_table(index="task", columns="series", values="score", aggfunc="mean")
+    order = [labels(m, d) for m, d in _Labels.order(cells)]
+    table = table.reindex(columns=[c for c in order if c in table.columns]).dropna(axis=0)
+    if table.empty or table.shape[1] < 2:
+        return {"ranks": pd.DataFrame()}
+    higher = {t: not bool(cells.loc[cells["task"] == t, "regression"].any()) for t in table.index}
+    ranks = _stats.average_ranks(table, higher)
+    chi2, p = _stats.friedman(ranks)
+    cd = _stats.nemenyi_cd(ranks.shape[1], ranks.shape[0])
+    return {"ranks": ranks, "chi2": chi2, "p": p, "cd": cd}
+
+
+def _rank_artifacts(ranks: dict, scale: str, run_ids: tuple[str, ...]) -> list[Artifact]:
+    table: pd.DataFrame = ranks["ranks"]  # type: ignore[assignment]
+    if table.empty or table.shape[0] < 2:
+        reason = ("fewer than two tasks with every model finished: ranks across tasks need at "
+                  "least two.")
+        return [Missing("accuracy_ranks", _TITLES["accuracy_ranks"], reason),
+                Missing("accuracy_cd", _TITLES["accuracy_cd"], reason)]
+    frame = table.T.copy()
+    frame.index.name = "Model"
+    frame["average rank"] = table.mean(axis=0)
+    n_tasks, k = table.shape
+    stats_text = (
+        f"Friedman test over {n_tasks} tasks and {k} models: chi² = {ranks['chi2']:.2f}, "
+        f"p = {ranks['p']:.3g}; Nemenyi critical difference at 5%: {ranks['cd']:.2f} ranks."
+    )
+    caption = (
+        "Rank of each model's mean test metric on each task (1 = best; ties share the mean "
+        "rank), at the tuned learning rates, and the average rank over tasks (lower is "
+        f"better, best in bold). {stats_text} Two models differ significantly across tasks "
+        "only when their average ranks differ by more than the critical difference (Demšar "
+        f"2006). {scale}"
+    )
+    rank_table = Table(name="accuracy_ranks", title=_TITLES["accuracy_ranks"], caption=caption,
+                       frame=frame, best={"average rank": "min"}, digits=2, runs=run_ids)
+    return [rank_table, _cd_figure(frame["average rank"], ranks["cd"], n_tasks, stats_text,
+                                   run_ids)]
+
+
+def _cd_figure(average: pd.Series, cd: float, n_tasks: int, stats_text: str,
+               run_ids: tuple[str, ...]) -> Figure:
+    """Demšar's diagram: models on a rank axis, bars joining groups not significantly apart."""
+    style.apply_style()
+    k = len(average)
+    order = average.sort_values()
+    fig, ax = plt.subplots(figsize=style.figsize("column", 0.55))
+    low, high = 1, max(k, 2)
+    ax.set_xlim(low - 0.3, high + 0.3)
+    ax.set_ylim(0, 1)
+    ax.axis("off")
+    axis_y = 0.82
+    ax.plot([low, high], [axis_y, axis_y], color="black", linewidth=0.8)
+    for r in range(low, high + 1):
+        ax.plot([r, r], [axis_y, axis_y + 0.04], color="black", linewidth=0.8)
+        ax.text(r, axis_y + 0.07, str(r), ha="center", va="bottom", fontsize=7)
+    if math.isfinite(cd):
+        ax.plot([low, low + cd], [0.97, 0.97], color="black", linewidth=1.2)
+        ax.text(low + cd / 2, 0.99, f"CD = {cd:.2f}", ha="center", va="top", fontsize=6.5)
+    for i, (label, rank) in enumerate(order.items()):
+        y = axis_y - 0.12 - 0.12 * (i % max(1, (k + 1) // 2))
+        left = i < (k + 1) // 2
+        x_text = low - 0.25 if left else high + 0.25
+        ax.plot([rank, rank, x_text], [axis_y, y, y], color="0.3", linewidth=0.7)
+        ax.text(x_text, y, f"{label} ({rank:.2f})", ha="right" if left else "left",
+                va="center", fontsize=6.5)
+    # Cliques: maximal runs of consecutive models whose rank span is within the CD.
+    cliques, ranks_sorted = [], order.to_numpy()
+    for i in range(k):
+        j = i
+        while j + 1 < k and ranks_sorted[j + 1] - ranks_sorted[i] <= cd:
+            j += 1
+        if j > i and not any(a <= i and j <= b for a, b in cliques):
+            cliques.append((i, j))
+    for c, (i, j) in enumerate(cliques):
+        y = axis_y - 0.05 - 0.035 * c
+        ax.plot([ranks_sorted[i] - 0.03, ranks_sorted[j] + 0.03], [y, y], color="black",
+                linewidth=2.0)
+    return Figure(
+        name="accuracy_cd",
+        title=_TITLES["accuracy_cd"],
+        caption=(
+            f"Average rank of each model over {n_tasks} tasks (tuned learning rates; 1 = best). "
+            "A thick bar joins models whose average ranks differ by less than the Nemenyi "
+            f"critical difference (CD, drawn at the top): those are not significantly apart. "
+            f"{stats_text}"
+        ),
+        figure=fig,
+        runs=run_ids,
+    )
+
+
+def _detail_table(
+    recipe: pd.DataFrame, tuned: pd.DataFrame, labels: _Labels, scale: str,
+    run_ids: tuple[str, ...],
+) -> Table:
+    frames, ses = [], []
+    for what, cells in (("one recipe", recipe), ("tuned", tuned)):
+        frame = pd.DataFrame({
+            "Task": cells["task"],
+            "Model": [labels(m, d) for m, d in zip(cells["model"], cells["depth"])],
+            "configuration": what,
+            "lr": cells["lr"],
+            "recurrent lr": cells["rlr"],
+            "test acc. (%)": cells["test"],
+            "best val. acc. (%)": cells["val"],
+            "test loss": cells["loss"],
+            "n seeds": cells["n"].astype("Int64"),
+            "diverged": cells["diverged"].astype("Int64"),
+            "failed": cells["failed"].astype("Int64"),
+            "not run": cells["not_run"].astype("Int64"),
+            "parameters": cells["params"].round().astype("Int64"),
+            "steps": cells["steps"].round().astype("Int64"),
+            "training time (s)": cells["wall_s"],
+        })
+        frames.append(frame)
+        ses.append(pd.DataFrame({
+            "test acc. (%)": cells["test_se"].to_numpy(),
+            "best val. acc. (%)": cells["val_se"].to_numpy(),
+            "test loss": cells["loss_se"].to_numpy(),
+        }))
+    frame = pd.concat(frames, ignore_index=True)
+    se = pd.concat(ses, ignore_index=True)
+    frame = frame.set_index(["Task", "Model", "configuration"])
+    se.index = frame.index
+    order = frame.index.to_frame(index=False).reset_index().sort_values(
+        ["Task", "index"], kind="stable")["index"].to_numpy()
+    frame, se = frame.iloc[order], se.iloc[order]
+    return Table(
+        name="accuracy_detail",
+        title=_TITLES["accuracy_detail"],
+        caption=(
+            "Per (task, model) and configuration (the one shared recipe, and the learning rates "
+            "tuned on validation): its learning rates, test accuracy at the selected step, the "
+            "best validation accuracy (%) and the test loss at the selected step "
+            "(cross-entropy, or mean squared error for regression tasks, which are selected on "
+            "validation loss), each the mean ± standard error over the n finished seeds; runs "
+            "that diverged or failed, and runs of the preset's grid not made yet, are counted, "
+            "not averaged; parameters of the whole network (encoder, blocks, head), training "
             "steps and training time per run (s: the training loop with its validation passes, "
             "on the hardware named in the provenance; a run that shared the cores with others, "
             "as `make report` runs two at once, took longer than it would alone: the provenance "
@@ -396,62 +849,95 @@ def _detail_table(
         ),
         frame=frame,
         stderr=se,
-        digits={c: 3 if c == "test loss" else 1 for c in frame.columns},
+        digits={c: (3 if c == "test loss" else 4 if "lr" in c else 1) for c in frame.columns},
         runs=run_ids,
     )
 
 
-_HATCHES = ("", "///", "...", "xxx", "\\\\\\")
+# --------------------------------------------------------------------------------------------
+# Figures
+
+
+def _panels(n: int, height: float = 2.0, ncols: int = 4):
+    ncols = max(1, min(ncols, n))
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, squeeze=False,
+                             figsize=(style.FULL_WIDTH_IN if ncols > 1 else style.COLUMN_WIDTH_IN,
+                                      height * nrows))
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
+def _legend(ax, **kwargs) -> None:
+    """A legend on ``ax`` if anything on it is labelled."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kwargs)
+
+
+def _metric_label(regression: bool) -> str:
+    return "Test MSE" if regression else "Test accuracy (%)"
+
+
+def _baseline_line(ax, baseline: float | None, label: bool = True) -> None:
+    if baseline is not None and math.isfinite(baseline):
+        ax.axhline(baseline, color="black", linestyle="--", linewidth=0.8,
+                   label="trivial baseline" if label else None)
 
 
 def _by_task_figure(
-    final: pd.DataFrame,
-    cells: pd.DataFrame,
-    labels: _Labels,
-    scale: str,
-    run_ids: tuple[str, ...],
-) -> Figure:
+    final: pd.DataFrame, cells: pd.DataFrame, recipe: pd.DataFrame,
+    baselines: dict[str, float], labels: _Labels, scale: str, run_ids: tuple[str, ...],
+) -> Artifact:
+    name = "accuracy_by_task"
+    cells = cells.assign(score=_score, score_se=_score_se)
+    empty = cells[cells["score"].isna()]
+    cells = cells[cells["score"].notna()]
+    if cells.empty:
+        return Missing(name, _TITLES[name], "no cell has a finished run.")
     style.apply_style()
-    empty = cells[cells["test"].isna()]
-    cells = cells[cells["test"].notna()]
     tasks = sorted(cells["task"].unique())
-    series = _Labels.order(cells)
-    depths = sorted(cells["depth"].unique())
-    width = 0.8 / len(series)
-    fig, ax = plt.subplots(figsize=style.figsize("full" if len(tasks) > 3 else "column", 0.5))
-    for j, (model, depth) in enumerate(series):
-        offset = (j - (len(series) - 1) / 2) * width
-        mine = cells[(cells["model"] == model) & (cells["depth"] == depth)].set_index("task")
-        present = [t for t in tasks if t in mine.index]
-        xs = [tasks.index(t) + offset for t in present]
-        ax.bar(
-            xs, mine.loc[present, "test"].to_numpy(), width=width * 0.9,
-            color=style.model_colour(model), hatch=_HATCHES[depths.index(depth) % len(_HATCHES)],
-            edgecolor="white", linewidth=0.0, label=labels(model, depth),
-            yerr=mine.loc[present, "test_se"].fillna(0.0).to_numpy(), capsize=2,
-            error_kw={"elinewidth": 0.8},
-        )
-        # Each seed's accuracy as a dot, spread evenly across the bar (no random jitter, so the
-        # figure's bytes stay a function of the store).
-        for x, task in zip(xs, present):
-            chosen = (final["model"] == model) & (final["depth"] == depth) & (final["task"] == task)
-            seeds = 100.0 * pd.to_numeric(final.loc[chosen, TEST], errors="coerce").dropna()
-            spread = np.linspace(-0.25, 0.25, seeds.size) * width if seeds.size > 1 else [0.0]
-            ax.plot(x + np.asarray(spread), seeds.to_numpy(), linestyle="none",
+    fig, axes = _panels(len(tasks), 2.1)
+    recipe = recipe.assign(score=_score)
+    for ax, task in zip(axes.flat, tasks):
+        of_task = cells[cells["task"] == task]
+        regression = bool(of_task["regression"].any())
+        series = _Labels.order(of_task)
+        for j, (model, depth) in enumerate(series):
+            mine = of_task[(of_task["model"] == model) & (of_task["depth"] == depth)].iloc[0]
+            ax.bar(j, mine["score"], width=0.75, color=style.model_colour(model),
+                   yerr=0.0 if math.isnan(mine["score_se"]) else mine["score_se"], capsize=2,
+                   error_kw={"elinewidth": 0.8})
+            chosen = ((final["model"] == model) & (final["depth"] == depth)
+                      & (final["task"] == task))
+            column = TEST_LOSS if regression else TEST
+            seeds = pd.to_numeric(final.loc[chosen, column], errors="coerce").dropna()
+            seeds = seeds if regression else 100.0 * seeds
+            spread = np.linspace(-0.2, 0.2, seeds.size) if seeds.size > 1 else [0.0]
+            ax.plot(j + np.asarray(spread), seeds.to_numpy(), linestyle="none",
                     marker=style.model_marker(model), markersize=2.5, markerfacecolor="white",
                     markeredgecolor="black", markeredgewidth=0.5)
-    ax.set_xticks(range(len(tasks)), tasks)
-    ax.set_xlabel("Task")
-    ax.set_ylabel("Test accuracy (%)")
-    ax.set_ylim(0, 100)
-    ax.legend(ncol=min(len(series), 4), loc="lower center", bbox_to_anchor=(0.5, 1.0))
+            at_recipe = recipe[(recipe["model"] == model) & (recipe["depth"] == depth)
+                               & (recipe["task"] == task)]
+            if not at_recipe.empty and math.isfinite(at_recipe["score"].iloc[0]):
+                ax.plot(j, at_recipe["score"].iloc[0], marker="_", color="black", markersize=9,
+                        markeredgewidth=1.2, linestyle="none")
+        _baseline_line(ax, baselines.get(task))
+        ax.set_xticks(range(len(series)), [labels(m, d) for m, d in series], rotation=30,
+                      ha="right")
+        ax.set_title(task)
+        ax.set_ylabel(_metric_label(regression))
+        if not regression:
+            ax.set_ylim(0, 100)
+    _legend(axes.flat[0], loc="upper right", fontsize=6)
     return Figure(
-        name=_NAMES[2],
-        title=_TITLES[2],
+        name=name,
+        title=_TITLES[name],
         caption=(
-            "Test accuracy (%) at the best validation step per task (bars: mean over seeds; "
-            "error bars: ± one standard error; dots: the individual seeds). "
-            + _no_bar_text(empty, labels) + scale
+            "Test metric per task at the tuned learning rates (bars: mean over seeds; error "
+            "bars: ± one standard error; dots: the individual seeds; a black dash: the mean at "
+            "the one shared recipe) and the task's trivial baseline (dashed line: majority "
+            "class, or the training mean for MSE). " + _no_bar_text(empty, labels) + scale
         ),
         figure=fig,
         runs=run_ids,
@@ -466,18 +952,24 @@ def _no_bar_text(empty: pd.DataFrame, labels: _Labels) -> str:
     return f"No bar for {missing}: no finished run (see the detail table). "
 
 
-def _curves_figure(
-    evals: pd.DataFrame, labels: _Labels, scale: str, run_ids: tuple[str, ...]
-) -> Figure:
+def _curves_figure(evals: pd.DataFrame, final: pd.DataFrame, baselines: dict[str, float],
+                   labels: _Labels, scale: str) -> Artifact:
+    name = "accuracy_curves"
+    if evals.empty:
+        return Missing(name, _TITLES[name], "the runs recorded no validation metric.")
+    tuned_ids = set(final.loc[final["tuned"], "run_id"])
+    evals = _keys(evals[evals["run_id"].isin(tuned_ids)])
+    regression_tasks = {t for t, f in final.groupby("task") if _is_regression(f)}
+    value = np.where(evals["task"].isin(regression_tasks),
+                     pd.to_numeric(evals.get(VAL_LOSS, np.nan), errors="coerce"),
+                     100.0 * pd.to_numeric(evals.get(VAL, np.nan), errors="coerce"))
+    evals = evals.assign(value=value)
+    evals = evals[np.isfinite(evals["value"])]
+    if evals.empty:
+        return Missing(name, _TITLES[name], "the runs recorded no validation metric.")
     style.apply_style()
     tasks = sorted(evals["task"].unique())
-    ncols = min(3, len(tasks))
-    nrows = math.ceil(len(tasks) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, squeeze=False,
-                             figsize=(style.FULL_WIDTH_IN if ncols > 1 else style.COLUMN_WIDTH_IN,
-                                      2.2 * nrows))
-    for ax in axes.flat[len(tasks):]:
-        ax.set_visible(False)
+    fig, axes = _panels(len(tasks), 2.1, ncols=3)
     linestyles = ("-", "--", ":", "-.")
     depths = sorted(evals["depth"].unique())
     for ax, task in zip(axes.flat, tasks):
@@ -485,10 +977,7 @@ def _curves_figure(
         for model, depth in _Labels.order(of_task):
             curve = (
                 of_task[(of_task["model"] == model) & (of_task["depth"] == depth)]
-                .assign(acc=lambda f: 100.0 * pd.to_numeric(f[VAL], errors="coerce"))
-                .groupby(STEP)["acc"]
-                .agg(["mean", "std", "count"])
-                .sort_index()
+                .groupby(STEP)["value"].agg(["mean", "std", "count"]).sort_index()
             )
             se = (curve["std"] / np.sqrt(curve["count"])).fillna(0.0)
             colour = style.model_colour(model)
@@ -497,17 +986,119 @@ def _curves_figure(
                     marker=style.model_marker(model), markersize=2.0)
             ax.fill_between(curve.index, curve["mean"] - se, curve["mean"] + se, color=colour,
                             alpha=0.2, linewidth=0)
+        _baseline_line(ax, baselines.get(task))
         ax.set_title(task)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("Training step (optimiser updates)")
-        ax.set_ylabel("Validation accuracy (%)")
-    axes.flat[0].legend(loc="lower right")
+        ax.set_xlabel("Training step")
+        ax.set_ylabel("Validation MSE" if task in regression_tasks else "Val. accuracy (%)")
+    _legend(axes.flat[0], loc="best", fontsize=6)
     return Figure(
-        name=_NAMES[3],
-        title=_TITLES[3],
+        name=name,
+        title=_TITLES[name],
         caption=(
-            "Validation accuracy (%) at each evaluation step, mean over seeds (line) ± one "
-            "standard error (band). " + scale
+            "Validation metric (accuracy %, or MSE for regression) at each evaluation step at "
+            "the tuned learning rates, mean over seeds (line) ± one standard error (band); "
+            "dashed: the task's trivial baseline (scored on test). " + scale
+        ),
+        figure=fig,
+        runs=tuple(sorted(evals["run_id"].unique())),
+    )
+
+
+def _sensitivity_figure(final: pd.DataFrame, labels: _Labels, tuned_tasks: list[str],
+                        scale: str, run_ids: tuple[str, ...]) -> Artifact:
+    name = "accuracy_sensitivity"
+    if not tuned_tasks:
+        return Missing(name, _TITLES[name],
+                       "no task of this preset is tuned (the cpu-full preset tunes every task).")
+    style.apply_style()
+    fig, axes = _panels(len(tuned_tasks), 2.2, ncols=3)
+    dashes = ("-", "--", ":", "-.")
+    for ax, task in zip(axes.flat, tuned_tasks):
+        of_task = final[final["task"] == task]
+        regression = _is_regression(of_task)
+        value = (pd.to_numeric(of_task[VAL_LOSS], errors="coerce") if regression
+                 else 100.0 * pd.to_numeric(of_task[BEST_VAL], errors="coerce"))
+        of_task = of_task.assign(value=value.to_numpy())
+        rlrs = sorted(of_task["rlr"].dropna().unique())
+        for model, depth in _Labels.order(of_task):
+            mine = of_task[(of_task["model"] == model) & (of_task["depth"] == depth)]
+            for i, rlr in enumerate(rlrs):
+                curve = mine[mine["rlr"] == rlr].groupby("lr")["value"].mean().sort_index()
+                if curve.empty:
+                    continue
+                ax.plot(curve.index, curve.values, color=style.model_colour(model),
+                        linestyle=dashes[i % len(dashes)], marker=style.model_marker(model),
+                        markersize=2.5, linewidth=0.9,
+                        label=labels(model, depth) if i == 0 else None)
+            chosen = mine[mine["tuned"]]
+            if not chosen.empty:
+                ax.plot(chosen["lr"].iloc[0], chosen["value"].mean(), marker="*",
+                        color="black", markersize=6, linestyle="none")
+        ax.set_xscale("log")
+        ax.set_title(task)
+        ax.set_xlabel("shared learning rate")
+        ax.set_ylabel("Best val. MSE" if regression else "Best val. accuracy (%)")
+        style_note = ", ".join(f"{dashes[i % len(dashes)]} recurrent lr {r:g}"
+                               for i, r in enumerate(rlrs))
+    _legend(axes.flat[0], loc="best", fontsize=6)
+    return Figure(
+        name=name,
+        title=_TITLES[name],
+        caption=(
+            "Best validation metric of each model (mean over seeds) against the shared learning "
+            f"rate, one line per recurrent learning rate (line styles: {style_note}); a star "
+            "marks the selected pair. A flat line means the ranking hardly depends on tuning; a "
+            "steep one, that a shared recipe can favour one model. " + scale
+        ),
+        figure=fig,
+        runs=run_ids,
+    )
+
+
+def _cost_figure(final: pd.DataFrame, baselines: dict[str, float], labels: _Labels,
+                 scale: str, run_ids: tuple[str, ...]) -> Artifact:
+    name = "accuracy_cost"
+    if final.empty or WALL not in final.columns:
+        return Missing(name, _TITLES[name], "the runs recorded no training time.")
+    style.apply_style()
+    tasks = sorted(final["task"].unique())
+    fig, axes = plt.subplots(2, len(tasks), squeeze=False,
+                             figsize=(style.FULL_WIDTH_IN, 4.0))
+    for column, task in enumerate(tasks):
+        of_task = final[final["task"] == task]
+        regression = _is_regression(of_task)
+        value = (pd.to_numeric(of_task[TEST_LOSS], errors="coerce") if regression
+                 else 100.0 * pd.to_numeric(of_task[TEST], errors="coerce"))
+        of_task = of_task.assign(value=value.to_numpy())
+        for row, (x_column, x_label) in enumerate(((WALL, "training time per run (s)"),
+                                                    (PARAMS, "parameters"))):
+            ax = axes[row, column]
+            for model, depth in _Labels.order(of_task):
+                mine = of_task[(of_task["model"] == model) & (of_task["depth"] == depth)]
+                x = pd.to_numeric(mine[x_column], errors="coerce")
+                ax.plot(x, mine["value"], linestyle="none", marker=style.model_marker(model),
+                        color=style.model_colour(model), markersize=3.5, alpha=0.85,
+                        label=labels(model, depth))
+            _baseline_line(ax, baselines.get(task), label=(row == 0 and column == 0))
+            ax.set_xlabel(x_label)
+            if column == 0:
+                ax.set_ylabel(_metric_label(regression))
+            elif regression:
+                ax.set_ylabel("Test MSE")
+            if row == 0:
+                ax.set_title(task)
+    _legend(axes[0, 0], loc="best", fontsize=5.5)
+    return Figure(
+        name=name,
+        title=_TITLES[name],
+        caption=(
+            "Test metric of every run at its model's tuned learning rates (one point per seed) "
+            "against its training time (top; the training loop with its validation passes, "
+            "compilation included, on the hardware of the provenance, and two runs shared the "
+            "cores in `make report`) and against the network's parameter count (bottom); "
+            "dashed: the trivial baseline. Up and to the left is better per second or per "
+            "parameter (down for MSE). " + scale
         ),
         figure=fig,
         runs=run_ids,
@@ -518,12 +1109,13 @@ def _versus_published(
     cells: pd.DataFrame, labels: _Labels, scale: str, run_ids: tuple[str, ...]
 ) -> Artifact:
     """Our accuracy beside the published LRA number, for our tasks that are LRA tasks."""
+    name = "accuracy_vs_published"
     lra = {t: _published.LRA_TASK_OF[t] for t in cells["task"].unique()
            if t in _published.LRA_TASK_OF}
     if not lra:
         return Missing(
-            _NAMES[4],
-            _TITLES[4],
+            name,
+            _TITLES[name],
             f"none of the tasks run ({', '.join(sorted(cells['task'].unique()))}) is an LRA "
             "task, so no published number applies; the published LRA table is in its own "
             "section.",
@@ -550,12 +1142,12 @@ def _versus_published(
     frame["n seeds"] = frame["n seeds"].astype("Int64")
     se = pd.DataFrame({"ours, test acc. (%)": errors}, index=frame.index)
     return Table(
-        name=_NAMES[4],
-        title=_TITLES[4],
+        name=name,
+        title=_TITLES[name],
         caption=(
-            "Our test accuracy (mean ± standard error over seeds) beside the PUBLISHED full-scale "
-            "LRA accuracy of the same layer (sources in the published section; not measured by "
-            "us). Ours were "
+            "Our test accuracy at the tuned learning rates (mean ± standard error over seeds) "
+            "beside the PUBLISHED full-scale LRA accuracy of the same layer (sources in the "
+            "published section; not measured by us). Ours were "
             f"run at a much smaller scale: {scale} Our generated tasks (listops, pathfinder, "
             "pathx) follow the LRA generators' rules at the sizes their task preset sets; they "
             "are not the LRA release. Our S4D is set beside S4D-Lin, the published variant of "
@@ -567,3 +1159,62 @@ def _versus_published(
         digits=1,
         runs=run_ids,
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Findings: sentences computed from the statistics above, true whichever way the data fall
+
+
+def _findings(informative: pd.DataFrame, significance: pd.DataFrame, ranks: dict,
+              tuned_tasks: list[str], run_ids: tuple[str, ...]) -> Finding:
+    lines = []
+    verdicts = dict(zip(informative["task"], informative["informative"]))
+    good = [t for t, v in verdicts.items() if v == "yes"]
+    flat = [t for t, v in verdicts.items() if v == "no"]
+    unknown = [t for t, v in verdicts.items() if v == "unknown"]
+    if good:
+        lines.append(f"Informative tasks (some model beats the trivial baseline by more than "
+                     f"{Z_INFORMATIVE:g} standard errors): {', '.join(good)}.")
+    if flat:
+        lines.append(f"Not informative (no model beats the trivial baseline by more than "
+                     f"{Z_INFORMATIVE:g} standard errors, so their rankings are noise): "
+                     f"{', '.join(flat)}.")
+    if unknown:
+        lines.append(f"No trivial baseline is recorded for {', '.join(unknown)} (runs made "
+                     "before the study recorded it), so whether they are informative is not "
+                     "stated.")
+    for task, of_task in (significance.groupby("task") if not significance.empty else []):
+        supported = of_task[of_task["significant"]]
+        n = int(of_task["n"].max()) if len(of_task) else 0
+        if task in flat:
+            continue
+        if supported.empty:
+            lines.append(f"On {task}, no pairwise difference between models is significant "
+                         f"(paired t-tests over {n} seeds, Holm-adjusted, 5%).")
+        else:
+            pairs = "; ".join(
+                f"{row.better} over {row.second if row.better == row.first else row.first} "
+                f"({abs(row.diff):.2f}, 95% CI [{min(abs(row.low), abs(row.high)):.2f}, "
+                f"{max(abs(row.low), abs(row.high)):.2f}])"
+                for row in supported.itertuples())
+            rest = len(of_task) - len(supported)
+            lines.append(f"On {task}, the significant differences (paired t-tests over {n} "
+                         f"seeds, Holm-adjusted, 5%) are: {pairs}; the other {rest} pair"
+                         f"{'s are' if rest != 1 else ' is'} not significantly different.")
+    table = ranks.get("ranks")
+    if isinstance(table, pd.DataFrame) and table.shape[0] >= 2:
+        average = table.mean(axis=0).sort_values()
+        cd = float(ranks["cd"])
+        apart = [(a, b) for i, a in enumerate(average.index) for b in average.index[i + 1:]
+                 if average[b] - average[a] > cd]
+        best = ", ".join(f"{m} {r:.2f}" for m, r in average.items())
+        verdict = ("; ".join(f"{a} ranks better than {b}" for a, b in apart) if apart
+                   else "no two models' average ranks differ by more than the critical "
+                        "difference, so no overall ordering is supported")
+        lines.append(f"Across {table.shape[0]} tasks, average ranks (lower is better): {best}. "
+                     f"Friedman p = {ranks['p']:.3g}; Nemenyi CD = {cd:.2f}: {verdict}.")
+    if not tuned_tasks:
+        lines.append("No task was tuned at this preset, so these comparisons use one shared "
+                     "recipe, which may favour one model's preferred learning rate.")
+    return Finding(name="accuracy_findings", title=_TITLES["accuracy_findings"],
+                   lines=tuple(lines), runs=run_ids)

@@ -12,8 +12,8 @@ import pandas as pd
 
 from ..store import Store
 from ..studies.stability import VARIANTS
-from . import style
-from ._artifacts import Artifact, Figure, Missing, Table
+from . import _stats, style
+from ._artifacts import Artifact, Figure, Finding, Missing, Table
 from ._provenance import in_preset, pick_preset, with_presets
 
 TITLE = "Stability of the hidden-state norm"
@@ -79,10 +79,12 @@ def _trained(frame: pd.DataFrame) -> pd.Series:
 
 
 def _panels(n: int, height: float = 1.8):
+    """Panels sharing one y-axis, so that the variants compare at a glance."""
     ncols = min(4, n)
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(
-        nrows, ncols, figsize=(style.FULL_WIDTH_IN, height * nrows), squeeze=False
+        nrows, ncols, figsize=(style.FULL_WIDTH_IN, height * nrows), squeeze=False,
+        sharey=True,
     )
     for ax in axes.flat[n:]:
         ax.set_visible(False)
@@ -115,12 +117,19 @@ def section(store: Store) -> list[Artifact]:
                         reason),
             ]
         else:
-            out.append(_training_figure(trained, task, preset))
+            depths = sorted(int(d) for d in trained["cfg.network.depth"].unique())
+            for depth in reversed(depths):
+                out.append(_training_figure(trained, task, preset, depth,
+                                            deepest=depth == depths[-1]))
             out.append(_eigen_figure(trained, task, preset))
         out.append(_depth_figure(layer, task, preset))
         out.append(_profile_figure(frame[frame["kind"] == "profile"], task, preset))
         task_runs = runs[runs["cfg.task"] == task] if "cfg.task" in runs.columns else runs
         out.append(_summary_table(frame, task_runs, task, preset))
+        if not trained.empty:
+            spread = spread_by_run(trained)
+            out.append(_spread_table(spread, task, preset, _run_ids(trained)))
+            out.append(_finding(spread, task, preset, _run_ids(trained)))
     return out
 
 
@@ -133,9 +142,20 @@ def _deepest_trained(trained: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     return trained[trained["cfg.network.depth"] == depth], depth
 
 
-def _training_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artifact:
+def relative_norms(trained: pd.DataFrame) -> pd.DataFrame:
+    """``trained``'s layer rows with ``relative``: each layer's mean norm over its value at
+    step 0 of the same run (1 at initialisation; the drift through training, free of the
+    variants' different scales)."""
+    start = (trained[trained["step"] == 0].set_index(["run_id", "layer"])["norm_mean"]
+             .rename("initial"))
+    joined = trained.join(start, on=["run_id", "layer"])
+    return joined.assign(relative=joined["norm_mean"] / joined["initial"])
+
+
+def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth: int,
+                     deepest: bool) -> Artifact:
     style.apply_style()
-    trained, depth = _deepest_trained(trained)
+    trained = relative_norms(trained[trained["cfg.network.depth"] == depth])
     variants = _variant_order(trained["cfg.variant"].unique())
     fig, axes = _panels(len(variants))
     for ax, variant in zip(axes.flat, variants):
@@ -146,25 +166,29 @@ def _training_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Ar
             at_k = rows[rows["layer"] == k]
             for _, seed_rows in at_k.groupby("seed"):
                 seed_rows = seed_rows.sort_values("step")
-                ax.plot(seed_rows["step"], seed_rows["norm_mean"], color=shade, alpha=0.35,
+                ax.plot(seed_rows["step"], seed_rows["relative"], color=shade, alpha=0.35,
                         linewidth=0.6)
-            mean = at_k.groupby("step")["norm_mean"].mean()
+            mean = np.exp(np.log(at_k["relative"]).groupby(at_k["step"]).mean())
             ax.plot(mean.index, mean.values, color=shade, linewidth=1.6, label=f"layer {k}")
+        ax.axhline(1.0, color="black", linewidth=0.5, linestyle=":")
         ax.set_title(_label(variant))
         ax.set_yscale("log")
         ax.set_xlabel("training step")
         ax.legend(fontsize=5.5, handlelength=1.2)
     for row in axes:
-        row[0].set_ylabel("mean ||h_t||")
+        row[0].set_ylabel("||h|| / ||h|| at init")
     seeds = sorted(trained["seed"].unique())
     return Figure(
-        name=f"stability_training_{task}",
-        title=f"Hidden-state norm through training, per layer ({task})",
+        name=f"stability_training_{task}" if deepest else f"stability_training_{task}_depth{depth}",
+        title=f"Hidden-state norm through training, relative to initialisation ({task}, "
+              f"depth {depth})",
         caption=(
             f"Mean over the probe batch and time of the state norm ||h_t|| of each layer of a "
             f"{depth}-block network trained on {task} (preset {preset}), at every evaluation "
-            f"step. Light lines: {len(seeds)} seeds; bold: their mean; darker shades are deeper "
-            f"layers. One panel per layer variant; log scale."
+            f"step, divided by the same layer's value at initialisation (1 = no drift; dotted). "
+            f"Light lines: {len(seeds)} seeds; bold: their geometric mean; darker shades are "
+            f"deeper layers. One panel per layer variant, all on one log-scale y-axis, so the "
+            f"variants' drifts compare directly. The absolute norms are in the summary table."
         ),
         figure=fig,
         runs=_run_ids(trained),
@@ -379,14 +403,127 @@ def _summary_caption(table: pd.DataFrame, task: str, preset: str | None) -> str:
         f"'CV over layers at init' is across the layers of the deepest network measured at "
         f"initialisation, averaged over seeds first."
     )
-    column = "CV (layers, seeds, steps)"
-    rot, lru = _label("rotrnn"), _label("lru")
-    if column in table.columns and rot in table.index and lru in table.index:
-        a, b = table.loc[rot, column], table.loc[lru, column]
-        if np.isfinite(a) and np.isfinite(b) and a > 0:
-            verdict = "lower" if a < b else "not lower"
-            text += (
-                f" In these runs RotRNN's spread ({a:.3f}) is {verdict} than the LRU's "
-                f"({b:.3f}): a ratio LRU / RotRNN of {b / a:.2f}."
-            )
+    text += (" Which differences between the layers the seeds support is in the spread "
+             "table and the findings.")
     return text
+
+
+# --------------------------------------------------------------------------------------------
+# The spread per run, and the verdict on it
+
+
+def spread_by_run(trained: pd.DataFrame) -> pd.DataFrame:
+    """One line per trained run: variant, model, depth, seed, its spread ``cv`` (coefficient of
+    variation of the per-layer mean norm over every layer and evaluation step of the run:
+    through training and across depth) and ``drift`` (geometric mean over layers of the last
+    evaluation's norm over the initial one)."""
+    rel = relative_norms(trained)
+    records = []
+    for run_id, run in rel.groupby("run_id"):
+        last = run[run["step"] == run["step"].max()]
+        records.append({
+            "run_id": run_id,
+            "variant": run["cfg.variant"].iloc[0],
+            "model": run["cfg.network.layer"].iloc[0],
+            "depth": int(run["cfg.network.depth"].iloc[0]),
+            "seed": int(run["seed"].iloc[0]),
+            "cv": _stats.coefficient_of_variation(run["norm_mean"]),
+            "drift": float(np.exp(np.mean(np.log(last["relative"])))),
+        })
+    return pd.DataFrame.from_records(
+        records, columns=["run_id", "variant", "model", "depth", "seed", "cv", "drift"])
+
+
+def _spread_summary(spread: pd.DataFrame) -> pd.DataFrame:
+    """Per (depth, variant): seeds, the mean spread with its bootstrap interval, the drift."""
+    records = []
+    for (depth, variant), runs in spread.groupby(["depth", "variant"]):
+        low, high = _stats.bootstrap_ci(runs["cv"])
+        records.append({
+            "depth": int(depth), "variant": variant, "model": runs["model"].iloc[0],
+            "seeds": len(runs), "cv": float(runs["cv"].mean()), "cv_low": low, "cv_high": high,
+            "drift": float(np.exp(np.mean(np.log(runs["drift"])))),
+        })
+    return pd.DataFrame.from_records(records)
+
+
+def _spread_table(spread: pd.DataFrame, task: str, preset: str | None,
+                  run_ids: tuple[str, ...]) -> Artifact:
+    summary = _spread_summary(spread)
+    order = {v: i for i, v in enumerate(_variant_order(summary["variant"]))}
+    summary = summary.assign(o=summary["variant"].map(order)).sort_values(["depth", "o"])
+    frame = pd.DataFrame({
+        "Depth": summary["depth"],
+        "Variant": [_label(v) for v in summary["variant"]],
+        "seeds": summary["seeds"].astype("Int64"),
+        "CV (layers, steps), mean": summary["cv"],
+        "95% CI low": summary["cv_low"],
+        "95% CI high": summary["cv_high"],
+        "trained / init (geo. mean)": summary["drift"],
+    }).set_index(["Depth", "Variant"])
+    return Table(
+        name=f"stability_spread_{task}",
+        title=f"Spread of the hidden-state norm per run, with bootstrap intervals ({task})",
+        caption=(
+            f"For every trained network on {task} (preset {preset}): the coefficient of "
+            "variation (standard deviation over mean) of the per-layer mean state norm over "
+            "all its layers and evaluation steps, i.e. how much the norm moves through training "
+            "and across depth in one run; its mean over seeds with a 95% percentile bootstrap "
+            "interval over seeds (10,000 resamples; with 3 seeds the interval is coarse), and "
+            "the geometric mean over layers and seeds of the last evaluation's norm over the "
+            "initial one (1 = no drift)."
+        ),
+        frame=frame,
+        digits=3,
+        runs=run_ids,
+    )
+
+
+def _finding(spread: pd.DataFrame, task: str, preset: str | None,
+             run_ids: tuple[str, ...]) -> Finding:
+    """Per trained depth: the layers ranked by spread, and which pairs of layers (each model's
+    own variant, not the ablations) differ by a bootstrap interval that excludes zero."""
+    lines = []
+    summary = _spread_summary(spread)
+    base = set(variants_of_models(summary["variant"]))
+    for depth, at_depth in summary.groupby("depth"):
+        models_here = at_depth[at_depth["variant"].isin(base)].sort_values("cv")
+        if models_here.empty:
+            continue
+        n = int(at_depth["seeds"].min())
+        ranked = ", ".join(f"{_label(r.variant)} {r.cv:.3f} [{r.cv_low:.3f}, {r.cv_high:.3f}]"
+                           for r in models_here.itertuples())
+        runs = spread[spread["depth"] == depth]
+        apart, close = [], []
+        ordered = list(models_here["variant"])
+        for i, a in enumerate(ordered):
+            for b in ordered[i + 1:]:
+                diff, low, high = _stats.bootstrap_difference(
+                    runs.loc[runs["variant"] == a, "cv"], runs.loc[runs["variant"] == b, "cv"])
+                if math.isfinite(low) and (high < 0 or low > 0):
+                    apart.append(f"{_label(a)} < {_label(b)} (difference {diff:.3f}, 95% CI "
+                                 f"[{low:.3f}, {high:.3f}])")
+                else:
+                    close.append(f"{_label(a)} and {_label(b)}")
+        text = (f"On {task} at depth {depth} ({n} seeds, preset {preset}), the spread of the "
+                f"state norm through training and across layers (CV; mean and 95% bootstrap "
+                f"interval over seeds), from lowest: {ranked}. ")
+        text += (f"Differences whose bootstrap interval excludes zero: {'; '.join(apart)}. "
+                 if apart else "No two layers' spreads differ by an interval that excludes "
+                               "zero. ")
+        if close and apart:
+            text += f"Not distinguishable at this n: {', '.join(close)}."
+        lines.append(text.strip())
+        ablations = at_depth[~at_depth["variant"].isin(base)]
+        if not ablations.empty:
+            lines.append(f"Ablations on {task} at depth {depth}: " + ", ".join(
+                f"{_label(r.variant)} {r.cv:.3f} [{r.cv_low:.3f}, {r.cv_high:.3f}]"
+                for r in ablations.sort_values("cv").itertuples()) + ".")
+    return Finding(name=f"stability_findings_{task}",
+                   title=f"What the stability statistics support ({task})",
+                   lines=tuple(lines), runs=run_ids)
+
+
+def variants_of_models(variants) -> list[str]:
+    """The variants that are a model's own configuration (no ablation): keyed by the model."""
+    return [v for v in variants if v in VARIANTS and VARIANTS[v].model == v]

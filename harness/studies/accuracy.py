@@ -25,6 +25,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 import models
 import tasks
 from models.network import NetworkConfig
@@ -94,6 +97,9 @@ class AccuracyConfig:
     network: NetworkConfig = NetworkConfig()
     train: TrainConfig = TrainConfig()
     recipes: tuple[Recipe, ...] = ()
+    tune_tasks: tuple[str, ...] = ()
+    lr_grid: tuple[float, ...] = ()
+    recurrent_lr_grid: tuple[float, ...] = ()
 
     def __post_init__(self):
         _nonempty_known("models", self.models, models.names())
@@ -117,6 +123,24 @@ class AccuracyConfig:
                 _nonempty_known("recipe model", (r.model,), models.names())
             if r.task != "*":
                 _nonempty_known("recipe task", (r.task,), tasks.names())
+        stray = [t for t in self.tune_tasks if t not in self.tasks]
+        if stray or len(set(self.tune_tasks)) != len(self.tune_tasks):
+            raise ValueError(
+                f"tune_tasks={self.tune_tasks!r} must be distinct members of "
+                f"tasks={self.tasks!r} (or empty: no tuning)."
+            )
+        for name in ("lr_grid", "recurrent_lr_grid"):
+            values = getattr(self, name)
+            if any(isinstance(v, bool) or not isinstance(v, (int, float))
+                   or not (math.isfinite(v) and v > 0) for v in values):
+                raise ValueError(f"{name} must hold positive finite numbers; got {values!r}.")
+            if len(set(values)) != len(values):
+                raise ValueError(f"{name} repeats a value: {values!r}.")
+            if self.tune_tasks and not values:
+                raise ValueError(
+                    f"tune_tasks={self.tune_tasks!r} needs a non-empty {name} (the learning "
+                    "rates every model is tried at)."
+                )
 
 
 def _nonempty_known(where: str, values: tuple[str, ...], accepted: list[str]) -> None:
@@ -129,25 +153,49 @@ def _nonempty_known(where: str, values: tuple[str, ...], accepted: list[str]) ->
 
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
-    """One training run, fully resolved (its hash is the run's identity)."""
+    """One training run, fully resolved (its hash is the run's identity).
+
+    ``recipe_lr``/``recipe_recurrent_lr`` are the one shared recipe's rates for this (model,
+    task): the run is the untuned one when ``train`` has them, one of the tuning grid's
+    otherwise (the report tells the two apart by them).
+    """
 
     task: str
     task_options: tuple[tuple[str, Any], ...]
     network: NetworkConfig
     train: TrainConfig
     seed: int
+    recipe_lr: float
+    recipe_recurrent_lr: float
 
 
 def grid(config: AccuracyConfig) -> list[RunSpec]:
-    """Every run of ``config``, seeds outermost (a partial grid covers every model early)."""
+    """Every run of ``config``, seeds outermost (a partial grid covers every model early).
+
+    On a task of ``tune_tasks`` each (model, seed) is trained at every learning-rate pair of
+    `candidates` (the shared recipe's pair among them); elsewhere at the recipe's pair alone.
+    """
     specs = []
     depths = config.depths or (config.network.depth,)
     for seed in config.seeds:
         for task in config.tasks:
             for model in config.models:
                 for depth in depths:
-                    specs.append(_resolve(config, model, task, depth, seed))
+                    spec = _resolve(config, model, task, depth, seed)
+                    for lr, recurrent_lr in candidates(config, spec):
+                        specs.append(dataclasses.replace(spec, train=dataclasses.replace(
+                            spec.train, lr=lr, recurrent_lr=recurrent_lr)))
     return specs
+
+
+def candidates(config: AccuracyConfig, spec: RunSpec) -> list[tuple[float, float]]:
+    """The (lr, recurrent_lr) pairs ``spec``'s task is trained at: the recipe's pair first, then
+    the product of ``lr_grid`` and ``recurrent_lr_grid`` on a task of ``tune_tasks``."""
+    recipe = (spec.train.lr, spec.train.recurrent_lr)
+    if spec.task not in config.tune_tasks:
+        return [recipe]
+    grid_pairs = [(a, b) for a in config.lr_grid for b in config.recurrent_lr_grid]
+    return [recipe] + [p for p in grid_pairs if p != recipe]
 
 
 def _resolve(config: AccuracyConfig, model: str, task: str, depth: int, seed: int) -> RunSpec:
@@ -171,7 +219,8 @@ def _resolve(config: AccuracyConfig, model: str, task: str, depth: int, seed: in
     except (TypeError, ValueError) as e:
         raise _config.ConfigError(f"{where}: {e}") from None
     options = tuple(sorted(task_options.items()))
-    return RunSpec(task, options, resolved_network, resolved_train, seed)
+    return RunSpec(task, options, resolved_network, resolved_train, seed,
+                   resolved_train.lr, resolved_train.recurrent_lr)
 
 
 def checkpoint_dir() -> Path:
@@ -184,7 +233,60 @@ def run(spec: RunSpec) -> list[dict[str, Any]]:
     task = tasks.build(spec.task, **dict(spec.task_options))
     path = checkpoint_dir() / f"accuracy-{STUDY.run_id(spec)}.eqx"
     result = train(spec.network, task, spec.train, seed=spec.seed, checkpoint=path, progress=True)
-    return result.rows
+    rows = result.rows
+    rows[-1] = {**rows[-1], **trivial_baseline(task.info.target, task.split("train").labels,
+                                               task.split("test").labels)}
+    return rows
+
+
+def trivial_baseline(target: str, train_labels: np.ndarray, test_labels: np.ndarray
+                     ) -> dict[str, float | None]:
+    """What a model that ignores its input scores on the test split, fitted on the train split.
+
+    Classification (``"class"``, and ``"per_step"`` over its scored steps, label >= 0): always
+    the training split's most frequent class (accuracy), and its class frequencies as the
+    predicted distribution (cross-entropy, with frequencies floored at 1e-12). Regression: the
+    training mean (mean squared error; accuracy None). The keys are those of the final row:
+    ``baseline_test_accuracy``, ``baseline_test_loss``.
+    """
+    if target == "regression":
+        mean = float(np.mean(train_labels))
+        return {"baseline_test_accuracy": None,
+                "baseline_test_loss": float(np.mean((np.asarray(test_labels) - mean) ** 2))}
+    train = np.asarray(train_labels).reshape(-1)
+    test = np.asarray(test_labels).reshape(-1)
+    train, test = train[train >= 0], test[test >= 0]
+    classes = int(max(train.max(initial=0), test.max(initial=0))) + 1
+    counts = np.bincount(train, minlength=classes).astype(np.float64)
+    frequencies = np.maximum(counts / counts.sum(), 1e-12)
+    majority = int(np.argmax(counts))
+    return {"baseline_test_accuracy": float(np.mean(test == majority)),
+            "baseline_test_loss": float(-np.mean(np.log(frequencies[test])))}
+
+
+def select(final: pd.DataFrame, selection: str) -> tuple[float, float] | None:
+    """The (lr, recurrent_lr) of one (model, task) cell whose mean validation metric over seeds
+    is best: accuracy (highest) or loss (lowest). Ties go to the smaller rates, in order.
+
+    ``final`` holds the cell's final rows (columns `LR`, `RECURRENT_LR`, ``val_accuracy``,
+    ``val_loss``); None if it is empty.
+    """
+    if final.empty:
+        return None
+    column, sign = ("val_accuracy", -1.0) if selection == "accuracy" else ("val_loss", 1.0)
+    means = (final.assign(metric=pd.to_numeric(final[column], errors="coerce"))
+             .groupby([LR, RECURRENT_LR])["metric"].mean().dropna())
+    if means.empty:
+        return None
+    order = sorted(means.items(), key=lambda item: (sign * item[1], item[0]))
+    return tuple(float(v) for v in order[0][0])  # type: ignore[return-value]
+
+
+# Columns of the store that the report and `select` read (a study owns its rows' schema).
+LR = "cfg.train.lr"
+RECURRENT_LR = "cfg.train.recurrent_lr"
+RECIPE_LR = "cfg.recipe_lr"
+RECIPE_RECURRENT_LR = "cfg.recipe_recurrent_lr"
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,20 +305,37 @@ _SMOKE = AccuracyConfig(
 # RotRNN's head size: the authors' sweeps use 4 to 8 real states per head (REFERENCES.md).
 _ROTRNN_HEAD_SIZE = 8
 
+_TASK_SIZES_CPU = (
+    Recipe(task="adding", overrides=(("task.seq_len", 100),),
+           source="adding problem at L=100 (5000/500/500 examples): L=200 doubles the cost"),
+    Recipe(task="ucr", overrides=(("task.dataset", "JapaneseVowels"),),
+           source="JapaneseVowels (UEA; 9 classes, 12 features, length <= 29): PigCVP's "
+                  "length 2000 is beyond the CPU budget"),
+)
+_MODEL_OPTIONS = (
+    Recipe(model="rotrnn", overrides=(("layer.heads", 32 // _ROTRNN_HEAD_SIZE),),
+           source="RotRNN head size 8 (authors' sweeps: 4-8)"),
+    Recipe(model="lru", task="listops", overrides=(("layer.r_min", 0.0), ("layer.r_max", 0.99)),
+           source="LRU paper, ListOps ring [0, 0.99]"),
+)
+# The learning-rate grid every model gets on a tuned task: the shared rate around the papers'
+# 1e-3 to 1e-2, the recurrent rate (no weight decay) around S4D's 1e-3, both log-spaced.
+_LR_GRID = (1e-3, 3e-3, 1e-2)
+_RECURRENT_LR_GRID = (3e-4, 1e-3, 3e-3)
+
 _CPU = AccuracyConfig(
-    # 7 minutes on two idle cores in one process the first time, 5 with make report's two
-    # workers (compiling is a good part of it; a rerun loads the compiled programs from
-    # .cache/jax). 4 x 4 x 3 = 48 runs: sequential digits
-    # (L=64, 10 classes), short ListOps (L<=250), the adding problem (L=100, regression, MSE),
-    # JapaneseVowels (L<=29, 9 classes). MQAR is left out: at its cpu size (and at L=64 with
-    # 4 pairs) every model stayed at chance within this step budget; short ListOps stays near
-    # its majority class too, and is kept as the long-range task that this budget cannot solve.
-    # Every run: 2 blocks, H=32, d_state=32 (each layer's own meaning of it: LRU P=32 complex
-    # states; RotRNN N=32 real states in 4 heads; S5 P=32 before conjugate halving; S4D N=32
-    # per channel), BatchNorm, half-GLU, no dropout; 300 AdamW steps of 32 examples, lr 3e-3,
-    # recurrent lr 1e-3 (S4D's value for A, B, Delta), weight decay 0.05, 10% warm-up then
-    # cosine; validation every 100 steps. The same recipe for every model: no per-model tuning,
-    # so these are short-budget numbers, not the papers'.
+    # make report's default: every number informative within about 15 minutes on two cores.
+    # 4 tasks x 4 models x 3 seeds at the one recipe, and on ListOps (the RotRNN paper's task)
+    # the 3 x 3 learning-rate grid for every model (9 x 4 x 3 runs): sequential digits (L=64,
+    # 10 classes), ListOps at its cpu size (trees of depth <= 3, 11-37 tokens, 10 classes),
+    # the adding problem (L=100, regression, MSE), JapaneseVowels (L<=29, 9 classes). MQAR is
+    # left out: at its cpu size (and at L=64 with 4 pairs) every model stayed at chance within
+    # this budget (it is in cpu-full). Every run: 2 blocks, H=32, d_state=32 (each layer's own
+    # meaning of it: LRU P=32 complex states; RotRNN N=32 real states in 4 heads; S5 P=32
+    # before conjugate halving; S4D N=32 per channel), BatchNorm, half-GLU, no dropout; AdamW
+    # steps of 32 examples (600 on ListOps, 300 elsewhere), lr 3e-3, recurrent lr 1e-3 (S4D's
+    # value for A, B, Delta), weight decay 0.05, 10% warm-up then cosine; validation every 100
+    # steps (50 on ListOps). Short-budget numbers, not the papers'.
     models=("lru", "rotrnn", "s4d", "s5"),
     tasks=("digits", "listops", "adding", "ucr"),
     seeds=(0, 1, 2),
@@ -225,19 +344,41 @@ _CPU = AccuracyConfig(
     train=TrainConfig(steps=300, batch_size=32, lr=3e-3, recurrent_lr=1e-3, weight_decay=0.05,
                       eval_every=100, eval_batch_size=256),
     recipes=(
-        Recipe(task="listops", overrides=(("task.min_length", 50), ("task.max_length", 250)),
-               source="short ListOps (LRA generator, lengths 50-250, 4000/500/500 examples): "
-                      "LRA's 500-2000 is beyond the CPU budget"),
-        Recipe(task="adding", overrides=(("task.seq_len", 100),),
-               source="adding problem at L=100 (5000/500/500 examples): L=200 doubles the cost"),
-        Recipe(task="ucr", overrides=(("task.dataset", "JapaneseVowels"),),
-               source="JapaneseVowels (UEA; 9 classes, 12 features, length <= 29): PigCVP's "
-                      "length 2000 is beyond the CPU budget"),
-        Recipe(model="rotrnn", overrides=(("layer.heads", 32 // _ROTRNN_HEAD_SIZE),),
-               source="RotRNN head size 8 (authors' sweeps: 4-8)"),
-        Recipe(model="lru", task="listops", overrides=(("layer.r_min", 0.0), ("layer.r_max", 0.99)),
-               source="LRU paper, ListOps ring [0, 0.99]"),
+        Recipe(task="listops", overrides=(("train.steps", 600), ("train.eval_every", 50)),
+               source="ListOps at its cpu task size (LRA generator, trees of depth <= 3 with "
+                      "2-5 arguments, 8000/500/500 examples): 600 steps, where the learning "
+                      "curves flatten"),
+        *_TASK_SIZES_CPU,
+        *_MODEL_OPTIONS,
     ),
+    tune_tasks=("listops",),
+    lr_grid=_LR_GRID,
+    recurrent_lr_grid=_RECURRENT_LR_GRID,
+)
+
+_CPU_FULL = AccuracyConfig(
+    # Decisive CPU numbers, about 2 hours on two cores for all studies: 5 seeds, every task
+    # tuned on the same 3 x 3 grid, twice the steps, ListOps deeper and longer (trees of depth
+    # <= 4, 21-99 tokens, 16000 training examples), and MQAR. Same code, same report.
+    models=("lru", "rotrnn", "s4d", "s5"),
+    tasks=("digits", "listops", "adding", "ucr", "mqar"),
+    seeds=(0, 1, 2, 3, 4),
+    task_preset="cpu",
+    network=NetworkConfig(depth=2, d_model=32, d_state=32),
+    train=TrainConfig(steps=600, batch_size=32, lr=3e-3, recurrent_lr=1e-3, weight_decay=0.05,
+                      eval_every=100, eval_batch_size=256),
+    recipes=(
+        Recipe(task="listops", overrides=(
+            ("task.min_length", 20), ("task.max_length", 100), ("task.max_depth", 4),
+            ("task.num_train", 16000), ("train.steps", 1500)),
+            source="ListOps (LRA generator) with trees of depth <= 4, 2-5 arguments, 21-99 "
+                   "tokens: 1500 steps"),
+        *_TASK_SIZES_CPU,
+        *_MODEL_OPTIONS,
+    ),
+    tune_tasks=("digits", "listops", "adding", "ucr", "mqar"),
+    lr_grid=_LR_GRID,
+    recurrent_lr_grid=_RECURRENT_LR_GRID,
 )
 
 
@@ -301,8 +442,8 @@ _GPU = AccuracyConfig(
 STUDY = Study(
     name="accuracy",
     description="Test accuracy at the best validation step: every model on every task and seed.",
-    presets={"smoke": _SMOKE, "cpu": _CPU, "gpu": _GPU},
+    presets={"smoke": _SMOKE, "cpu": _CPU, "cpu-full": _CPU_FULL, "gpu": _GPU},
     grid=grid,
     run=run,
-    version=1,
+    version=2,
 )

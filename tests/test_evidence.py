@@ -1,0 +1,189 @@
+"""The evidence the report argues from: statistics, trivial baselines, tuning, findings.
+
+The statistics are checked against scipy and against numbers computed by hand; the accuracy
+section against a synthetic store whose winners, baselines and learning-rate choices are known.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from harness.report import _stats, accuracy
+from harness.report._artifacts import Finding, Table
+from harness.store import Store
+from harness.studies import accuracy as accuracy_study
+
+_PROV = {"git_commit": "0" * 40, "git_dirty": False, "versions": {"jax": "0.10.2"},
+         "python": "3.11.9", "backend": "cpu", "device_kind": "cpu", "device_count": 1,
+         "cpu_count": 2, "machine": "x86_64", "seconds": 1.0, "study_version": 2}
+
+
+# --------------------------------------------------------------------------------------------
+# Statistics
+
+
+def test_paired_t_matches_scipy_and_holm_by_hand():
+    rng = np.random.default_rng(0)
+    scores = pd.DataFrame({"a": rng.normal(50, 2, 5), "b": rng.normal(40, 2, 5),
+                           "c": rng.normal(49, 2, 5)})
+    pairs = _stats.paired_differences(scores, higher_is_better=True).set_index(["first",
+                                                                                 "second"])
+    for (a, b), row in pairs.iterrows():
+        ref = stats.ttest_rel(scores[a], scores[b])
+        assert row["p"] == pytest.approx(ref.pvalue, rel=1e-10)
+        ci = ref.confidence_interval(0.95)
+        assert (row["low"], row["high"]) == pytest.approx((ci.low, ci.high), rel=1e-10)
+        assert row["diff"] == pytest.approx(float((scores[a] - scores[b]).mean()))
+    # Holm: sorted p1 <= p2 <= p3 become 3 p1, max(3 p1, 2 p2), max(.., p3), capped at 1.
+    p = np.array([0.01, 0.04, 0.03, float("nan")])
+    assert np.allclose(_stats.holm(p)[:3], [0.03, 0.06, 0.06])
+    assert math.isnan(_stats.holm(p)[3])
+    assert pairs.loc[("a", "b"), "significant"] and pairs.loc[("a", "b"), "better"] == "a"
+    lower = _stats.paired_differences(scores, higher_is_better=False).set_index(["first",
+                                                                                  "second"])
+    assert lower.loc[("a", "b"), "better"] == "b"  # for a loss the smaller mean wins
+
+
+def test_friedman_and_nemenyi_follow_demsar():
+    # k = 4 models over n = 4 tasks: q_0.05 = 2.569 (Demsar 2006, Table 5a).
+    assert _stats.nemenyi_cd(4, 4) == pytest.approx(2.569 * math.sqrt(4 * 5 / 24), abs=2e-3)
+    scores = pd.DataFrame({"a": [90, 80, 70, 0.1], "b": [85, 75, 60, 0.2], "c": [80, 70, 65, 0.3],
+                           "d": [70, 60, 50, 0.4]}, index=["t1", "t2", "t3", "mse"])
+    ranks = _stats.average_ranks(scores, {"t1": True, "t2": True, "t3": True, "mse": False})
+    assert ranks.loc["mse"].tolist() == [1.0, 2.0, 3.0, 4.0]  # lower MSE ranks first
+    assert ranks.mean().tolist() == pytest.approx([1.0, 2.25, 2.75, 4.0])
+    chi2, p = _stats.friedman(ranks)
+    # The same statistic from scipy on the scores oriented so that larger is better.
+    oriented = scores.copy()
+    oriented.loc["mse"] *= -1
+    ref = stats.friedmanchisquare(*[-oriented[c] for c in oriented.columns])
+    assert chi2 == pytest.approx(ref.statistic) and p == pytest.approx(ref.pvalue)
+
+
+def test_baseline_margin_and_bootstrap():
+    ok, margin = _stats.beats_baseline([40.0, 42.0, 44.0], 30.0, higher_is_better=True)
+    assert ok and margin == pytest.approx(12.0 / (2.0 / math.sqrt(3)))
+    ok, margin = _stats.beats_baseline([0.5, 0.6], 0.55, higher_is_better=False)
+    assert not ok and margin == pytest.approx(0.0)
+    low, high = _stats.bootstrap_ci([1.0, 2.0, 3.0, 4.0], seed=1)
+    assert 1.0 <= low < 2.5 < high <= 4.0
+    assert _stats.bootstrap_ci([1.0, 2.0, 3.0], seed=1) == _stats.bootstrap_ci([1.0, 2.0, 3.0],
+                                                                               seed=1)
+    diff, low, high = _stats.bootstrap_difference([1.0, 1.1, 0.9], [3.0, 3.2, 2.8])
+    assert diff == pytest.approx(-2.0) and high < 0
+    assert _stats.coefficient_of_variation([1.0, 3.0]) == pytest.approx(0.5)
+
+
+# --------------------------------------------------------------------------------------------
+# The trivial baseline and the selection rule
+
+
+def test_trivial_baseline_from_the_data():
+    train = np.array([0, 1, 1, 2, 1])
+    test = np.array([1, 1, 0, 2])
+    out = accuracy_study.trivial_baseline("class", train, test)
+    assert out["baseline_test_accuracy"] == pytest.approx(0.5)  # always class 1
+    freq = np.array([1, 3, 1]) / 5
+    assert out["baseline_test_loss"] == pytest.approx(-np.mean(np.log(freq[test])))
+    per_step = accuracy_study.trivial_baseline(
+        "per_step", np.array([[-1, 3, 3], [-1, -1, 4]]), np.array([[3, -1, 4]]))
+    assert per_step["baseline_test_accuracy"] == pytest.approx(0.5)  # class 3 on scored steps
+    reg = accuracy_study.trivial_baseline("regression", np.array([1.0, 3.0]), np.array([0.0, 4.0]))
+    assert reg == {"baseline_test_accuracy": None, "baseline_test_loss": pytest.approx(4.0)}
+
+
+def test_select_uses_validation_only():
+    final = pd.DataFrame({
+        accuracy_study.LR: [1e-3, 1e-3, 3e-3, 3e-3],
+        accuracy_study.RECURRENT_LR: [1e-3] * 4,
+        "val_accuracy": [0.6, 0.7, 0.66, 0.66],
+        "test_accuracy": [0.1, 0.1, 0.9, 0.9],  # never read
+        "val_loss": [2.0, 2.0, 1.0, 1.0],
+    })
+    assert accuracy_study.select(final, "accuracy") == (3e-3, 1e-3)  # 0.66 > 0.65
+    assert accuracy_study.select(final, "loss") == (3e-3, 1e-3)
+    tied = final.assign(val_accuracy=0.5)
+    assert accuracy_study.select(tied, "accuracy") == (1e-3, 1e-3)  # ties: smaller rates
+
+
+def test_grid_tunes_the_named_tasks_at_every_pair():
+    config = accuracy_study.STUDY.config("cpu")
+    specs = accuracy_study.grid(config)
+    pairs = len(config.lr_grid) * len(config.recurrent_lr_grid)
+    recipe = (config.train.lr, config.train.recurrent_lr)
+    extra = pairs - (recipe in [(a, b) for a in config.lr_grid for b in config.recurrent_lr_grid])
+    cells = len(config.models) * len(config.seeds)
+    expected = sum(cells * (1 + extra if t in config.tune_tasks else 1) for t in config.tasks)
+    assert len(specs) == expected
+    assert len({accuracy_study.STUDY.run_id(s) for s in specs}) == len(specs)
+    tuned = {(s.train.lr, s.train.recurrent_lr) for s in specs if s.task == "listops"}
+    assert tuned == {recipe} | {(a, b) for a in config.lr_grid for b in config.recurrent_lr_grid}
+    assert {(s.train.lr, s.train.recurrent_lr) for s in specs if s.task == "digits"} == {recipe}
+    with pytest.raises(ValueError, match="tune_tasks.*distinct members"):
+        accuracy_study.AccuracyConfig(tasks=("digits",), tune_tasks=("listops",),
+                                      lr_grid=(1e-3,), recurrent_lr_grid=(1e-3,))
+    with pytest.raises(ValueError, match="needs a non-empty lr_grid"):
+        accuracy_study.AccuracyConfig(tasks=("digits",), tune_tasks=("digits",))
+
+
+# --------------------------------------------------------------------------------------------
+# The accuracy section on a synthetic store with a known answer
+
+# (model, lr) -> test accuracy per seed; lr 1e-3 is the one recipe (also the tuned pick for
+# "a"), 3e-3 is better on validation for "b". Baseline: 20 %.
+_RUNS = {
+    ("lru", 1e-3): (0.50, 0.52, 0.54),
+    ("lru", 3e-3): (0.40, 0.42, 0.41),
+    ("rotrnn", 1e-3): (0.30, 0.31, 0.29),
+    ("rotrnn", 3e-3): (0.60, 0.62, 0.61),
+}
+
+
+def _record(store: Store) -> None:
+    for (model, lr), accs in _RUNS.items():
+        for seed, acc in enumerate(accs):
+            run_id = f"{model}-{lr}-{seed}"
+            store.record(
+                run_id=run_id, study="accuracy", status="done",
+                config={"network": {"layer": model, "depth": 2}, "task": "listops",
+                        "train": {"lr": lr, "recurrent_lr": 1e-3}, "seed": seed,
+                        "recipe_lr": 1e-3, "recipe_recurrent_lr": 1e-3},
+                config_hash=run_id, seed=seed, provenance=_PROV,
+                rows=[{"kind": "eval", "step": 10, "val_accuracy": acc, "val_loss": 1.0},
+                      {"kind": "final", "val_accuracy": acc + 0.01, "test_accuracy": acc,
+                       "val_loss": 1.0, "test_loss": 1.0, "selection": "accuracy",
+                       "params": 100, "steps": 10, "train_seconds": 1.0,
+                       "baseline_test_accuracy": 0.2, "baseline_test_loss": 2.3}],
+            )
+
+
+def test_section_tunes_tests_and_states_findings(tmp_path):
+    store = Store(tmp_path / "s.sqlite")
+    _record(store)
+    artifacts = {a.name: a for a in accuracy.section(store)}
+    tuned = artifacts["accuracy_tuned"]
+    assert isinstance(tuned, Table)
+    assert tuned.frame.at["LRU", "listops"] == pytest.approx(52.0)  # lr 1e-3 wins on val
+    assert tuned.frame.at["RotRNN", "listops"] == pytest.approx(61.0)  # lr 3e-3 wins
+    assert tuned.frame.at["Trivial baseline", "listops"] == pytest.approx(20.0)
+    informative = artifacts["accuracy_informative"].frame
+    assert informative.at["listops", "informative"] == "yes"
+    se = np.std([60, 62, 61], ddof=1) / math.sqrt(3)
+    assert informative.at["listops", "tuned: margin (s.e.)"] == pytest.approx((61 - 20) / se)
+    significance = artifacts["accuracy_significance"].frame
+    row = significance.loc[("listops", "RotRNN − LRU")]
+    ref = stats.ttest_rel([60, 62, 61], [50, 52, 54])
+    assert row["p (paired t)"] == pytest.approx(ref.pvalue)
+    assert (row["significant"] == "yes") == (ref.pvalue < 0.05)
+    finding = artifacts["accuracy_findings"]
+    assert isinstance(finding, Finding)
+    assert any(line.startswith("Informative tasks") and "listops" in line
+               for line in finding.lines)
+    assert any("RotRNN over LRU" in line for line in finding.lines) == (ref.pvalue < 0.05)
+    assert artifacts["accuracy_sensitivity"].name == "accuracy_sensitivity"
+    assert type(artifacts["accuracy_sensitivity"]).__name__ == "Figure"
