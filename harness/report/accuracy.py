@@ -263,21 +263,37 @@ def section(store: Store) -> list[Artifact]:
     out.append(_significance_table(significance, tuning, scale, tuned_ids))
     ranks = _ranks(tuned_cells, labels)
     out += _rank_artifacts(ranks, scale, tuned_ids)
-    out.append(_detail_table(recipe_cells, tuned_cells, labels, scale + note, run_ids))
+    out.append(_detail_table(recipe_cells, tuned_cells, baselines, labels, scale + note,
+                                run_ids))
     out.append(_by_task_figure(tuned_final, tuned_cells, recipe_cells, baselines, labels,
                                tuning + " " + scale, tuned_ids))
     evals = rows[rows[KIND] == "eval"] if KIND in rows.columns else rows.iloc[0:0]
     out.append(_curves_figure(evals, final, baselines, labels, scale))
-    out.append(_sensitivity_figure(final, labels, tuned_tasks, scale, run_ids))
+    out.append(_sensitivity_figure(final, baselines, labels, tuned_tasks, scale, run_ids))
     out.append(_cost_figure(tuned_final, baselines, labels, scale, tuned_ids))
     if classified.empty:
         out.append(Missing("accuracy_vs_published", _TITLES["accuracy_vs_published"],
                            "no classification task was run."))
     else:
-        out.append(_versus_published(tuned_cells[~tuned_cells["regression"]], labels, scale,
-                                     tuned_ids))
-    out.append(_findings(informative, significance, ranks, tuned_tasks, run_ids))
+        out.append(_versus_published(tuned_cells[~tuned_cells["regression"]], baselines,
+                                     labels, scale, tuned_ids))
+    out.append(_findings(informative, significance, ranks, tuned_tasks, _left_out(preset),
+                         run_ids))
     return out
+
+
+def _left_out(preset: str | None) -> list[tuple[str, str]]:
+    """The (task, reason) pairs the preset's grid leaves out, as the preset states them."""
+    if preset not in PRESET_NAMES:
+        return []
+    from .. import studies
+
+    try:
+        return list(studies.get(STUDY).config(preset).left_out)
+    except Exception as e:
+        log.warning("the accuracy preset %r cannot be built (%s: %s)", preset, type(e).__name__,
+                    e)
+        return []
 
 
 def _runs_at(runs: pd.DataFrame, final: pd.DataFrame, configuration: str) -> pd.DataFrame:
@@ -796,8 +812,8 @@ def _cd_figure(average: pd.Series, cd: float, n_tasks: int, stats_text: str,
 
 
 def _detail_table(
-    recipe: pd.DataFrame, tuned: pd.DataFrame, labels: _Labels, scale: str,
-    run_ids: tuple[str, ...],
+    recipe: pd.DataFrame, tuned: pd.DataFrame, baselines: dict[str, float], labels: _Labels,
+    scale: str, run_ids: tuple[str, ...],
 ) -> Table:
     frames, ses = [], []
     for what, cells in (("one recipe", recipe), ("tuned", tuned)):
@@ -824,6 +840,16 @@ def _detail_table(
             "best val. acc. (%)": cells["val_se"].to_numpy(),
             "test loss": cells["loss_se"].to_numpy(),
         }))
+    tasks = sorted(set(recipe["task"]) | set(tuned["task"]))
+    regression = set(recipe.loc[recipe["regression"], "task"])
+    frames.append(pd.DataFrame({
+        "Task": tasks, "Model": _BASELINE_ROW, "configuration": "from the data",
+        "test acc. (%)": [math.nan if t in regression else baselines.get(t, math.nan)
+                          for t in tasks],
+        "test loss": [baselines.get(t, math.nan) if t in regression else math.nan
+                      for t in tasks],
+    }))
+    ses.append(pd.DataFrame(index=range(len(tasks)), columns=ses[0].columns, dtype=float))
     frame = pd.concat(frames, ignore_index=True)
     se = pd.concat(ses, ignore_index=True)
     frame = frame.set_index(["Task", "Model", "configuration"])
@@ -845,7 +871,9 @@ def _detail_table(
             "steps and training time per run (s: the training loop with its validation passes, "
             "on the hardware named in the provenance; a run that shared the cores with others, "
             "as `make report` runs two at once, took longer than it would alone: the provenance "
-            f"records concurrent_runs), each the mean over seeds. {scale}"
+            f"records concurrent_runs), each the mean over seeds. '{_BASELINE_ROW}': the "
+            "training split's majority class (test accuracy and cross-entropy of its class "
+            f"frequencies) or its mean (MSE), scored on test. {scale}"
         ),
         frame=frame,
         stderr=se,
@@ -1005,8 +1033,9 @@ def _curves_figure(evals: pd.DataFrame, final: pd.DataFrame, baselines: dict[str
     )
 
 
-def _sensitivity_figure(final: pd.DataFrame, labels: _Labels, tuned_tasks: list[str],
-                        scale: str, run_ids: tuple[str, ...]) -> Artifact:
+def _sensitivity_figure(final: pd.DataFrame, baselines: dict[str, float], labels: _Labels,
+                        tuned_tasks: list[str], scale: str, run_ids: tuple[str, ...]
+                        ) -> Artifact:
     name = "accuracy_sensitivity"
     if not tuned_tasks:
         return Missing(name, _TITLES[name],
@@ -1035,6 +1064,7 @@ def _sensitivity_figure(final: pd.DataFrame, labels: _Labels, tuned_tasks: list[
             if not chosen.empty:
                 ax.plot(chosen["lr"].iloc[0], chosen["value"].mean(), marker="*",
                         color="black", markersize=6, linestyle="none")
+        _baseline_line(ax, baselines.get(task))
         ax.set_xscale("log")
         ax.set_title(task)
         ax.set_xlabel("shared learning rate")
@@ -1048,7 +1078,7 @@ def _sensitivity_figure(final: pd.DataFrame, labels: _Labels, tuned_tasks: list[
         caption=(
             "Best validation metric of each model (mean over seeds) against the shared learning "
             f"rate, one line per recurrent learning rate (line styles: {style_note}); a star "
-            "marks the selected pair. A flat line means the ranking hardly depends on tuning; a "
+            "marks the selected pair; dashed: the trivial baseline. A flat line means the ranking hardly depends on tuning; a "
             "steep one, that a shared recipe can favour one model. " + scale
         ),
         figure=fig,
@@ -1106,7 +1136,8 @@ def _cost_figure(final: pd.DataFrame, baselines: dict[str, float], labels: _Labe
 
 
 def _versus_published(
-    cells: pd.DataFrame, labels: _Labels, scale: str, run_ids: tuple[str, ...]
+    cells: pd.DataFrame, baselines: dict[str, float], labels: _Labels, scale: str,
+    run_ids: tuple[str, ...],
 ) -> Artifact:
     """Our accuracy beside the published LRA number, for our tasks that are LRA tasks."""
     name = "accuracy_vs_published"
@@ -1138,6 +1169,10 @@ def _versus_published(
                 "published as": pub_row or "",
             })
             errors.append(float(mine["test_se"].iloc[0]))
+        records.append({"Task (ours)": task, "Model": _BASELINE_ROW,
+                        "ours, test acc. (%)": baselines.get(task, math.nan), "n seeds": None,
+                        "LRA task": lra_task, "PUBLISHED (%)": "", "published as": ""})
+        errors.append(math.nan)
     frame = pd.DataFrame.from_records(records).set_index(["Task (ours)", "Model"])
     frame["n seeds"] = frame["n seeds"].astype("Int64")
     se = pd.DataFrame({"ours, test acc. (%)": errors}, index=frame.index)
@@ -1152,7 +1187,7 @@ def _versus_published(
             "pathx) follow the LRA generators' rules at the sizes their task preset sets; they "
             "are not the LRA release. Our S4D is set beside S4D-Lin, the published variant of "
             "its default initialisation. The published column is for orientation, not a "
-            "like-for-like comparison."
+            f"like-for-like comparison. '{_BASELINE_ROW}': our task's majority class."
         ),
         frame=frame,
         stderr=se,
@@ -1166,7 +1201,8 @@ def _versus_published(
 
 
 def _findings(informative: pd.DataFrame, significance: pd.DataFrame, ranks: dict,
-              tuned_tasks: list[str], run_ids: tuple[str, ...]) -> Finding:
+              tuned_tasks: list[str], left_out: list[tuple[str, str]],
+              run_ids: tuple[str, ...]) -> Finding:
     lines = []
     verdicts = dict(zip(informative["task"], informative["informative"]))
     good = [t for t, v in verdicts.items() if v == "yes"]
@@ -1216,5 +1252,9 @@ def _findings(informative: pd.DataFrame, significance: pd.DataFrame, ranks: dict
     if not tuned_tasks:
         lines.append("No task was tuned at this preset, so these comparisons use one shared "
                      "recipe, which may favour one model's preferred learning rate.")
+    if left_out:
+        lines.append("Left out of this preset: " + "; ".join(f"{task} ({reason})"
+                                                              for task, reason in left_out)
+                     + ".")
     return Finding(name="accuracy_findings", title=_TITLES["accuracy_findings"],
                    lines=tuple(lines), runs=run_ids)

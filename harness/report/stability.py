@@ -109,7 +109,9 @@ def section(store: Store) -> list[Artifact]:
         frame = rows[rows["cfg.task"] == task]
         layer = frame[frame["kind"] == "layer"]
         trained = layer[_trained(layer)]
-        if trained.empty:
+        if trained.empty and not _trained_by_design(preset, task):
+            pass  # the preset measures this task at initialisation only (said in the summary)
+        elif trained.empty:
             reason = f"no trained runs on {task} at preset {preset}"
             out += [
                 Missing(f"stability_training_{task}", f"Norm through training ({task})", reason),
@@ -131,6 +133,17 @@ def section(store: Store) -> list[Artifact]:
             out.append(_spread_table(spread, task, preset, _run_ids(trained)))
             out.append(_finding(spread, task, preset, _run_ids(trained)))
     return out
+
+
+def _trained_by_design(preset: str | None, task: str) -> bool:
+    """Whether ``preset``'s grid trains networks on ``task`` (True when it cannot be told)."""
+    from .. import studies
+
+    try:
+        config = studies.get("stability").config(preset)
+    except Exception:
+        return True
+    return task in (config.train_tasks or config.tasks) and bool(config.train_depths)
 
 
 # --------------------------------------------------------------------------------------------
@@ -403,8 +416,12 @@ def _summary_caption(table: pd.DataFrame, task: str, preset: str | None) -> str:
         f"'CV over layers at init' is across the layers of the deepest network measured at "
         f"initialisation, averaged over seeds first."
     )
-    text += (" Which differences between the layers the seeds support is in the spread "
-             "table and the findings.")
+    if "trained depth" not in table.columns:
+        text += (f" At this preset the networks on {task} are measured at initialisation only "
+                 "(the trained columns are absent).")
+    else:
+        text += (" Which differences between the layers the seeds support is in the spread "
+                 "table and the findings.")
     return text
 
 
