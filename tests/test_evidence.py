@@ -187,3 +187,43 @@ def test_section_tunes_tests_and_states_findings(tmp_path):
     assert any("RotRNN over LRU" in line for line in finding.lines) == (ref.pvalue < 0.05)
     assert artifacts["accuracy_sensitivity"].name == "accuracy_sensitivity"
     assert type(artifacts["accuracy_sensitivity"]).__name__ == "Figure"
+
+
+# --------------------------------------------------------------------------------------------
+# The stability verdict
+
+
+def _trained_rows(spreads: dict[str, tuple[float, ...]]) -> pd.DataFrame:
+    """Layer rows of 2-block runs whose norm grows linearly by ``spread`` over 5 evaluations."""
+    records = []
+    for variant, per_seed in spreads.items():
+        for seed, spread in enumerate(per_seed):
+            for step in range(0, 250, 50):
+                for layer in (1, 2):
+                    records.append({"run_id": f"{variant}-{seed}", "cfg.variant": variant,
+                                    "cfg.network.layer": variant.split("-")[0],
+                                    "cfg.network.depth": 2, "seed": seed, "step": step,
+                                    "layer": layer, "norm_mean": 1.0 + spread * step / 200})
+    return pd.DataFrame.from_records(records)
+
+
+def test_stability_verdict_is_computed_for_whichever_layers_are_present():
+    from harness.report import stability as report
+
+    trained = _trained_rows({"rotrnn": (0.01, 0.02, 0.015), "lru": (0.9, 1.0, 1.1),
+                             "s5": (0.012, 0.018, 0.014), "lru-no-gamma": (2.0, 2.1, 2.2)})
+    spread = report.spread_by_run(trained)
+    cv = spread.set_index("run_id")["cv"]
+    values = 1.0 + 0.9 * np.arange(0, 250, 50) / 200
+    assert cv["lru-0"] == pytest.approx(np.std(values) / np.mean(values))
+    assert spread.set_index("run_id").at["lru-0", "drift"] == pytest.approx(1.9)
+    finding = report._finding(spread, "listops", "cpu", ())
+    verdict, ablations = finding.lines
+    assert "from lowest: S5" in verdict or "from lowest: RotRNN" in verdict
+    assert "RotRNN < LRU" in verdict and "S5 < LRU" in verdict
+    assert "RotRNN and S5" in verdict or "S5 and RotRNN" in verdict  # not distinguishable
+    assert ablations.startswith("Ablations on listops at depth 2: LRU, gamma off")
+    # The same code says the opposite when the data do.
+    flipped = report._finding(report.spread_by_run(_trained_rows(
+        {"rotrnn": (0.9, 1.0, 1.1), "lru": (0.01, 0.02, 0.015)})), "listops", "cpu", ())
+    assert "LRU < RotRNN" in flipped.lines[0]

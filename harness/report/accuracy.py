@@ -765,26 +765,29 @@ def _cd_figure(average: pd.Series, cd: float, n_tasks: int, stats_text: str,
     style.apply_style()
     k = len(average)
     order = average.sort_values()
-    fig, ax = plt.subplots(figsize=style.figsize("column", 0.55))
+    half = (k + 1) // 2
+    fig, ax = plt.subplots(figsize=(style.COLUMN_WIDTH_IN, 0.9 + 0.22 * half))
     low, high = 1, max(k, 2)
-    ax.set_xlim(low - 0.3, high + 0.3)
-    ax.set_ylim(0, 1)
+    ax.set_xlim(low - 1.2, high + 1.2)
+    top = 1.0
+    ax.set_ylim(top - 0.25 * half - 0.15, top + 0.45)
     ax.axis("off")
-    axis_y = 0.82
+    axis_y = top
     ax.plot([low, high], [axis_y, axis_y], color="black", linewidth=0.8)
     for r in range(low, high + 1):
-        ax.plot([r, r], [axis_y, axis_y + 0.04], color="black", linewidth=0.8)
-        ax.text(r, axis_y + 0.07, str(r), ha="center", va="bottom", fontsize=7)
+        ax.plot([r, r], [axis_y, axis_y + 0.06], color="black", linewidth=0.8)
+        ax.text(r, axis_y + 0.09, str(r), ha="center", va="bottom", fontsize=7)
     if math.isfinite(cd):
-        ax.plot([low, low + cd], [0.97, 0.97], color="black", linewidth=1.2)
-        ax.text(low + cd / 2, 0.99, f"CD = {cd:.2f}", ha="center", va="top", fontsize=6.5)
+        ax.plot([low, low + cd], [top + 0.33, top + 0.33], color="black", linewidth=1.2)
+        ax.text(low + cd + 0.05, top + 0.33, f"CD = {cd:.2f}", ha="left", va="center",
+                fontsize=6.5)
     for i, (label, rank) in enumerate(order.items()):
-        y = axis_y - 0.12 - 0.12 * (i % max(1, (k + 1) // 2))
-        left = i < (k + 1) // 2
-        x_text = low - 0.25 if left else high + 0.25
+        left = i < half
+        y = axis_y - 0.25 * ((i if left else k - 1 - i) + 1)
+        x_text = low - 0.15 if left else high + 0.15
         ax.plot([rank, rank, x_text], [axis_y, y, y], color="0.3", linewidth=0.7)
-        ax.text(x_text, y, f"{label} ({rank:.2f})", ha="right" if left else "left",
-                va="center", fontsize=6.5)
+        ax.text(x_text - 0.05 if left else x_text + 0.05, y, f"{label} ({rank:.2f})",
+                ha="right" if left else "left", va="center", fontsize=6.5)
     # Cliques: maximal runs of consecutive models whose rank span is within the CD.
     cliques, ranks_sorted = [], order.to_numpy()
     for i in range(k):
@@ -794,7 +797,7 @@ def _cd_figure(average: pd.Series, cd: float, n_tasks: int, stats_text: str,
         if j > i and not any(a <= i and j <= b for a, b in cliques):
             cliques.append((i, j))
     for c, (i, j) in enumerate(cliques):
-        y = axis_y - 0.05 - 0.035 * c
+        y = axis_y - 0.08 - 0.06 * c
         ax.plot([ranks_sorted[i] - 0.03, ranks_sorted[j] + 0.03], [y, y], color="black",
                 linewidth=2.0)
     return Figure(
@@ -897,10 +900,13 @@ def _panels(n: int, height: float = 2.0, ncols: int = 4):
     return fig, axes
 
 
-def _legend(ax, **kwargs) -> None:
-    """A legend on ``ax`` if anything on it is labelled."""
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(**kwargs)
+def _legend(where, **kwargs) -> None:
+    """A legend on an axes (or a figure, given ``handles``) if anything is labelled."""
+    handles = kwargs.get("handles")
+    if handles is None and hasattr(where, "get_legend_handles_labels"):
+        handles = where.get_legend_handles_labels()[0]
+    if handles:
+        where.legend(**kwargs)
 
 
 def _metric_label(regression: bool) -> str:
@@ -1071,7 +1077,8 @@ def _sensitivity_figure(final: pd.DataFrame, baselines: dict[str, float], labels
         ax.set_ylabel("Best val. MSE" if regression else "Best val. accuracy (%)")
         style_note = ", ".join(f"{dashes[i % len(dashes)]} recurrent lr {r:g}"
                                for i, r in enumerate(rlrs))
-    _legend(axes.flat[0], loc="best", fontsize=6)
+    _legend(fig, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=5, fontsize=6,
+            handles=axes.flat[0].get_legend_handles_labels()[0])
     return Figure(
         name=name,
         title=_TITLES[name],
@@ -1112,10 +1119,7 @@ def _cost_figure(final: pd.DataFrame, baselines: dict[str, float], labels: _Labe
                         label=labels(model, depth))
             _baseline_line(ax, baselines.get(task), label=(row == 0 and column == 0))
             ax.set_xlabel(x_label)
-            if column == 0:
-                ax.set_ylabel(_metric_label(regression))
-            elif regression:
-                ax.set_ylabel("Test MSE")
+            ax.set_ylabel(_metric_label(regression))
             if row == 0:
                 ax.set_title(task)
     _legend(axes[0, 0], loc="best", fontsize=5.5)
