@@ -25,7 +25,6 @@ it is read one step late so that the next step is already queued.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -40,6 +39,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import optax
+from jaxtyping import Array, Float, Int
 
 from models.network import Network, NetworkConfig, count_parameters, recurrent_mask
 from tasks._base import Split, Task, TaskInfo
@@ -49,7 +49,7 @@ from .runner import progress_bar
 from .studies import Diverged
 
 OnEval = Callable[[int, Network, eqx.nn.State], list[dict[str, Any]]]
-_CHECKPOINT_FORMAT = 1
+_CHECKPOINT_FORMAT = 2  # 2: the optimiser state holds the hyperparameters
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,33 +181,110 @@ def parameter_groups(network: Network) -> Any:
     return eqx.filter(labels, jax.tree.map(eqx.is_inexact_array, network))
 
 
-def make_optimiser(network: Network, config: TrainConfig) -> optax.GradientTransformation:
+class Hyperparameters(NamedTuple):
+    """The recipe's numbers as device scalars: data of the compiled step, never constants in it,
+    so that one compilation serves every learning rate, weight decay, clipping threshold and
+    schedule length of a grid (and every seed)."""
+
+    lr: Float[Array, ""]
+    recurrent_lr: Float[Array, ""]
+    weight_decay: Float[Array, ""]
+    warmup_steps: Float[Array, ""]
+    steps: Float[Array, ""]
+    clip_norm: Float[Array, ""]  # unused when the optimiser does not clip
+
+    @classmethod
+    def of(cls, config: TrainConfig) -> Hyperparameters:
+        clip = math.inf if config.clip_norm is None else config.clip_norm
+        values = (config.lr, config.recurrent_lr, config.weight_decay, config.warmup_steps,
+                  config.steps, clip)
+        return cls(*(jnp.asarray(v, jnp.float32) for v in values))
+
+
+def scheduled(
+    count: Int[Array, ""], peak: Float[Array, ""], warmup: Float[Array, ""],
+    steps: Float[Array, ""],
+) -> Float[Array, ""]:
+    """``peak * s(count)`` of the module docstring with traced arguments.
+
+    The same operations, in the same order, as `TrainConfig.schedule` (optax's
+    ``warmup_cosine_decay_schedule`` with ``end_value=0``), so the two agree to the last bit.
+    """
+    # The warm-up branch is selected only when warmup > 0; the maximum keeps 0/0 out of the
+    # branch that is discarded.
+    ramp = jnp.clip(count, 0, warmup)
+    frac = 1 - ramp / jnp.maximum(warmup, 1.0)
+    warming = (0.0 - peak) * frac + peak
+    decay = jnp.maximum(steps - warmup, 1.0)
+    after = jnp.minimum(count - warmup, decay)
+    cosine = 0.5 * (1 + jnp.cos(jnp.pi * after / decay))
+    return jnp.where(count < warmup, warming, peak * cosine)
+
+
+class OptimiserState(NamedTuple):
+    """Updates so far, Adam's moments over every parameter, and the run's hyperparameters."""
+
+    count: Int[Array, ""]
+    adam: Any
+    hyper: Hyperparameters
+
+
+@dataclasses.dataclass(frozen=True)
+class Optimiser:
+    """The two-group optimiser of the module docstring, as a structure only.
+
+    Equal structures (parameter groups, clipping or not) compare and hash equal, so a compiled
+    step is reused across seeds and hyperparameters, which live in the `OptimiserState`.
+    Adam is elementwise, so one Adam over all parameters equals one per group; the groups differ
+    in their learning rate and weight decay only:
+
+        regular:    -lr s(t) (adam(g) + weight_decay p)      (optax.adamw)
+        recurrent:  -recurrent_lr s(t) adam(g)                (optax.adam)
+    """
+
+    treedef: Any
+    recurrent: tuple[bool, ...]  # per parameter leaf, in ``treedef``'s order
+    clip: bool
+
+    def init(self, params: Any, config: TrainConfig) -> OptimiserState:
+        return OptimiserState(
+            jnp.zeros((), jnp.int32), optax.scale_by_adam().init(params), Hyperparameters.of(config)
+        )
+
+    def update(
+        self, grads: Any, state: OptimiserState, params: Any
+    ) -> tuple[Any, OptimiserState]:
+        hyper = state.hyper
+        if self.clip:
+            grads, _ = optax.clip_by_global_norm(hyper.clip_norm).update(grads, None)
+        adam, adam_state = optax.scale_by_adam().update(grads, state.adam, params)
+        rate = scheduled(state.count, hyper.lr, hyper.warmup_steps, hyper.steps)
+        recurrent_rate = scheduled(state.count, hyper.recurrent_lr, hyper.warmup_steps,
+                                   hyper.steps)
+        leaves, treedef = jax.tree.flatten(adam)
+        if treedef != self.treedef:
+            raise ValueError(
+                "Optimiser.update: the gradients' structure is not that of the network the "
+                "optimiser was made for; call make_optimiser with this network."
+            )
+        updates = [
+            -recurrent_rate * a if is_recurrent else -rate * (a + hyper.weight_decay * p)
+            for a, p, is_recurrent in zip(leaves, jax.tree.leaves(params), self.recurrent)
+        ]
+        count = optax.safe_increment(state.count)
+        return jax.tree.unflatten(treedef, updates), OptimiserState(count, adam_state, hyper)
+
+
+def make_optimiser(network: Network, config: TrainConfig) -> Optimiser:
     """The two-group optimiser of the module docstring for ``network``'s parameters.
 
-    The same (config, parameter structure) gives the same object, so compiled training steps
-    are reused across seeds.
+    Only the structure comes from ``config`` (whether it clips); ``Optimiser.init(params,
+    config)`` puts the numbers in the state.
     """
     labels = parameter_groups(network)
     leaves, treedef = jax.tree.flatten(labels)
-    return _optimiser(config, treedef, tuple(leaves))
-
-
-@functools.lru_cache(maxsize=64)
-def _optimiser(
-    config: TrainConfig, treedef: Any, leaves: tuple[str, ...]
-) -> optax.GradientTransformation:
-    labels = jax.tree.unflatten(treedef, leaves)
-    groups = optax.multi_transform(
-        {
-            "regular": optax.adamw(config.schedule(config.lr), weight_decay=config.weight_decay),
-            "recurrent": optax.adam(config.schedule(config.recurrent_lr)),
-        },
-        # A callable: the labels tree is itself a (callable) Network, which optax would call.
-        lambda _: labels,
-    )
-    if config.clip_norm is None:
-        return groups
-    return optax.chain(optax.clip_by_global_norm(config.clip_norm), groups)
+    return Optimiser(treedef, tuple(label == "recurrent" for label in leaves),
+                     config.clip_norm is not None)
 
 
 def _forward(
@@ -257,8 +334,10 @@ def batch_sums(
 @eqx.filter_jit
 def _train_step(network, state, opt_state, batch, key, optimiser):
     def loss_fn(net):
+        # Dropout keys depend on the update count, so a resumed run draws the same ones.
+        step_key = jr.fold_in(key, opt_state.count)
         loss, _, count, new_state = batch_sums(
-            net, state, batch, jnp.ones(batch.inputs.shape[0]), key
+            net, state, batch, jnp.ones(batch.inputs.shape[0]), step_key
         )
         return loss / jnp.maximum(count, 1.0), new_state
 
@@ -270,13 +349,14 @@ def _train_step(network, state, opt_state, batch, key, optimiser):
     return network, state, opt_state, loss, finite
 
 
-def make_train_step(optimiser: optax.GradientTransformation) -> Callable[..., tuple]:
+def make_train_step(optimiser: Optimiser) -> Callable[..., tuple]:
     """A jitted training step for ``optimiser`` (from `make_optimiser`).
 
     ``step(network, state, opt_state, batch, key) -> (network, state, opt_state, loss,
     finite)``: one forward, backward and optimiser update on ``batch`` (a `Batch`), dropout
-    from ``key``; ``loss`` is the batch's mean loss before the update and ``finite`` whether
-    the loss and the gradient norm are finite. Compiled once per shape and structure.
+    from ``fold_in(key, updates so far)``; ``loss`` is the batch's mean loss before the update
+    and ``finite`` whether the loss and the gradient norm are finite. Compiled once per shape
+    and structure: seeds, keys and hyperparameters (in ``opt_state``) are data.
     """
 
     def step(network, state, opt_state, batch, key):
@@ -288,46 +368,87 @@ def make_train_step(optimiser: optax.GradientTransformation) -> Callable[..., tu
 @eqx.filter_jit
 def _eval_sums(network, state, batch, weights):
     loss, correct, count, _ = batch_sums(network, state, batch, weights)
-    return loss, correct, count
+    return jnp.stack([loss, correct, count])
 
 
-def to_batch(split: Split, index: np.ndarray) -> Batch:
-    """The examples ``index`` of ``split`` as a device `Batch`."""
-    return Batch(
-        jnp.asarray(split.inputs[index]),
-        jnp.asarray(split.labels[index]),
-        jnp.asarray(split.lengths[index]),
-    )
+def to_batch(split: Split, index: np.ndarray, length: int | None = None) -> Batch:
+    """The examples ``index`` of ``split`` as a device `Batch`, cut to ``length`` steps.
+
+    ``length`` must be at least the longest example of ``index`` (`trimmed_length`), so only
+    padding steps are dropped; None keeps the split's length.
+    """
+    inputs, labels, lengths = split.inputs[index], split.labels[index], split.lengths[index]
+    if length is not None:
+        time = lengths.ndim  # inputs: (n, L[, d]), or (n, 2, L[, d]) for a pair task
+        inputs = inputs[(slice(None),) * time + (slice(0, length),)]
+        if labels.ndim == 2:  # per-step labels (n, L)
+            labels = labels[:, :length]
+    return Batch(*jax.device_put((inputs, labels, lengths)))
+
+
+def bucket_lengths(seq_len: int, buckets: int = 4) -> tuple[int, ...]:
+    """The lengths a batch is cut to: ``seq_len`` times k / ``buckets``, rounded up to a
+    multiple of 8 (at most ``seq_len``), so that a task compiles at most ``buckets`` shapes."""
+    def up_to_8(n: int) -> int:
+        return -(-n // 8) * 8
+
+    return tuple(sorted({min(seq_len, up_to_8(-(-seq_len * k // buckets)))
+                         for k in range(1, buckets + 1)}))
+
+
+def trimmed_length(lengths: np.ndarray, buckets: tuple[int, ...]) -> int:
+    """The shortest of ``buckets`` that holds the longest of ``lengths`` (every bucket is the
+    task's full length when none does, e.g. an empty batch)."""
+    longest = int(np.max(lengths, initial=0))
+    return next((b for b in buckets if b >= longest), buckets[-1])
+
+
+def split_length(split: Split) -> int:
+    """The padded length of ``split``'s sequences."""
+    return int(split.inputs.shape[split.lengths.ndim])
 
 
 def evaluate(
-    network: Network, state: eqx.nn.State, split: Split, *, batch_size: int
+    network: Network, state: eqx.nn.State, split: Split, *, batch_size: int, trim: bool = True
 ) -> dict[str, float | None]:
     """Mean loss and accuracy over every example of ``split``, in inference mode.
 
-    Returns ``{"loss", "accuracy"}``; accuracy is None for a regression target. The last
-    batch is padded with weight-zero copies so one compiled shape serves the whole split.
+    Returns ``{"loss", "accuracy"}``; accuracy is None for a regression target. In inference
+    mode the examples do not interact, so they are taken in order of length and each batch is
+    cut to the bucket (`bucket_lengths`) that holds its longest example (``trim=False`` keeps
+    the split's order and length: the same sums up to float round-off). The last batch is
+    padded with weight-zero copies, so a split compiles one shape per bucket; the sums stay on
+    the device until the end.
     """
     network = eqx.nn.inference_mode(network)
     n = len(split)
     size = min(batch_size, n)
-    totals = [jnp.zeros(()), jnp.zeros(()), jnp.zeros(())]
+    lengths = split.lengths if split.lengths.ndim == 1 else split.lengths.max(axis=1)
+    order = np.argsort(lengths, kind="stable") if trim else np.arange(n)
+    buckets = bucket_lengths(split_length(split))
+    totals = jnp.zeros(3)
     for start in range(0, n, size):
         index = np.arange(start, start + size)
         weights = (index < n).astype(np.float32)
-        index = np.where(index < n, index, 0)
-        sums = _eval_sums(network, state, to_batch(split, index), jnp.asarray(weights))
-        totals = [t + s for t, s in zip(totals, sums)]
-    loss, correct, count = (float(t) for t in totals)
+        index = order[np.where(index < n, index, start)]
+        length = trimmed_length(lengths[index], buckets) if trim else None
+        batch = to_batch(split, index, length)
+        totals = totals + _eval_sums(network, state, batch, jnp.asarray(weights))
+    loss, correct, count = (float(t) for t in np.asarray(totals))
     count = max(count, 1.0)
     accuracy = None if network.target == "regression" else correct / count
     return {"loss": loss / count, "accuracy": accuracy}
 
 
 class BatchSampler:
-    """Training batches without replacement; epoch e's order depends only on (seed, e)."""
+    """Training batches without replacement; epoch e's order depends only on (seed, e).
 
-    def __init__(self, split: Split, batch_size: int, seed: int):
+    Each batch is cut to the bucket (`bucket_lengths`) that holds its longest example
+    (``trim=False``: the split's length): the same examples, the same loss up to float
+    round-off, without the steps that are padding in every example of the batch.
+    """
+
+    def __init__(self, split: Split, batch_size: int, seed: int, *, trim: bool = True):
         n = len(split)
         if n < batch_size:
             raise ValueError(
@@ -336,6 +457,7 @@ class BatchSampler:
             )
         self.split, self.batch_size, self.seed = split, batch_size, seed
         self.per_epoch = n // batch_size
+        self.buckets = bucket_lengths(split_length(split)) if trim else None
         self._epoch, self._order = -1, np.arange(0)
 
     def __call__(self, step: int) -> Batch:
@@ -346,7 +468,11 @@ class BatchSampler:
             # any step reconstructs the same order without replaying earlier epochs.
             rng = np.random.default_rng(np.random.SeedSequence([self.seed, epoch]))
             self._epoch, self._order = epoch, rng.permutation(len(self.split))
-        return to_batch(self.split, self._order[i * self.batch_size : (i + 1) * self.batch_size])
+        index = self._order[i * self.batch_size : (i + 1) * self.batch_size]
+        length = None
+        if self.buckets is not None:
+            length = trimmed_length(self.split.lengths[index], self.buckets)
+        return to_batch(self.split, index, length)
 
 
 # --------------------------------------------------------------------------------------------
@@ -426,7 +552,7 @@ def train(
     network, state = build_network(network_config, info, key=jr.fold_in(base, 0))
     dropout_key = jr.fold_in(base, 1)
     optimiser = make_optimiser(network, config)
-    opt_state = optimiser.init(eqx.filter(network, eqx.is_inexact_array))
+    opt_state = optimiser.init(eqx.filter(network, eqx.is_inexact_array), config)
     step_fn = make_train_step(optimiser)
     sampler = BatchSampler(train_split, config.batch_size, seed)
     lr_at = config.schedule(config.lr)
@@ -467,7 +593,7 @@ def train(
     try:
         for s in range(start, config.steps):
             network, state, opt_state, loss, finite = step_fn(
-                network, state, opt_state, sampler(s), jr.fold_in(dropout_key, s)
+                network, state, opt_state, sampler(s), dropout_key
             )
             losses.append(loss)
             if pending is not None and not bool(pending[1]):
@@ -538,15 +664,22 @@ def _better(val: dict[str, Any], best: dict[str, Any], selection: str) -> bool:
 
 
 def _resume(path: Path, identity: str, like: Any) -> tuple[dict[str, Any], Any] | None:
-    """The checkpoint at ``path`` if it belongs to this run, else None (and it is removed)."""
+    """The checkpoint at ``path`` if it belongs to this run, else None (and it is removed).
+
+    The header is checked before the leaves are read: another format's leaves need not fit
+    ``like``.
+    """
     try:
-        header, tree = load_checkpoint(path, like)
+        with open(path, "rb") as f:
+            header = json.loads(f.readline())
+        if not isinstance(header, dict) or header.get("format") != _CHECKPOINT_FORMAT or (
+            header.get("identity") != identity
+        ):
+            print(f"Checkpoint {path} belongs to another run; starting afresh.")
+            path.unlink(missing_ok=True)
+            return None
+        return load_checkpoint(path, like)
     except (OSError, ValueError, EOFError) as e:
         print(f"Checkpoint {path} is unreadable ({type(e).__name__}: {e}); starting afresh.")
         path.unlink(missing_ok=True)
         return None
-    if header.get("format") != _CHECKPOINT_FORMAT or header.get("identity") != identity:
-        print(f"Checkpoint {path} belongs to another run; starting afresh.")
-        path.unlink(missing_ok=True)
-        return None
-    return header, tree

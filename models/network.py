@@ -19,8 +19,10 @@ block is the ``"glu"`` case: g = drop(gelu(y)) and
 Dropout draws one mask per channel and shares it over time, as S5's ``broadcast_dims=[0]``.
 
 Padding is exact for both scan directions: each layer's input is zero at padding steps, so a
-reverse scan reaches the last valid step with a zero state. BatchNorm's statistics still include
-the padding steps (as in the S5 and LRU code); pooling ignores them.
+reverse scan reaches the last valid step with a zero state. BatchNorm's statistics are taken over
+the valid steps of the batch (the S5 and LRU code include the padding steps): then nothing at a
+valid step depends on how far a batch is padded, so training may cut a batch to its longest
+example (`harness.train`) without changing its loss; pooling ignores padding too.
 
 A pair task (LRA Retrieval) runs both sequences through the same tower and classifies the
 features ``[a, b, a * b, a - b]`` with a two-layer MLP, as the LRA two-tower head.
@@ -139,6 +141,43 @@ class NetworkConfig:
         )
 
 
+def _batch_norm(
+    norm: eqx.nn.BatchNorm, x: Float[Array, "L H"], mask: Float[Array, " L"], state: eqx.nn.State
+) -> tuple[Float[Array, "L H"], eqx.nn.State]:
+    """``eqx.nn.BatchNorm`` (``mode="batch"``) of one example, statistics over valid steps only.
+
+    In training, with sums over the valid steps of every example of the batch (``norm``'s axis):
+
+        mean = sum m_t x_t / sum m_t,    var = sum m_t (x_t - mean)^2 / sum m_t
+        y_t  = (x_t - mean) / sqrt(var + eps) * weight + bias
+
+    and the running averages (and their counter) are updated exactly as Equinox does; with every
+    step valid this is Equinox's BatchNorm. In inference the running averages, zero-debiased as
+    Equinox does, replace the batch's statistics. Written on (L, H) with no transposes.
+    """
+    counter = state.get(norm.batch_counter)
+    hidden_mean, hidden_var = state.get(norm.batch_state_index)
+    if norm.inference:
+        scale = jnp.where(counter == 0, 1, 1 - norm.momentum**counter)
+        mean, var = hidden_mean / scale, hidden_var / scale
+    else:
+        count = jnp.maximum(jax.lax.psum(jnp.sum(mask), norm.axis_name), 1.0)
+        mean = jax.lax.psum(mask @ x, norm.axis_name) / count
+        centred = (x - mean[None, :]) * mask[:, None]
+        var = jax.lax.psum(jnp.sum(centred * centred, axis=0), norm.axis_name) / count
+        var = jnp.maximum(0.0, var)
+        momentum = norm.momentum
+        state = state.set(norm.batch_counter, counter + 1)
+        state = state.set(norm.batch_state_index, (
+            hidden_mean * momentum + mean * (1 - momentum),
+            hidden_var * momentum + var * (1 - momentum),
+        ))
+    y = (x - mean[None, :]) / jnp.sqrt(var + norm.eps)[None, :]
+    if norm.channelwise_affine:
+        y = y * norm.weight[None, :] + norm.bias[None, :]
+    return y, state
+
+
 class Block(eqx.Module):
     """One residual block: norm, layer, activation with dropout, residual (see the module)."""
 
@@ -173,11 +212,10 @@ class Block(eqx.Module):
         self.prenorm = config.prenorm
 
     def _normalise(
-        self, x: Float[Array, "L H"], state: eqx.nn.State
+        self, x: Float[Array, "L H"], mask: Float[Array, " L"], state: eqx.nn.State
     ) -> tuple[Float[Array, "L H"], eqx.nn.State]:
         if isinstance(self.norm, eqx.nn.BatchNorm):
-            y, state = self.norm(x.T, state)  # BatchNorm wants channels first: (H, L)
-            return y.T, state
+            return _batch_norm(self.norm, x, mask, state)
         return jax.vmap(self.norm)(x), state
 
     def layer_input(
@@ -185,7 +223,7 @@ class Block(eqx.Module):
     ) -> tuple[Float[Array, "L H"], eqx.nn.State]:
         """What the layer sees: the (pre-)normalised block input, zero at padding steps."""
         if self.prenorm:
-            x, state = self._normalise(x, state)
+            x, state = self._normalise(x, mask, state)
         return x * mask[:, None], state
 
     def _drop(self, y: Float[Array, "L H"], key: PRNGKeyArray | None) -> Float[Array, "L H"]:
@@ -220,7 +258,7 @@ class Block(eqx.Module):
             )
         x = x + y
         if not self.prenorm:
-            x, state = self._normalise(x, state)
+            x, state = self._normalise(x, mask, state)
         return x, state
 
 

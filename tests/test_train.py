@@ -134,10 +134,14 @@ def test_recurrent_group_gets_its_own_rate_and_no_weight_decay(getkey):
     config = T.TrainConfig(steps=10, warmup_fraction=0.0, lr=0.1, recurrent_lr=0.01,
                            weight_decay=0.5)
     optimiser = T.make_optimiser(net, config)
-    assert optimiser is T.make_optimiser(net, config)  # cached: compiled steps are reused
+    # Only the structure is in the optimiser: another recipe's optimiser is equal (and hashes
+    # equal), so the compiled step is reused; clipping is structure.
+    other = T.make_optimiser(net, dataclasses.replace(config, lr=1.0, weight_decay=0.0))
+    assert optimiser == other and hash(optimiser) == hash(other)
+    assert optimiser != T.make_optimiser(net, dataclasses.replace(config, clip_norm=1.0))
     params = eqx.filter(net, eqx.is_inexact_array)
     grads = jax.tree.map(lambda p: jr.normal(getkey(), p.shape, p.dtype), params)
-    updates, _ = jax.jit(optimiser.update)(grads, optimiser.init(params), params)
+    updates, _ = jax.jit(optimiser.update)(grads, optimiser.init(params, config), params)
     # Adam's first step is g / (|g| + eps); AdamW adds wd * p on the regular group only.
     for u, g, p, label in zip(*(jax.tree.leaves(t) for t in (updates, grads, params, labels))):
         adam = g / (jnp.abs(g) + 1e-8)
@@ -153,23 +157,24 @@ def test_clipping_scales_the_global_gradient_norm_before_both_groups(getkey):
     net, _ = T.build_network(NET, task.info, key=getkey())
     params = eqx.filter(net, eqx.is_inexact_array)
     recipe = T.TrainConfig(warmup_fraction=0.0, weight_decay=0.0, lr=1.0, recurrent_lr=0.5)
-    clip = T.make_optimiser(net, dataclasses.replace(recipe, clip_norm=1.0))
+    clipped = dataclasses.replace(recipe, clip_norm=1.0)
+    clip = T.make_optimiser(net, clipped)
     plain = T.make_optimiser(net, recipe)
     big = jax.tree.map(lambda p: jr.normal(getkey(), p.shape, p.dtype) * 100.0, params)
     small = jax.tree.map(lambda p: jr.normal(getkey(), p.shape, p.dtype) * 1e-3, params)
     norm = jnp.sqrt(sum(jnp.sum(jnp.abs(g) ** 2) for g in jax.tree.leaves(big)))
     by_hand = jax.tree.map(lambda g: g / norm, big)
 
-    def two_steps(optimiser, first):
-        state = optimiser.init(params)
+    def two_steps(optimiser, config, first):
+        state = optimiser.init(params, config)
         _, state = optimiser.update(first, state, params)
         return optimiser.update(small, state, params)[0]
 
     # Clipping equals dividing the first gradient by its global norm by hand; the second
     # (small) gradient is under the threshold. Adam alone would be scale-invariant, so the
     # two-step comparison is what makes the clipping visible.
-    expected, got = two_steps(plain, by_hand), two_steps(clip, big)
-    unclipped = two_steps(plain, big)
+    expected, got = two_steps(plain, recipe, by_hand), two_steps(clip, clipped, big)
+    unclipped = two_steps(plain, recipe, big)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(expected)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7)
     assert not all(np.allclose(a, b) for a, b in zip(jax.tree.leaves(got),

@@ -32,11 +32,12 @@ INTRO = (
 )
 
 _FIGURE_NAMES = ("throughput_tokens_per_s", "throughput_roofline_fraction")
-_TABLE_NAMES = ("throughput_summary", "throughput_all")
+_TABLE_NAMES = ("throughput_summary", "throughput_training_step", "throughput_all")
 _TITLES = {
     "throughput_tokens_per_s": "Tokens per second against sequence length",
     "throughput_roofline_fraction": "Roofline fraction against sequence length",
     "throughput_summary": "Tokens per second and roofline fraction at L = 1024 and L = 16384",
+    "throughput_training_step": "The network's training step at the accuracy study's shapes",
     "throughput_all": "Every throughput measurement",
 }
 _MODES = tuple(MODE_LABELS)
@@ -68,6 +69,7 @@ def section(store: Store) -> list[Artifact]:
         else:
             out.append(_figure(layer, preset, name, column, label))
     out.append(_summary(frame, preset))
+    out.append(_training_step(frame, preset))
     out.append(_all(frame, preset))
     return out
 
@@ -167,6 +169,52 @@ def _summary(frame: pd.DataFrame, preset: str | None) -> Artifact:
         best=best,
         digits=3,
         runs=tuple(sorted(set(used))),
+    )
+
+
+def _training_step(frame: pd.DataFrame, preset: str | None) -> Artifact:
+    name = "throughput_training_step"
+    step = frame[frame["scope"] == "step"] if "scope" in frame else frame.iloc[:0]
+    if step.empty:
+        return Missing(name, _TITLES[name],
+                       f"no step-scope rows at preset {preset} (python -m harness study "
+                       "throughput scopes=step)")
+    columns = {
+        "tokens_per_s": "real tok/s",
+        "time_median_s": "step s",
+        "layers_median_s": "layers s",
+        "rest_median_s": "rest s",
+        "optimiser_median_s": "optimiser s",
+        "host_median_s": "host s",
+        "evaluation_median_s": "evaluation s",
+        "compile_s": "compile s",
+        "compile_share": "compile share",
+        "roofline_fraction": "roofline",
+        "bound_limiter": "bound by",
+        "seq_len": "L cut",
+        "real_tokens_per_step": "real tokens",
+        "padded_tokens_per_step": "padded tokens",
+    }
+    keys = ["task", "model"]
+    table = step.sort_values(keys).set_index(keys)[list(columns)].rename(columns=columns)
+    return Table(
+        name=name,
+        title=_TITLES[name],
+        caption=(
+            f"One training step (forward, backward, optimiser update) of the network each "
+            f"accuracy run trains, at that study's preset {step['study_preset'].iloc[0]}, on the "
+            "run's own batches cut to their length bucket; throughput in real (unpadded) "
+            "tokens. Its parts, timed alternately in one process: the layers' forward and "
+            "backward alone, the optimiser update alone, the rest of the step (encoder, norms, "
+            "GLU, residuals, head, loss: the step minus those two), drawing a batch on the host, "
+            "one validation pass. Compile: the step's and the evaluation's first call minus "
+            "their medians; its share of a run estimated as steps x (step + host) + passes x "
+            "evaluation + compile. Roofline: the whole step's analytic count "
+            "(harness.studies.throughput.step_counts) against the peaks measured in the run."
+        ),
+        frame=table,
+        digits=4,
+        runs=tuple(sorted(step["run_id"].unique())),
     )
 
 
