@@ -329,10 +329,12 @@ _MODEL_OPTIONS = (
     Recipe(model="lru", task="listops", overrides=(("layer.r_min", 0.0), ("layer.r_max", 0.99)),
            source="LRU paper, ListOps ring [0, 0.99]"),
 )
-# The learning-rate grid every model gets on a tuned task: the shared rate around the papers'
-# 1e-3 to 1e-2, the recurrent rate (no weight decay) around S4D's 1e-3, both log-spaced.
-_LR_GRID = (1e-3, 3e-3, 1e-2)
-_RECURRENT_LR_GRID = (3e-4, 1e-3, 3e-3)
+# The learning-rate grid every model gets on a tuned task, log-spaced around the one recipe
+# (3e-3, recurrent 1e-3). Measured on ListOps at the cpu size (LRU and RotRNN, seed 0): on the
+# grid one step lower (1e-3..1e-2 x 3e-4..3e-3) both selected the largest shared rate, so the
+# grid starts at the recipe and goes up.
+_LR_GRID = (3e-3, 1e-2, 3e-2)
+_RECURRENT_LR_GRID = (1e-3, 3e-3, 1e-2)
 
 _LEFT_OUT_ALWAYS = (
     ("pathx", "Path-X (L = 16384) is beyond a CPU budget; it is in the gpu preset"),
