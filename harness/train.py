@@ -540,7 +540,8 @@ def train(
         A `TrainResult`. Rows: ``kind="eval"`` (step, lr, train_loss, val_loss,
         val_accuracy), the callback's rows, and one ``kind="final"`` row (best_step,
         val_loss/val_accuracy and test_loss/test_accuracy of the selected checkpoint, params,
-        recurrent_params, steps, epochs, train_seconds).
+        recurrent_params, steps, epochs, train_seconds, and compile_seconds: the part of
+        train_seconds XLA spent compiling).
 
     Raises:
         Diverged: a non-finite loss, gradient or validation loss; its rows are those so far
@@ -585,6 +586,9 @@ def train(
 
     if start == 0:
         callback(0)
+    compiling = [0.0]  # seconds XLA spends compiling in this run (the first shapes it meets)
+    listener = _compile_listener(compiling)
+    jax.monitoring.register_event_duration_secs_listener(listener)
     t0 = time.perf_counter()
     losses: list[jax.Array] = []
     pending: tuple[int, jax.Array] | None = None
@@ -630,6 +634,7 @@ def train(
                 save_checkpoint(path, header, (network, state, opt_state, best_network, best_state))
     finally:
         bar.close()
+        jax.monitoring.unregister_event_duration_listener(listener)
     seconds += time.perf_counter() - t0
 
     assert best is not None  # the last step is always evaluated
@@ -649,11 +654,26 @@ def train(
         "steps": config.steps,
         "epochs": config.steps * config.batch_size / len(train_split),
         "train_seconds": round(seconds, 3),
+        "compile_seconds": round(compiling[0], 3),
     }
     rows.append(final)
     if path is not None:
         path.unlink(missing_ok=True)
     return TrainResult(rows, final, network, state, best_network, best_state)
+
+
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+def _compile_listener(total: list[float]) -> Callable[..., None]:
+    """A JAX event listener adding the seconds of every backend compile to ``total[0]`` (a
+    program found in memory or loaded from the persistent cache compiles nothing)."""
+
+    def listen(event: str, duration: float, **_: Any) -> None:
+        if event == _COMPILE_EVENT:
+            total[0] += duration
+
+    return listen
 
 
 def _better(val: dict[str, Any], best: dict[str, Any], selection: str) -> bool:

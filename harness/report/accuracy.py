@@ -89,6 +89,7 @@ SELECTION = "selection"
 PARAMS = "params"
 STEPS = "steps"
 WALL = "train_seconds"
+COMPILE = "compile_seconds"
 BASE_ACC = "baseline_test_accuracy"
 BASE_LOSS = "baseline_test_loss"
 
@@ -1108,7 +1109,11 @@ def _cost_figure(final: pd.DataFrame, baselines: dict[str, float], labels: _Labe
         value = (pd.to_numeric(of_task[TEST_LOSS], errors="coerce") if regression
                  else 100.0 * pd.to_numeric(of_task[TEST], errors="coerce"))
         of_task = of_task.assign(value=value.to_numpy())
-        for row, (x_column, x_label) in enumerate(((WALL, "training time per run (s)"),
+        wall = pd.to_numeric(of_task[WALL], errors="coerce")
+        if COMPILE in of_task.columns:
+            wall = wall - pd.to_numeric(of_task[COMPILE], errors="coerce").fillna(0.0)
+        of_task = of_task.assign(_wall=wall.to_numpy())
+        for row, (x_column, x_label) in enumerate((("_wall", "training time per run (s)"),
                                                     (PARAMS, "parameters"))):
             ax = axes[row, column]
             for model, depth in _Labels.order(of_task):
@@ -1129,8 +1134,9 @@ def _cost_figure(final: pd.DataFrame, baselines: dict[str, float], labels: _Labe
         caption=(
             "Test metric of every run at its model's tuned learning rates (one point per seed) "
             "against its training time (top; the training loop with its validation passes, "
-            "compilation included, on the hardware of the provenance, and two runs shared the "
-            "cores in `make report`) and against the network's parameter count (bottom); "
+            "without the time XLA spent compiling where the run recorded it, on the hardware of "
+            "the provenance; `make report` runs two at once, so they shared the cores) and "
+            "against the network's parameter count (bottom); "
             "dashed: the trivial baseline. Up and to the left is better per second or per "
             "parameter (down for MSE). " + scale
         ),
