@@ -61,7 +61,10 @@ def measured_models(where: str, selected: tuple[str, ...]) -> tuple[str, ...]:
     if len(set(selected)) != len(selected):
         raise ValueError(f"{where}={selected!r} repeats a model.")
     for name in selected:
-        paper_size(name)  # resolves the name and checks the size is there
+        try:
+            paper_size(name)  # resolves the name and checks the size is there
+        except ValueError as e:
+            raise ValueError(f"{where} has {name!r}, not accepted: {e}") from e
     return tuple(selected)
 
 
