@@ -68,6 +68,13 @@ def measured_models(where: str, selected: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(selected)
 
 
+def without_paper_size(model: models.ModelInfo) -> str | None:
+    """The throughput and memory studies' `Study.skip_reason`: they start from a paper size."""
+    if model.paper_size is None:
+        return f"{model.label} registers no paper_size, the size these studies measure"
+    return None
+
+
 def paper_size(model: str) -> models.PaperSize:
     """The paper size registered for ``model``, or an error saying where to add it."""
     paper = models.info(model).paper_size

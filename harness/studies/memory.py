@@ -60,6 +60,7 @@ from ..programs import (
     resolved_algorithm,
     resolved_d_state,
     state_count,
+    without_paper_size,
 )
 from ._study import Study
 
@@ -468,6 +469,7 @@ STUDY = Study(
     presets=PRESETS,
     grid=grid,
     run=run,
+    skip_reason=without_paper_size,
 )
 
 

@@ -56,7 +56,7 @@ import models
 from models import DiscreteSystem
 
 from ..variants import build_options, check_variants, variant, variants
-from ._study import Study
+from ._study import Study, requires
 from .stability import time_grid
 
 Check = Literal["white_noise", "equivalence"]
@@ -510,4 +510,5 @@ STUDY = Study(
     presets=PRESETS,
     grid=grid,
     run=run,
+    skip_reason=requires(*_NEEDED),
 )

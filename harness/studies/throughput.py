@@ -55,6 +55,7 @@ from ..programs import (
     resolved_d_state,
     state_count,
     system_shape,
+    without_paper_size,
 )
 from ._study import Study
 
@@ -425,5 +426,6 @@ STUDY = Study(
     presets=PRESETS,
     grid=grid,
     run=run,
+    skip_reason=without_paper_size,
     exclusive=True,  # it times the machine: one run at a time
 )
