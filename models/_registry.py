@@ -24,7 +24,7 @@ import dataclasses
 import hashlib
 import importlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from typing import Any
 
 # --------------------------------------------------------------------------------------------
@@ -250,7 +250,7 @@ def register(
     ablations: tuple[Ablation, ...] = (),
     width_options: Callable[[int, int], dict[str, Any]] | None = None,
     benchmark: BenchmarkInfo | None = None,
-    capabilities: frozenset[str] = ENGINE_CAPABILITIES,
+    capabilities: Set[str] = ENGINE_CAPABILITIES,
     equivalence: Equivalence | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a layer class (or factory) called as ``layer_cls(config, *, key=key)``.
