@@ -157,8 +157,10 @@ def _heads_at_head_size(d_model: int, d_state: int) -> dict[str, int]:
         "RotRNN authors' ListOps sweep: N = 128 real states in 32 heads (N_h = 4); H unknown, 128",
     ),
     task_options=(
-        TaskOptions(preset="gpu", options=(("d_state", 128), ("heads", 32)),
-                    source="RotRNN authors' ListOps sweep: N=128 in 32 heads (used for every task)"),
+        TaskOptions(
+            preset="gpu", options=(("d_state", 128), ("heads", 32)),
+            source="RotRNN authors' ListOps sweep: N=128 in 32 heads (used for every task)",
+        ),
     ),
     ablations=(
         Ablation("rotrnn-no-xi", (("normalise", False),), "RotRNN, xi off", "normaliser xi off"),

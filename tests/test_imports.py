@@ -93,7 +93,9 @@ def test_no_module_imports_one_that_imports_it_back():
     graph = {
         a: {b for b in targets if not _ancestor(a, b)} for a, targets in _graph().items()
     }
-    cycles = sorted((a, b) for a, targets in graph.items() for b in targets if _reaches(graph, b, a))
+    cycles = sorted(
+        (a, b) for a, targets in graph.items() for b in targets if _reaches(graph, b, a)
+    )
     assert not cycles, f"imports that come back (a imports b, which leads back to a): {cycles}"
 
 

@@ -378,7 +378,9 @@ def run(spec: MemoryRun) -> list[dict[str, Any]]:
             "tokens": spec.batch * L,
             "total_bytes_per_token": measured["total_bytes"] / (spec.batch * L),
             "state_activation_bytes": state_bytes,
-            "temp_over_state": None if state_bytes is None else measured["temp_bytes"] / state_bytes,
+            "temp_over_state": (
+                None if state_bytes is None else measured["temp_bytes"] / state_bytes
+            ),
             **environment,
         })
     rows.append(_fit_row(spec, base, rows, environment))
