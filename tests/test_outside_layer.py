@@ -21,6 +21,10 @@ import pytest
 import models
 from harness import cli, layer_check, programs, provenance, studies, variants
 from harness.report import style
+from harness.report import theory as theory_report
+from harness.report._artifacts import Table
+from harness.runner import run_study
+from harness.store import Store
 from harness.studies import memory, theory, throughput
 from models import _registry
 
@@ -108,11 +112,22 @@ def test_the_registry_gives_an_outside_model_its_variants_colour_and_label(outsi
         "lru", "toy", "s6"]
 
 
-def test_theory_takes_the_engine_toy_and_refuses_the_selective_layer(outside):
-    config = theory.STUDY.config("smoke", {"variants": "(toy,)"})
-    (spec,) = [s for s in theory.grid(config) if s.check == "white_noise"]
-    summary = next(r for r in theory.run(spec) if r["kind"] == "summary")
-    assert summary["exact_worst_rel_dev"] < 5e-5  # the closed form holds for the toy too
+def test_theory_takes_the_engine_toy_into_its_report_and_refuses_the_selective_layer(
+    outside, tmp_path
+):
+    # A fifth model on the engine: the study runs it, and the report section shows it by label.
+    store = Store(tmp_path / "store.sqlite")
+    config = theory.STUDY.config("smoke", {"variants": "(toy,)", "equivalence_variants": "()"})
+    summary = run_study(theory.STUDY, config, store=store, progress=False)
+    assert summary.counts == {"done": summary.total}, store.runs("theory")["error"].tolist()
+    rows = store.read("theory")
+    assert (rows[rows["kind"] == "summary"]["exact_worst_rel_dev"] < 5e-5).all()
+    # Each row's provenance names the outside layer's file and its hash.
+    assert set(rows["prov.outside_models.toy.origin"]) == {TOY}
+    assert set(rows["prov.outside_models.toy.source_sha256"]) == {
+        hashlib.sha256(outside.read_bytes()).hexdigest()}
+    table = next(a for a in theory_report.section(store) if a.name == "theory_white_noise_table")
+    assert isinstance(table, Table) and list(table.frame.index) == ["Toy"]
     white, _ = theory.chosen_variants(theory.STUDY.config("smoke"))
     assert "toy" in white and "s6" not in white
     with pytest.raises(ValueError, match=r"\['s6'\].*lack a capability.*discrete_system"):
