@@ -15,35 +15,11 @@ import numpy as np
 import pytest
 
 from conftest import tol
+from helpers import cast, complex_reference, inputs, precision
 from models.lru import LRU, LRUConfig
-from test_rotrnn import cast, inputs, precision
 
 # H channels, P complex states, L steps: the shapes of the RotRNN tests, to share compilations.
 H, P, L = 3, 12, 16
-
-
-def complex_reference(layer: LRU, u) -> tuple[np.ndarray, np.ndarray]:
-    """y (L, H) and the forward states x_k (L, P), by a float64 loop over the paper's equations."""
-    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
-    lam = np.exp(-np.exp(f64(layer.nu_log)) + 1j * np.exp(f64(layer.theta_log)))
-    B = f64(layer.B_re) + 1j * f64(layer.B_im)
-    gamma = np.ones(B.shape[0]) if layer.gamma_log is None else np.exp(f64(layer.gamma_log))
-    u = f64(u)
-
-    def run(times):
-        x = np.zeros(B.shape[0], complex)
-        states = np.zeros((u.shape[0], B.shape[0]), complex)
-        for k in times:
-            x = lam * x + gamma * (B @ u[k])
-            states[k] = x
-        return states
-
-    forward = run(range(u.shape[0]))
-    y = (forward @ (f64(layer.C_re) + 1j * f64(layer.C_im)).T).real + f64(layer.D) * u
-    if layer.C_reverse_re is not None:
-        C_reverse = f64(layer.C_reverse_re) + 1j * f64(layer.C_reverse_im)
-        y = y + (run(reversed(range(u.shape[0]))) @ C_reverse.T).real
-    return y, forward
 
 
 def complex_jnp(layer: LRU, u):

@@ -17,8 +17,8 @@ import pytest
 
 import models
 from conftest import tol
+from helpers import inputs
 from models._registry import config_class
-from test_rotrnn import inputs
 
 H, D_STATE, L, BATCH = 3, 12, 16, 3
 NAMES = models.names()

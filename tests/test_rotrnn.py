@@ -9,84 +9,25 @@ second), so layers are initialised in float32 at one set of shapes and cast for 
 
 from __future__ import annotations
 
-import contextlib
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.linalg
 
 from conftest import tol
+from helpers import (
+    cast,
+    dense_parameters,
+    dense_reference,
+    inputs,
+    precision,
+    rotation_blocks,
+)
 from models.rotrnn import RotRNN, RotRNNConfig
 
 # H channels, N real states in HEADS heads of N / HEADS = 4, L steps.
 H, N, HEADS, L = 3, 12, 3, 16
-
-
-@contextlib.contextmanager
-def precision(dtype: str):
-    """float64 runs inside ``jax.enable_x64``, so that the engine computes in float64 too."""
-    with jax.enable_x64(True) if dtype == "float64" else contextlib.nullcontext():
-        yield
-
-
-def cast(tree, dtype: str):
-    """``tree`` with every floating array in ``dtype`` (call inside ``precision(dtype)``)."""
-    return jax.tree.map(lambda a: jnp.asarray(a, dtype), tree)
-
-
-def inputs(seed: int, shape: tuple[int, ...], dtype: str = "float32"):
-    """White unit-variance inputs from a local numpy generator."""
-    return jnp.asarray(np.random.default_rng(seed).standard_normal(shape), dtype)
-
-
-def rotation_blocks(angles: np.ndarray) -> np.ndarray:
-    """Theta = blockdiag(R(theta_1), ...), R(t) = [[cos t, -sin t], [sin t, cos t]]."""
-    n = 2 * len(angles)
-    theta = np.zeros((n, n))
-    for k, a in enumerate(angles):
-        c, s = np.cos(a), np.sin(a)
-        theta[2 * k : 2 * k + 2, 2 * k : 2 * k + 2] = [[c, -s], [s, c]]
-    return theta
-
-
-def dense_parameters(layer: RotRNN) -> dict:
-    """The paper's matrices in float64 numpy, straight from the layer's fields."""
-    M, angles, B = (np.asarray(a, np.float64) for a in (layer.M, layer.angles, layer.B))
-    P = np.stack([scipy.linalg.expm(m - m.T) for m in M])
-    A = np.stack([p @ rotation_blocks(a) @ p.T for p, a in zip(P, angles)])
-    gamma = np.exp(-np.exp(np.asarray(layer.gamma_log, np.float64)))
-    if layer.normalise:
-        xi = np.sqrt((1 - gamma**2) / np.einsum("hij,hij->h", B, B))
-    else:
-        xi = np.ones_like(gamma)
-    return dict(P=P, A=A, gamma=gamma, xi=xi, B=B)
-
-
-def dense_reference(layer: RotRNN, u) -> tuple[np.ndarray, np.ndarray]:
-    """y (L, H) and the forward states x^h_t (L, heads, N_h), by a float64 loop."""
-    p = dense_parameters(layer)
-    u = np.asarray(u, np.float64)
-    steps = u.shape[0]
-
-    def run(times):
-        x = np.zeros(p["B"].shape[:2])
-        states = np.zeros((steps, *x.shape))
-        for t in times:
-            x = p["gamma"][:, None] * np.einsum("hij,hj->hi", p["A"], x)
-            x = x + p["xi"][:, None] * (p["B"] @ u[t])
-            states[t] = x
-        return states
-
-    forward = run(range(steps))
-    y = forward.reshape(steps, -1) @ np.asarray(layer.C, np.float64).T
-    y = y + np.asarray(layer.D, np.float64) * u
-    if layer.C_reverse is not None:
-        backward = run(reversed(range(steps)))
-        y = y + backward.reshape(steps, -1) @ np.asarray(layer.C_reverse, np.float64).T
-    return y, forward
 
 
 def dense_jnp(layer: RotRNN, u):
