@@ -5,9 +5,10 @@ and forward+backward (the VJP with a fixed random cotangent dy: gradients w.r.t.
 parameters and the input), with the
 state size of the layer benchmark (issue 2): P = 128 for the LRU (complex states), N = 128 for
 RotRNN (real state dimensions, 64 complex states), P = 128 for S5 (64 conjugate-symmetric states
-stored) and N = 64 per channel for S4D (32 stored per channel, 4096 in all). Every other option
-is the registry's default. Importing this module fails if a registered model has no entry in
-`BENCHMARKS`, so a new layer cannot go unbenchmarked.
+stored) and N = 64 per channel for S4D (32 stored per channel, 4096 in all): each
+registration's `models.BenchmarkInfo`. Every other option is the registry's default. Importing
+this module fails if a registered model has no benchmark shape, so a new layer cannot go
+unbenchmarked.
 
 The in-run baseline is written the way the public reference implementations are (the minimal
 LRU, the official S5, the RotRNN authors' code, the Annotated S4), from the layer's own
@@ -29,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import models
 
@@ -41,29 +42,10 @@ MODES: tuple[str, ...] = ("forward", "forward_backward")
 SEED = 0
 
 
-@dataclasses.dataclass(frozen=True)
-class LayerShape:
-    """A layer's benchmark shape: its ``d_state`` (the layer's own convention) and reference."""
-
-    d_state: int
-    reference: Literal["scan", "convolution"]
-    note: str
-
-
-BENCHMARKS: dict[str, LayerShape] = {
-    "rotrnn": LayerShape(128, "scan", "N = 128 real state dimensions, 64 complex states"),
-    "lru": LayerShape(128, "scan", "P = 128 complex states"),
-    "s4d": LayerShape(64, "convolution", "N = 64 states per channel, 32 stored (conjugate pairs)"),
-    "s5": LayerShape(128, "scan", "P = 128, 64 conjugate-symmetric states stored"),
-}
-
-# Reference times measured on the project's machine with the public implementations, in ms at
-# B = 8, H = 128, float32: {model: {L: (forward, forward+backward)}} (issue 2).
-PUBLISHED_REFERENCE_MS: dict[str, dict[int, tuple[float, float]]] = {
-    "rotrnn": {1024: (38.0, 105.0), 4096: (183.0, 482.0)},
-    "lru": {1024: (67.0, 217.0), 4096: (397.0, 998.0)},
-    "s5": {1024: (37.5, 116.0), 4096: (210.0, 517.0)},
-    "s4d": {1024: (144.0, 262.0), 4096: (592.0, 1080.0)},
+# The layer benchmarks' shape of every model, from its registration (`models.BenchmarkInfo`):
+# its d_state, the structure of its in-run reference and the public code's measured times.
+BENCHMARKS: dict[str, models.BenchmarkInfo] = {
+    m.name: m.benchmark for m in models.infos() if m.benchmark is not None
 }
 # Each layer should be at least this many times faster than its public reference.
 TARGET_SPEEDUP = 5.0
@@ -72,8 +54,9 @@ MODELS: tuple[str, ...] = tuple(models.names())
 _unbenchmarked = sorted(set(MODELS) - set(BENCHMARKS))
 if _unbenchmarked:
     raise ImportError(
-        f"Registered model(s) {_unbenchmarked} have no benchmark shape: add them to "
-        "benchmarks/common.py BENCHMARKS (d_state, reference style) before benchmarking."
+        f"Registered model(s) {_unbenchmarked} have no benchmark shape: pass "
+        "benchmark=models.BenchmarkInfo(d_state, structure, note, ...) to their models.register "
+        "line before benchmarking."
     )
 
 
@@ -95,7 +78,7 @@ def disable_compilation_cache() -> None:
 
 
 # The MIMO layers, which also run the memory-lean "chunked" algorithm (models._engine).
-CHUNKED_MODELS: tuple[str, ...] = tuple(m for m in MODELS if BENCHMARKS[m].reference == "scan")
+CHUNKED_MODELS: tuple[str, ...] = tuple(m for m in MODELS if BENCHMARKS[m].structure == "scan")
 
 
 @functools.cache
@@ -151,24 +134,18 @@ def _compile(function: Callable, *args: Any) -> Program:
 
 
 def layer_program(model: str, length: int, mode: str, algorithm: str = "auto") -> Program:
-    """The layer's batched forward, or forward+backward, compiled for (B, L, H)."""
-    import equinox as eqx
-    import jax
+    """The layer's batched forward, or forward+backward, compiled for (B, L, H): the studies'
+    program (`harness.programs.layer_program`) on the inputs of `inputs` (the same key)."""
+    import jax.random as jr
+
+    from harness import programs
 
     _check_mode(mode)
-    params, static = eqx.partition(layer(model, algorithm), eqx.is_inexact_array)
-    u, dy = inputs(length)
-
-    def forward(p, u):
-        return jax.vmap(eqx.combine(p, static))(u)
-
-    if mode == "forward":
-        return _compile(forward, params, u)
-
-    def forward_backward(p, u, dy):
-        return jax.vjp(forward, p, u)[1](dy)
-
-    return _compile(forward_backward, params, u, dy)
+    function, args, _, _ = programs.layer_program(
+        layer(model, algorithm), mode=mode, batch=BATCH, seq_len=length, d_model=D_MODEL,
+        key=jr.PRNGKey(SEED + 1),
+    )
+    return _compile(function, *args)
 
 
 # --------------------------------------------------------------------------------------------
@@ -231,7 +208,7 @@ def reference_convolution_forward(system: Any, u: Any) -> Any:
 
 def reference_forward(model: str) -> Callable:
     """The reference forward for ``model``: ``f(system, u)`` on one sequence."""
-    style = BENCHMARKS[model].reference
+    style = BENCHMARKS[model].structure
     if style == "scan":
         return reference_scan_forward
     elif style == "convolution":
@@ -302,7 +279,7 @@ def speedup_over_reference(model: str, length: int, mode: str, *, repeats: int =
     layer_t, reference_t = _alternate(
         layer_program(model, length, mode), reference_program(model, length, mode), repeats
     )
-    published = PUBLISHED_REFERENCE_MS.get(model, {}).get(length)
+    published = BENCHMARKS[model].published_ms(length)
     published_s = None if published is None else published[MODES.index(mode)] / 1e3
     return {
         "layer_median_s": layer_t.median_s,
@@ -467,7 +444,7 @@ def working_memory(
     """
     import equinox as eqx
 
-    from harness.studies.memory import COMPLEX_BYTES, compiled_memory
+    from harness.programs import COMPLEX_BYTES, compiled_memory
 
     program = layer_program(model, length, mode, algorithm)
     memory = compiled_memory(program.compiled)

@@ -7,6 +7,9 @@
                                  [--ray-address ADDR]
     python -m harness report [--run] [--preset P] [--executor E] [--workers N] [--store PATH]
                              [--out reports]
+    python -m harness check-layer MODEL [--d-model H] [--d-state N] [--long-length L]
+
+A MODEL is a registry name or an outside layer's import path ``package.module:Layer``.
 
 Every ``key=value`` is validated by the config it lands in; an unknown key, a bad value or an
 unknown name prints one line and exits with status 2. Results go to the store (default
@@ -104,7 +107,43 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", type=Path, default=DEFAULT_PATH)
     p.add_argument("--out", type=Path, default=Path("reports"))
     p.set_defaults(handler=_cmd_report)
+
+    _check_layer_parser(sub)
     return parser
+
+
+def _check_layer_parser(sub) -> None:
+    p = sub.add_parser(
+        "check-layer",
+        help="check a layer's contract (shapes, dtype, jit, grad, vmap, long L, capabilities) "
+             "and which studies it can enter",
+    )
+    p.add_argument("model", help="a registry name or an import path package.module:Layer")
+    p.add_argument("--d-model", type=int, default=4, help="H of the layer built (default 4)")
+    p.add_argument("--d-state", type=int, default=8, help="its d_state (default 8)")
+    p.add_argument("--long-length", type=int, default=4096,
+                   help="L of the long-sequence check (default 4096)")
+    p.set_defaults(handler=_cmd_check_layer)
+
+
+def _cmd_check_layer(args) -> int:
+    """Print the contract table; exit 1 if a check failed, 2 if the model cannot be resolved."""
+    from .layer_check import check_layer, format_table
+
+    for name in ("d_model", "d_state", "long_length"):
+        if getattr(args, name) <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive integer.")
+    try:
+        checks = check_layer(args.model, d_model=args.d_model, d_state=args.d_state,
+                             long_length=args.long_length)
+    except (ValueError, TypeError) as e:
+        raise UsageError(str(e)) from None
+    print(format_table(checks))
+    failed = [c.name for c in checks if c.status == "fail"]
+    if failed:
+        print(f"{len(failed)} check(s) failed: {', '.join(failed)}.", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _executor_arguments(p: argparse.ArgumentParser) -> None:

@@ -55,8 +55,25 @@ def _static() -> dict[str, Any]:
 
 
 def provenance() -> dict[str, Any]:
-    """A JSON-ready dict describing this process: commit, dirty tree, versions, device."""
-    return dict(_static())
+    """A JSON-ready dict describing this process: commit, dirty tree, versions, device, and
+    (only when there are any) the models registered from outside this package, each with its
+    import path and the sha256 of its source file, as the commit says nothing about them."""
+    out = dict(_static())
+    outside = outside_models()
+    if outside:
+        out["outside_models"] = outside
+    return out
+
+
+def outside_models() -> dict[str, dict[str, Any]]:
+    """``{name: {"origin": "module:Layer", "source_sha256": hex}}`` of every registered model
+    that is not one of this package's."""
+    import models
+
+    return {
+        m.name: {"origin": m.origin, "source_sha256": m.source_sha256}
+        for m in models.infos() if m.origin != models.BUILTIN
+    }
 
 
 def now() -> str:

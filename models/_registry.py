@@ -1,33 +1,421 @@
-"""The model registry: ``models.build(name, d_model=..., d_state=..., key=..., **options)``.
+"""The model registry: a model's whole identity card, and ``models.build(name, ...)``.
 
-Each layer file registers itself with its frozen config class:
+Each layer file registers itself once, with its frozen config class and everything the harness
+needs to know about it (label, paper size, per-task options, ablations, capabilities):
 
-    @register("lru", LRUConfig)
+    @register("lru", LRUConfig, label="LRU", paper_size=PaperSize(...), ...)
     class LRU(AbstractRecurrentLayer): ...   # constructed as LRU(config, *, key=key)
 
 A config class is a frozen dataclass whose first fields are ``d_model`` and ``d_state`` and whose
-``__post_init__`` validates every value (see `models._validate`).
+``__post_init__`` validates every value (see `models._validate`). The studies, the report and the
+benchmarks read a model only through its `ModelInfo` (``models.info(name)``); none of them
+names a model.
+
+An outside layer joins through the same door: its module calls `register` on its layer class
+(or on a factory ``(config, *, key) -> layer``), and the harness reaches it by import path,
+``model=package.module:Layer`` (`resolve`), or by name once an installed package declares it in
+the ``linrnn_bench.models`` entry-point group. It need not be built on our engine: it declares
+the capabilities it has, and a study that needs one it lacks leaves it out, saying why.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import hashlib
+import importlib
+import inspect
+from collections.abc import Callable, Mapping, Set
 from typing import Any
 
-from ._base import AbstractRecurrentLayer
+# --------------------------------------------------------------------------------------------
+# Capabilities: what a layer offers beyond ``(L, H) -> (L, H)``.
 
-_REGISTRY: dict[str, tuple[type, type[AbstractRecurrentLayer]]] = {}
+# ``layer.discrete_system()`` returns its time-invariant `DiscreteSystem` (the theory checks, the
+# roofline's counts, the benchmarks' in-run reference and the stability study's eigenvalue
+# moduli read it).
+DISCRETE_SYSTEM = "discrete_system"
+# ``layer.hidden_states(u)`` returns the states ``(L, P)`` whose norm is the paper's state norm
+# (the stability and theory studies read it).
+HIDDEN_STATES = "hidden_states"
+# ``layer.recurrent_mask()`` marks the recurrent parameter group that training gives its own
+# learning rate and no weight decay.
+RECURRENT_MASK = "recurrent_mask"
+# ``layer.rescaled(factor)`` multiplies its timescales (Speech Commands' zero-shot test).
+RESCALE = "rescale"
+# `ModelInfo.equivalence` maps the layer onto another registered model, exactly.
+EQUIVALENCE = "equivalence"
+
+CAPABILITIES: tuple[str, ...] = (
+    DISCRETE_SYSTEM, HIDDEN_STATES, RECURRENT_MASK, RESCALE, EQUIVALENCE
+)
+# What every layer built on `AbstractRecurrentLayer` has.
+ENGINE_CAPABILITIES: frozenset[str] = frozenset({DISCRETE_SYSTEM, HIDDEN_STATES, RECURRENT_MASK})
+
+BUILTIN = "builtin"
+# The layers of this package, in the order every table and legend lists them (and the order of
+# their colours in the report): importing a module runs its `register` line.
+_BUILTIN_MODULES: tuple[str, ...] = ("rotrnn", "lru", "s4d", "s5")
+ENTRY_POINT_GROUP = "linrnn_bench.models"
+
+Options = tuple[tuple[str, Any], ...]
 
 
-def register(name: str, config_cls: type) -> Callable[[type], type]:
-    def decorate(layer_cls: type[AbstractRecurrentLayer]) -> type[AbstractRecurrentLayer]:
+def _options(where: str, options: Any) -> Options:
+    """``options`` as sorted ``(name, value)`` pairs; a mapping is accepted too."""
+    if isinstance(options, Mapping):
+        options = tuple(options.items())
+    if not isinstance(options, tuple) or not all(
+        isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in options
+    ):
+        raise TypeError(f"{where} must be (name, value) pairs, got {options!r}.")
+    return tuple(options)
+
+
+def _text(where: str, value: Any, *, empty: bool = False) -> None:
+    if not isinstance(value, str) or (not empty and not value):
+        raise TypeError(f"{where} must be a {'' if empty else 'non-empty '}string, got {value!r}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class PaperSize:
+    """The layer's size in one published configuration, with where it comes from.
+
+    Attributes:
+        d_model: H, the width.
+        d_state: the state size in the layer's own convention (as `build` takes it).
+        options: further layer options of that configuration, as ``(name, value)`` pairs.
+        source: the paper, table or code the numbers come from.
+    """
+
+    d_model: int
+    d_state: int
+    options: Options = ()
+    source: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "options", _options("PaperSize.options", self.options))
+        _text("PaperSize.source", self.source)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskOptions:
+    """Layer options a model's paper prescribes for a task and preset (``"*"``: any).
+
+    ``options`` are the layer config's fields, and ``d_state`` (the state size the network
+    gives this layer). `task_options` merges every entry that applies, in order, later entries
+    winning.
+    """
+
+    task: str = "*"
+    preset: str = "*"
+    options: Options = ()
+    source: str = ""
+
+    def __post_init__(self):
+        _text("TaskOptions.task", self.task)
+        _text("TaskOptions.preset", self.preset)
+        object.__setattr__(self, "options", _options("TaskOptions.options", self.options))
+        _text("TaskOptions.source", self.source)
+
+    def applies(self, task: str, preset: str) -> bool:
+        return self.task in ("*", task) and self.preset in ("*", preset)
+
+
+@dataclasses.dataclass(frozen=True)
+class Ablation:
+    """A variant of the model that switches one mechanism off or changes its initialisation.
+
+    Attributes:
+        key: the variant's name, ``"<model>-<what>"`` (e.g. ``"lru-no-gamma"``).
+        options: the layer options that make it.
+        label: how tables and legends name it.
+        note: what it switches, for captions.
+    """
+
+    key: str
+    options: Options
+    label: str
+    note: str
+
+    def __post_init__(self):
+        _text("Ablation.key", self.key)
+        object.__setattr__(self, "options", _options("Ablation.options", self.options))
+        _text("Ablation.label", self.label)
+        _text("Ablation.note", self.note, empty=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishedTime:
+    """Median times of a model's public reference implementation at one sequence length."""
+
+    seq_len: int
+    forward_ms: float
+    forward_backward_ms: float
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkInfo:
+    """How the layer benchmarks (benchmarks/) measure this model.
+
+    Attributes:
+        d_state: the benchmark's state size (the layer's own convention).
+        structure: how the in-run reference computes it, as the public code does: ``"scan"``
+            (an associative scan over all states) or ``"convolution"`` (a kernel and an FFT).
+        note: the state size in words.
+        published: times of the public implementation, measured on the project's machine.
+        published_source: where and how those times were measured.
+    """
+
+    d_state: int
+    structure: str
+    note: str
+    published: tuple[PublishedTime, ...] = ()
+    published_source: str = ""
+
+    def __post_init__(self):
+        if self.structure not in ("scan", "convolution"):
+            raise ValueError(
+                f"BenchmarkInfo.structure={self.structure!r}; accepted: 'scan', 'convolution'."
+            )
+
+    def published_ms(self, seq_len: int) -> tuple[float, float] | None:
+        """``(forward, forward+backward)`` ms of the public code at ``seq_len``, if measured."""
+        for p in self.published:
+            if p.seq_len == seq_len:
+                return p.forward_ms, p.forward_backward_ms
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Equivalence:
+    """An exact map of this model onto another registered model.
+
+    Attributes:
+        target: the other model's registry name.
+        mapping: import path ``module:function`` of ``layer -> equivalent layer``.
+        source: the claim and where it is made.
+    """
+
+    target: str
+    mapping: str
+    source: str
+
+    def function(self) -> Callable[[Any], Any]:
+        module, _, attr = self.mapping.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelInfo:
+    """Everything the harness knows about a model; see `register` for the fields."""
+
+    name: str
+    label: str
+    config_cls: type
+    layer_cls: Callable[..., Any]
+    note: str = ""
+    paper_size: PaperSize | None = None
+    task_options: tuple[TaskOptions, ...] = ()
+    ablations: tuple[Ablation, ...] = ()
+    width_options: Callable[[int, int], dict[str, Any]] | None = None
+    benchmark: BenchmarkInfo | None = None
+    capabilities: frozenset[str] = ENGINE_CAPABILITIES
+    equivalence: Equivalence | None = None
+    origin: str = BUILTIN
+    source_sha256: str | None = None
+
+    def has(self, capability: str) -> bool:
+        if capability not in CAPABILITIES:
+            raise ValueError(f"Unknown capability {capability!r}; accepted: {list(CAPABILITIES)}.")
+        return capability in self.capabilities
+
+    def option_names(self) -> tuple[str, ...]:
+        """The config's fields: the options `build` accepts (``d_model``, ``d_state`` first)."""
+        return tuple(f.name for f in dataclasses.fields(self.config_cls))
+
+
+_REGISTRY: dict[str, ModelInfo] = {}
+# Import paths already resolved: path -> registry name.
+_PATHS: dict[str, str] = {}
+
+
+def register(
+    name: str,
+    config_cls: type,
+    *,
+    label: str | None = None,
+    note: str = "",
+    paper_size: PaperSize | None = None,
+    task_options: tuple[TaskOptions, ...] = (),
+    ablations: tuple[Ablation, ...] = (),
+    width_options: Callable[[int, int], dict[str, Any]] | None = None,
+    benchmark: BenchmarkInfo | None = None,
+    capabilities: Set[str] = ENGINE_CAPABILITIES,
+    equivalence: Equivalence | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a layer class (or factory) called as ``layer_cls(config, *, key=key)``.
+
+    Arguments:
+        name: the registry key (lower case, no ``:``), e.g. ``"lru"``.
+        config_cls: the frozen config dataclass; its first fields are ``d_model`` and
+            ``d_state``, and its ``__post_init__`` validates.
+        label: the name as papers write it (default ``name``).
+        note: what the registered defaults are, for captions (e.g. "paper initialisation").
+        paper_size: the layer's size in one published configuration (throughput, memory).
+        task_options: options the paper prescribes per task and preset (`task_options`).
+        ablations: variants the stability and theory studies compare with the model.
+        width_options: ``(d_model, d_state) -> options`` that the harness passes unless set
+            explicitly (e.g. a head count that keeps the paper's head size).
+        benchmark: the layer benchmarks' shape and the public code's times.
+        capabilities: what the layer offers (`CAPABILITIES`); an outside layer not built on
+            `AbstractRecurrentLayer` declares its own.
+        equivalence: an exact map onto another registered model (needs `EQUIVALENCE`).
+    """
+    if not isinstance(name, str) or not name or ":" in name or name != name.strip():
+        raise ValueError(f"A model name is a non-empty string without ':', got {name!r}.")
+    if not (dataclasses.is_dataclass(config_cls) and isinstance(config_cls, type)):
+        raise TypeError(f"Model {name!r}: config_cls must be a dataclass, got {config_cls!r}.")
+    fields = [f.name for f in dataclasses.fields(config_cls)]
+    if fields[:2] != ["d_model", "d_state"]:
+        raise TypeError(
+            f"Model {name!r}: {config_cls.__name__}'s first fields must be d_model and d_state, "
+            f"got {fields[:2]}."
+        )
+    capabilities = frozenset(capabilities)
+    unknown = sorted(capabilities - set(CAPABILITIES))
+    if unknown:
+        raise ValueError(
+            f"Model {name!r} declares unknown capabilities {unknown}; accepted: "
+            f"{list(CAPABILITIES)}."
+        )
+    if (equivalence is not None) != (EQUIVALENCE in capabilities):
+        raise ValueError(
+            f"Model {name!r}: the capability {EQUIVALENCE!r} and an `equivalence` go together."
+        )
+    for ablation in ablations:
+        _check_options(name, fields, ablation.options, f"ablation {ablation.key!r}")
+    for entry in task_options:
+        _check_options(name, fields, entry.options, f"task options {entry.source!r}")
+    if paper_size is not None:
+        _check_options(name, fields, paper_size.options, "paper_size")
+
+    def decorate(layer_cls: Callable[..., Any]) -> Callable[..., Any]:
         if name in _REGISTRY:
-            raise ValueError(f"Model {name!r} is registered twice.")
-        _REGISTRY[name] = (config_cls, layer_cls)
+            raise ValueError(
+                f"Model {name!r} is registered twice (by {_REGISTRY[name].origin} and "
+                f"{_origin(layer_cls)}); choose another name."
+            )
+        _REGISTRY[name] = ModelInfo(
+            name=name,
+            label=name if label is None else label,
+            config_cls=config_cls,
+            layer_cls=layer_cls,
+            note=note,
+            paper_size=paper_size,
+            task_options=tuple(task_options),
+            ablations=tuple(ablations),
+            width_options=width_options,
+            benchmark=benchmark,
+            capabilities=capabilities,
+            equivalence=equivalence,
+            origin=_origin(layer_cls),
+            source_sha256=None if _origin(layer_cls) == BUILTIN else _source_sha256(layer_cls),
+        )
         return layer_cls
 
     return decorate
+
+
+def _check_options(name: str, fields: list[str], options: Options, where: str) -> None:
+    unknown = sorted({k for k, _ in options} - set(fields))
+    if unknown:
+        raise ValueError(
+            f"Model {name!r}: {where} sets unknown option(s) {unknown}; accepted: {fields}."
+        )
+
+
+def _origin(layer_cls: Callable[..., Any]) -> str:
+    module = getattr(layer_cls, "__module__", "") or ""
+    if module.split(".")[0] == __name__.split(".")[0]:
+        return BUILTIN
+    return f"{module}:{getattr(layer_cls, '__qualname__', getattr(layer_cls, '__name__', '?'))}"
+
+
+def _source_sha256(layer_cls: Callable[..., Any]) -> str | None:
+    """sha256 of the file that defines ``layer_cls`` (``None`` if it has no file)."""
+    try:
+        path = inspect.getsourcefile(layer_cls)
+    except TypeError:
+        return None
+    if path is None:
+        return None
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# Lookup
+
+
+def resolve(name_or_path: str) -> str:
+    """The registry name of a model given by name or by import path ``module:attribute``.
+
+    An import path imports the module (whose `register` line registers the layer) and returns
+    the name under which ``attribute`` (the registered layer class or factory) is registered.
+    """
+    if not isinstance(name_or_path, str) or not name_or_path:
+        raise ValueError(f"A model is a registry name or 'module:attribute', got {name_or_path!r}.")
+    if ":" not in name_or_path:
+        _load_all()
+        if name_or_path not in _REGISTRY:
+            raise ValueError(
+                f"Unknown model {name_or_path!r}; accepted models: {', '.join(names())}, or an "
+                "outside layer by import path 'package.module:Layer'."
+            )
+        return name_or_path
+    if name_or_path in _PATHS:
+        return _PATHS[name_or_path]
+    module_name, _, attr = name_or_path.partition(":")
+    if not module_name or not attr or ":" in attr:
+        raise ValueError(
+            f"Model path {name_or_path!r} is not of the form 'package.module:Layer'."
+        )
+    _load_all()
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ValueError(
+            f"Model path {name_or_path!r}: cannot import module {module_name!r} ({e}); is it on "
+            "PYTHONPATH or installed?"
+        ) from e
+    target = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ValueError(
+                f"Model path {name_or_path!r}: module {module_name!r} has no attribute {attr!r}."
+            )
+        target = getattr(target, part)
+    found = [info.name for info in _REGISTRY.values() if info.layer_cls is target]
+    if not found:
+        raise ValueError(
+            f"Model path {name_or_path!r}: {attr!r} is not registered; decorate it with "
+            "@models.register(name, ConfigClass, ...) in its module."
+        )
+    _PATHS[name_or_path] = found[0]
+    return found[0]
+
+
+def info(name: str) -> ModelInfo:
+    """The registration of model ``name`` (or import path, see `resolve`)."""
+    return _REGISTRY[resolve(name)]
+
+
+def infos() -> tuple[ModelInfo, ...]:
+    """Every registration: ours in their listing order, then outside ones as registered."""
+    _load_all()
+    builtin = [n for n in _BUILTIN_MODULES if n in _REGISTRY]
+    others = [n for n in _REGISTRY if n not in builtin]
+    return tuple(_REGISTRY[n] for n in [*builtin, *others])
 
 
 def names() -> list[str]:
@@ -37,10 +425,17 @@ def names() -> list[str]:
 
 
 def config_class(name: str) -> type:
-    _load_all()
-    if name not in _REGISTRY:
-        raise ValueError(f"Unknown model {name!r}; accepted models: {', '.join(sorted(_REGISTRY))}.")
-    return _REGISTRY[name][0]
+    return info(name).config_cls
+
+
+def task_options(name: str, task: str, preset: str) -> dict[str, Any]:
+    """The options model ``name``'s paper prescribes for ``task`` at ``preset``, merged in
+    registration order (a later entry wins); ``d_state`` among them is the network's."""
+    out: dict[str, Any] = {}
+    for entry in info(name).task_options:
+        if entry.applies(task, preset):
+            out.update(entry.options)
+    return out
 
 
 def make_config(name: str, **options: Any) -> Any:
@@ -55,19 +450,48 @@ def make_config(name: str, **options: Any) -> Any:
     return cls(**options)
 
 
-def build(name: str, *, d_model: int, d_state: int, key: Any, **options: Any) -> AbstractRecurrentLayer:
+def build(name: str, *, d_model: int, d_state: int, key: Any, **options: Any) -> Any:
     """Build layer ``name`` mapping ``(L, d_model) -> (L, d_model)`` with ``d_state`` states."""
     config = make_config(name, d_model=d_model, d_state=d_state, **options)
     return from_config(name, config, key=key)
 
 
-def from_config(name: str, config: Any, *, key: Any) -> AbstractRecurrentLayer:
-    cls, layer_cls = config_class(name), _REGISTRY[name][1]
-    if not isinstance(config, cls):
-        raise TypeError(f"Model {name!r} needs a {cls.__name__}, got {type(config).__name__}.")
-    return layer_cls(config, key=key)
+def from_config(name: str, config: Any, *, key: Any) -> Any:
+    model = info(name)
+    if not isinstance(config, model.config_cls):
+        raise TypeError(
+            f"Model {name!r} needs a {model.config_cls.__name__}, got {type(config).__name__}."
+        )
+    return model.layer_cls(config, key=key)
+
+
+_loaded = False
 
 
 def _load_all() -> None:
-    # Importing the layer modules runs their @register lines.
-    from . import lru, rotrnn, s4d, s5  # noqa: F401
+    """Import our layer modules (their `register` lines), then the entry points' modules."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(f"{__package__}.{module}")
+    _load_entry_points()
+
+
+def _load_entry_points() -> None:
+    from importlib import metadata
+
+    for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            name = resolve(entry.value)
+        except ValueError as e:
+            raise ValueError(
+                f"The {ENTRY_POINT_GROUP!r} entry point {entry.name!r} = {entry.value!r} of an "
+                f"installed package does not register a model: {e}"
+            ) from e
+        if name != entry.name:
+            raise ValueError(
+                f"The {ENTRY_POINT_GROUP!r} entry point {entry.name!r} registers its layer as "
+                f"{name!r}; the entry point's name must be the registered name."
+            )

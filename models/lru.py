@@ -29,7 +29,14 @@ from jaxtyping import Array, Complex, Float, PRNGKeyArray, PyTree
 from . import _validate
 from ._base import AbstractRecurrentLayer
 from ._engine import ALGORITHMS, Algorithm
-from ._registry import register
+from ._registry import (
+    Ablation,
+    BenchmarkInfo,
+    PaperSize,
+    PublishedTime,
+    TaskOptions,
+    register,
+)
 from ._system import DiscreteSystem
 
 Normaliser = Literal["learned", "none"]
@@ -99,7 +106,32 @@ def _init_complex(key: PRNGKeyArray, shape: tuple[int, ...], scale: float):
     return jr.normal(k_re, shape) * scale, jr.normal(k_im, shape) * scale
 
 
-@register("lru", LRUConfig)
+@register(
+    "lru",
+    LRUConfig,
+    label="LRU",
+    note="learned gamma normaliser",
+    paper_size=PaperSize(128, 256, (), "LRU Table 9, ListOps: H = 128, N = 256"),
+    task_options=(
+        TaskOptions(preset="gpu", options=(("d_state", 256),), source="LRU Table 9 (N=256)"),
+        TaskOptions("listops", options=(("r_min", 0.0), ("r_max", 0.99)),
+                    source="LRU paper, ListOps ring [0, 0.99]"),
+        TaskOptions("pathfinder", options=(("r_min", 0.9), ("r_max", 0.999)),
+                    source="LRU Table 9, Pathfinder ring [0.9, 0.999]"),
+        TaskOptions("pathx", options=(("r_min", 0.999), ("r_max", 0.9999),
+                                      ("max_phase", math.pi / 10)),
+                    source="LRU Table 9, Path-X ring [0.999, 0.9999], max phase pi/10"),
+    ),
+    ablations=(
+        Ablation("lru-no-gamma", (("normaliser", "none"),), "LRU, gamma off",
+                 "gamma normaliser off"),
+    ),
+    benchmark=BenchmarkInfo(
+        128, "scan", "P = 128 complex states",
+        (PublishedTime(1024, 67.0, 217.0), PublishedTime(4096, 397.0, 998.0)),
+        "the minimal LRU on the project's machine, B = 8, H = 128, float32 (issue 2)",
+    ),
+)
 class LRU(AbstractRecurrentLayer):
     """The LRU layer, one sequence ``(L, H) -> (L, H)``; see the module docstring.
 

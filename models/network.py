@@ -44,7 +44,7 @@ from jaxtyping import Array, Complex, Float, Int, PRNGKeyArray, PyTree
 
 from . import _validate
 from ._base import AbstractRecurrentLayer
-from ._registry import from_config, make_config, names
+from ._registry import from_config, make_config, names, resolve
 
 Norm = Literal["batch", "layer"]
 Activation = Literal["gelu", "glu", "half_glu"]
@@ -90,7 +90,8 @@ class NetworkConfig:
     """The network around a layer.
 
     Attributes:
-        layer: registry key of the recurrent layer (`models.names()`).
+        layer: registry key of the recurrent layer (`models.names()`), or an outside layer's
+            import path ``package.module:Layer`` (`models.resolve`).
         layer_options: the layer's own options as ``(name, value)`` pairs (``bidirectional``,
             initialisation ranges, ...), validated by the layer's config class.
         depth: number of residual blocks.
@@ -118,7 +119,10 @@ class NetworkConfig:
         object.__setattr__(
             self, "layer_options", _options("NetworkConfig.layer_options", self.layer_options)
         )
-        _validate.choice("NetworkConfig.layer", self.layer, names())
+        if ":" in str(self.layer):
+            resolve(self.layer)  # an outside layer's import path must name a registered layer
+        else:
+            _validate.choice("NetworkConfig.layer", self.layer, names())
         _validate.positive_int("NetworkConfig.depth", self.depth)
         _validate.positive_int("NetworkConfig.d_model", self.d_model)
         _validate.positive_int("NetworkConfig.d_state", self.d_state)

@@ -40,7 +40,17 @@ from . import _validate
 from ._base import AbstractRecurrentLayer
 from ._engine import ALGORITHMS, Algorithm
 from ._expm import expm_skew
-from ._registry import register
+from ._registry import (
+    ENGINE_CAPABILITIES,
+    EQUIVALENCE,
+    Ablation,
+    BenchmarkInfo,
+    Equivalence,
+    PaperSize,
+    PublishedTime,
+    TaskOptions,
+    register,
+)
 from ._system import DiscreteSystem
 
 GammaInit = Literal["loglog_uniform", "ring"]
@@ -125,7 +135,50 @@ def _init_readout(key: PRNGKeyArray, config: RotRNNConfig) -> Float[Array, "H N"
     return jr.normal(key, shape) / math.sqrt(config.d_model + config.d_state)
 
 
-@register("rotrnn", RotRNNConfig)
+# The authors' head size: their sweeps use N / heads of 4 to 8 real states (REFERENCES.md).
+_HEAD_SIZE = 8
+
+
+def _heads_at_head_size(d_model: int, d_state: int) -> dict[str, int]:
+    """``heads``: as many heads of about `_HEAD_SIZE` states as divide N into even heads."""
+    heads = max(1, d_state // _HEAD_SIZE)
+    while heads > 1 and d_state % (2 * heads):
+        heads -= 1
+    return {"heads": heads}
+
+
+@register(
+    "rotrnn",
+    RotRNNConfig,
+    label="RotRNN",
+    note="xi on, gamma log-log-uniform",
+    paper_size=PaperSize(
+        128, 128, (("heads", 32),),
+        "RotRNN authors' ListOps sweep: N = 128 real states in 32 heads (N_h = 4); H unknown, 128",
+    ),
+    task_options=(
+        TaskOptions(
+            preset="gpu", options=(("d_state", 128), ("heads", 32)),
+            source="RotRNN authors' ListOps sweep: N=128 in 32 heads (used for every task)",
+        ),
+    ),
+    ablations=(
+        Ablation("rotrnn-no-xi", (("normalise", False),), "RotRNN, xi off", "normaliser xi off"),
+        Ablation("rotrnn-ring", (("gamma_init", "ring"),), "RotRNN, ring gamma",
+                 "gamma^2 uniform on a ring"),
+    ),
+    width_options=_heads_at_head_size,
+    benchmark=BenchmarkInfo(
+        128, "scan", "N = 128 real state dimensions, 64 complex states",
+        (PublishedTime(1024, 38.0, 105.0), PublishedTime(4096, 183.0, 482.0)),
+        "the RotRNN authors' code on the project's machine, B = 8, H = 128, float32 (issue 2)",
+    ),
+    capabilities=ENGINE_CAPABILITIES | {EQUIVALENCE},
+    equivalence=Equivalence(
+        "lru", "models.equivalence:rotrnn_to_lru",
+        "RotRNN paper: an LRU whose eigenvalues come in conjugate pairs is a multi-head RotRNN",
+    ),
+)
 class RotRNN(AbstractRecurrentLayer):
     """The RotRNN layer, one sequence ``(L, H) -> (L, H)``; see the module docstring.
 

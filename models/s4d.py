@@ -50,7 +50,15 @@ from . import _validate
 from ._base import AbstractRecurrentLayer
 from ._engine import ALGORITHMS, Algorithm
 from ._hippo import DISCRETISATIONS, Discretisation, discretise, timescale_shift
-from ._registry import register
+from ._registry import (
+    ENGINE_CAPABILITIES,
+    RESCALE,
+    BenchmarkInfo,
+    PaperSize,
+    PublishedTime,
+    TaskOptions,
+    register,
+)
 from ._system import DiscreteSystem
 
 Init = Literal["lin", "inv"]
@@ -117,7 +125,24 @@ def _output_map(key: PRNGKeyArray, shape: tuple[int, int]) -> tuple[Array, Array
     return C[..., 0], C[..., 1]
 
 
-@register("s4d", S4DConfig)
+@register(
+    "s4d",
+    S4DConfig,
+    label="S4D",
+    note="paper initialisation",
+    paper_size=PaperSize(
+        128, 64, (), "S4D: N = 64 states per channel (the paper's default), H = 128"
+    ),
+    task_options=(
+        TaskOptions(preset="gpu", options=(("d_state", 64),), source="S4D: N=64 per channel"),
+    ),
+    benchmark=BenchmarkInfo(
+        64, "convolution", "N = 64 states per channel, 32 stored (conjugate pairs)",
+        (PublishedTime(1024, 144.0, 262.0), PublishedTime(4096, 592.0, 1080.0)),
+        "the Annotated S4's S4D on the project's machine, B = 8, H = 128, float32 (issue 2)",
+    ),
+    capabilities=ENGINE_CAPABILITIES | {RESCALE},
+)
 class S4D(AbstractRecurrentLayer):
     """S4D layer: ``(L, H) -> (L, H)``. Maths, fields and initialisation: module docstring."""
 

@@ -43,7 +43,15 @@ from . import _validate
 from ._base import AbstractRecurrentLayer
 from ._engine import ALGORITHMS, Algorithm
 from ._hippo import DISCRETISATIONS, Discretisation, block_hippo_n, discretise, timescale_shift
-from ._registry import register
+from ._registry import (
+    ENGINE_CAPABILITIES,
+    RESCALE,
+    BenchmarkInfo,
+    PaperSize,
+    PublishedTime,
+    TaskOptions,
+    register,
+)
 from ._system import DiscreteSystem
 
 CInit = Literal["trunc_standard_normal", "lecun_normal", "complex_normal"]
@@ -128,7 +136,31 @@ def _output_map(
     return jax.lax.complex(C[..., 0], C[..., 1]) @ V
 
 
-@register("s5", S5Config)
+@register(
+    "s5",
+    S5Config,
+    label="S5",
+    note="paper initialisation",
+    paper_size=PaperSize(
+        128, 16, (("blocks", 8),), "S5 official ListOps run: H = 128, P = 16, J = 8"
+    ),
+    task_options=(
+        TaskOptions(preset="gpu", options=(("bidirectional", True),),
+                    source="S5: bidirectional on every task"),
+        TaskOptions("listops", "gpu", (("d_state", 16), ("blocks", 8)),
+                    source="S5 settings: ListOps P=16, J=8"),
+        TaskOptions("pathfinder", "gpu", (("d_state", 256), ("blocks", 8)),
+                    source="S5 settings: P=256, J=8"),
+        TaskOptions("pathx", "gpu", (("d_state", 256), ("blocks", 16)),
+                    source="S5 settings: P=256, J=16"),
+    ),
+    benchmark=BenchmarkInfo(
+        128, "scan", "P = 128, 64 conjugate-symmetric states stored",
+        (PublishedTime(1024, 37.5, 116.0), PublishedTime(4096, 210.0, 517.0)),
+        "the official S5 on the project's machine, B = 8, H = 128, float32 (issue 2)",
+    ),
+    capabilities=ENGINE_CAPABILITIES | {RESCALE},
+)
 class S5(AbstractRecurrentLayer):
     """S5 layer: ``(L, H) -> (L, H)``. Maths, fields and initialisation: module docstring."""
 

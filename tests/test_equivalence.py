@@ -10,11 +10,14 @@ import numpy as np
 import pytest
 
 from conftest import tol
+from helpers import cast, complex_reference, dense_reference, inputs, precision
 from models.equivalence import rotrnn_to_lru
 from models.lru import LRU
 from models.rotrnn import RotRNN, RotRNNConfig
-from test_lru import complex_reference
-from test_rotrnn import H, HEADS, L, N, cast, dense_reference, inputs, precision
+
+# The RotRNN tests' shapes (H channels, N real states in HEADS heads, L steps), so that the
+# compilations are shared.
+H, N, HEADS, L = 3, 12, 3, 16
 
 # Angles the LRU cannot store as they are (theta_log = log theta needs theta > 0): negative,
 # zero, beyond 2 pi, exactly 2 pi; one row per head, N / HEADS / 2 = 2 angles each.

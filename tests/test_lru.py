@@ -8,63 +8,16 @@ from __future__ import annotations
 
 import math
 
-import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from conftest import tol
+from helpers import cast, complex_reference, inputs, precision
 from models.lru import LRU, LRUConfig
-from test_rotrnn import cast, inputs, precision
 
 # H channels, P complex states, L steps: the shapes of the RotRNN tests, to share compilations.
 H, P, L = 3, 12, 16
-
-
-def complex_reference(layer: LRU, u) -> tuple[np.ndarray, np.ndarray]:
-    """y (L, H) and the forward states x_k (L, P), by a float64 loop over the paper's equations."""
-    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
-    lam = np.exp(-np.exp(f64(layer.nu_log)) + 1j * np.exp(f64(layer.theta_log)))
-    B = f64(layer.B_re) + 1j * f64(layer.B_im)
-    gamma = np.ones(B.shape[0]) if layer.gamma_log is None else np.exp(f64(layer.gamma_log))
-    u = f64(u)
-
-    def run(times):
-        x = np.zeros(B.shape[0], complex)
-        states = np.zeros((u.shape[0], B.shape[0]), complex)
-        for k in times:
-            x = lam * x + gamma * (B @ u[k])
-            states[k] = x
-        return states
-
-    forward = run(range(u.shape[0]))
-    y = (forward @ (f64(layer.C_re) + 1j * f64(layer.C_im)).T).real + f64(layer.D) * u
-    if layer.C_reverse_re is not None:
-        C_reverse = f64(layer.C_reverse_re) + 1j * f64(layer.C_reverse_im)
-        y = y + (run(reversed(range(u.shape[0]))) @ C_reverse.T).real
-    return y, forward
-
-
-def complex_jnp(layer: LRU, u):
-    """The same recurrence as a slow jnp scan over time, differentiable in the layer's fields."""
-    lam = jnp.exp(-jnp.exp(layer.nu_log) + 1j * jnp.exp(layer.theta_log))
-    B = layer.B_re + 1j * layer.B_im
-    if layer.gamma_log is not None:
-        B = jnp.exp(layer.gamma_log)[:, None] * B
-
-    def step(x, u_k):
-        x = lam * x + B @ u_k
-        return x, x
-
-    def run(reverse):
-        return jax.lax.scan(step, jnp.zeros(B.shape[0], B.dtype), u, reverse=reverse)[1]
-
-    y = (run(False) @ (layer.C_re + 1j * layer.C_im).T).real + layer.D[None] * u
-    if layer.C_reverse_re is not None:
-        C_reverse = layer.C_reverse_re + 1j * layer.C_reverse_im
-        y = y + (run(True) @ C_reverse.T).real
-    return y
 
 
 CASES = [
@@ -93,29 +46,6 @@ def test_forward_and_states_match_complex_reference(
         assert y.dtype == np.dtype(dtype)
         np.testing.assert_allclose(np.asarray(y), y_ref, **tol(dtype))
         np.testing.assert_allclose(np.asarray(layer.hidden_states(u)), x_ref, **tol(dtype))
-
-
-def test_vjp_matches_complex_jnp_loop(getkey):
-    """Gradients of both directions, every parameter and the input, against the slow loop."""
-    layer = LRU(LRUConfig(d_model=H, d_state=P, bidirectional=True), key=getkey())
-    with precision("float64"):
-        layer, u = cast(layer, "float64"), inputs(11, (L, H), "float64")
-        cotangent = inputs(12, (L, H), "float64")
-
-        @eqx.filter_jit
-        def pullbacks(m, x):
-            # One compiled program for both pullbacks: compilation is most of this test's time.
-            y_fast, vjp_fast = eqx.filter_vjp(lambda m, x: m(x), m, x)
-            y_slow, vjp_slow = eqx.filter_vjp(complex_jnp, m, x)
-            return y_fast, vjp_fast(cotangent), y_slow, vjp_slow(cotangent)
-
-        y_fast, grads_fast, y_slow, grads_slow = pullbacks(layer, u)
-        np.testing.assert_allclose(y_fast, y_slow, **tol("float64"))
-        leaves_fast, leaves_slow = jax.tree.leaves(grads_fast), jax.tree.leaves(grads_slow)
-        assert len(leaves_fast) == len(leaves_slow) == 11  # 10 parameter arrays and the input
-        for g_fast, g_slow in zip(leaves_fast, leaves_slow):
-            assert np.abs(np.asarray(g_slow)).max() > 0  # every parameter matters
-            np.testing.assert_allclose(g_fast, g_slow, **tol("float64"))
 
 
 @pytest.mark.parametrize(

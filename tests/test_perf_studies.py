@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import models
-from harness import roofline
+from harness import programs, roofline
 from harness.config import ConfigError
 from harness.runner import run_study
 from harness.store import Store
@@ -217,7 +217,7 @@ def test_configs_reject_bad_values():
 
 
 def test_every_registered_model_has_a_paper_size():
-    assert set(models.names()) <= set(throughput.PAPER_SIZES)
+    assert all(models.info(name).paper_size is not None for name in models.names())
     specs = throughput.grid(throughput.STUDY.config("cpu"))
     assert {s.model for s in specs} == set(models.names())
     assert all(s.seq_len * s.batch <= 16384 for s in specs)
@@ -225,10 +225,10 @@ def test_every_registered_model_has_a_paper_size():
 
 def test_matched_size_hits_an_exact_count():
     # The default target is the LRU's count at H = 128, P = 128, so the search must return 128.
-    d_state = throughput.matched_d_state("lru", 128, (), throughput.DEFAULT_MATCHED_PARAMS)
+    d_state = programs.matched_d_state("lru", 128, (), programs.DEFAULT_MATCHED_PARAMS)
     assert d_state == 128
-    assert throughput.parameter_count("lru", d_model=128, d_state=128, options=()) == (
-        throughput.DEFAULT_MATCHED_PARAMS
+    assert programs.parameter_count("lru", d_model=128, d_state=128, options=()) == (
+        programs.DEFAULT_MATCHED_PARAMS
     )
 
 
@@ -265,13 +265,14 @@ def test_throughput_smoke_rows(smoke_store):
     # The recorded count is the analytic formula for the recorded system, and the parameter
     # count of the built layer (`count_parameters`) is the shape-only one the matched size uses.
     for _, row in frame.iterrows():
-        assert row["params"] == throughput.parameter_count(
+        paper = models.info(row["model"]).paper_size
+        assert row["params"] == programs.parameter_count(
             row["model"], d_model=int(row["d_model"]), d_state=int(row["d_state"]),
-            options=throughput.PAPER_SIZES[row["model"]].options,
+            options=paper.options,
         )
         layer = models.build(row["model"], d_model=int(row["d_model"]),
                              d_state=int(row["d_state"]), key=jax.random.PRNGKey(0),
-                             **dict(throughput.PAPER_SIZES[row["model"]].options))
+                             **dict(paper.options))
         system = layer.discrete_system()
         shape = roofline.SystemShape.of(system)
         expected = roofline.layer_counts(shape, length=int(row["seq_len"]), batch=int(row["batch"]),
@@ -289,7 +290,7 @@ def test_memory_smoke_rows(smoke_store):
     assert (fits["bytes_per_token"] > 0).all() and (fits["largest_seq_len_in_budget"] > 0).all()
     # The temporaries' slope per token in units of one token's states.
     np.testing.assert_allclose(
-        fits["temp_slope_over_state"] * fits["states"] * memory.COMPLEX_BYTES,
+        fits["temp_slope_over_state"] * fits["states"] * programs.COMPLEX_BYTES,
         fits["temp_bytes_per_token"],
     )
     np.testing.assert_array_equal(

@@ -17,8 +17,8 @@ import pytest
 
 import models
 from conftest import tol
+from helpers import inputs
 from models._registry import config_class
-from test_rotrnn import inputs
 
 H, D_STATE, L, BATCH = 3, 12, 16, 3
 NAMES = models.names()
@@ -150,3 +150,68 @@ def test_unknown_model_is_an_error_naming_the_models():
         models.build("transformer", d_model=H, d_state=D_STATE, key=jr.PRNGKey(0))
     assert "'transformer'" in str(error.value)
     assert all(name in str(error.value) for name in NAMES)
+
+
+# --------------------------------------------------------------------------------------------
+# The registration: what the harness knows about a model comes from here
+
+
+def test_every_registration_is_a_complete_identity_card():
+    for info in models.infos():
+        assert info is models.info(info.name) and info.origin == models.BUILTIN
+        assert info.label and info.paper_size is not None and info.benchmark is not None
+        assert info.capabilities >= models.ENGINE_CAPABILITIES
+        assert info.option_names()[:2] == ("d_model", "d_state")
+        if info.has(models.EQUIVALENCE):
+            assert info.equivalence.target in NAMES and callable(info.equivalence.function())
+    # Labels as the papers write them, in the order of every table.
+    assert [(m.name, m.label) for m in models.infos()] == [
+        ("rotrnn", "RotRNN"), ("lru", "LRU"), ("s4d", "S4D"), ("s5", "S5")]
+    with pytest.raises(ValueError, match="Unknown capability 'telepathy'; accepted"):
+        models.info("lru").has("telepathy")
+
+
+def test_task_options_merge_the_entries_that_apply_in_order():
+    # LRU Table 9: N = 256 at gpu scale, and the ring of each task at any scale.
+    assert models.task_options("lru", "listops", "gpu") == {"d_state": 256, "r_min": 0.0,
+                                                            "r_max": 0.99}
+    assert models.task_options("lru", "listops", "cpu") == {"r_min": 0.0, "r_max": 0.99}
+    assert models.task_options("lru", "digits", "cpu") == {}
+    # S5: bidirectional everywhere at gpu scale, then the task's P and J.
+    assert models.task_options("s5", "pathx", "gpu") == {"bidirectional": True, "d_state": 256,
+                                                         "blocks": 16}
+    assert models.task_options("rotrnn", "listops", "gpu") == {"d_state": 128, "heads": 32}
+
+
+def test_width_options_keep_the_authors_head_size():
+    width = models.info("rotrnn").width_options
+    assert width(32, 32) == {"heads": 4} and width(128, 128) == {"heads": 16}
+    # Every derived head count is valid for its state size.
+    for d_state in range(2, 130, 2):
+        models.make_config("rotrnn", d_model=4, d_state=d_state, **width(4, d_state))
+    assert all(models.info(n).width_options is None for n in ("lru", "s4d", "s5"))
+
+
+def test_ablations_become_variants_built_with_width_options():
+    from harness.variants import build_options, check_variants, variant, variants
+
+    assert list(variants()) == ["rotrnn", "rotrnn-no-xi", "rotrnn-ring", "lru", "lru-no-gamma",
+                                "s4d", "s5"]
+    no_xi = variant("rotrnn-no-xi")
+    assert (no_xi.model, no_xi.options, no_xi.label) == ("rotrnn", (("normalise", False),),
+                                                         "RotRNN, xi off")
+    assert build_options(no_xi, 8, 32) == {"heads": 4, "normalise": False}
+    # A study's explicit option reaches the models that take it, and only those.
+    assert build_options(no_xi, 8, 32, {"heads": 2}) == {"heads": 2, "normalise": False}
+    assert build_options(variant("lru-no-gamma"), 8, 32, {"heads": 2}) == {"normaliser": "none"}
+    with pytest.raises(ValueError, match=r"unknown variant\(s\) \['gru'\]; accepted"):
+        check_variants("where", ("lru", "gru"))
+    with pytest.raises(ValueError, match="repeats"):
+        check_variants("where", ("lru", "lru"))
+
+
+def test_benchmark_shapes_keep_the_published_times():
+    lru = models.info("lru").benchmark
+    assert (lru.d_state, lru.structure) == (128, "scan")
+    assert lru.published_ms(1024) == (67.0, 217.0) and lru.published_ms(2048) is None
+    assert models.info("s4d").benchmark.structure == "convolution"

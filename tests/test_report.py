@@ -273,8 +273,14 @@ def test_readme_note_matches_and_published_numbers_are_kept_apart():
 
 
 def test_style_one_colour_per_model():
-    colours = [style.model_colour(m) for m in style.MODEL_ORDER]
+    colours = [style.model_colour(m) for m in style.model_order()]
     assert len(set(colours)) == len(colours)
+    # Our four keep the colours and markers they had before the registry assigned them.
+    assert [style.model_colour(m) for m in ("rotrnn", "lru", "s4d", "s5")] == [
+        "#0072B2", "#D55E00", "#009E73", "#CC79A7"
+    ]
+    assert [style.model_marker(m) for m in ("rotrnn", "lru", "s4d", "s5")] == ["o", "s", "^", "D"]
+    assert style.model_label("rotrnn") == "RotRNN" and style.model_label("zeta") == "zeta"
     ordered = style.order_models(["s5", "lru", "s5", "zeta", "rotrnn"])
     assert ordered == ["rotrnn", "lru", "s5", "zeta"]
     assert style.model_palette(["s4d"]) == {"s4d": style.model_colour("s4d")}

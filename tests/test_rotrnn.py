@@ -9,114 +9,25 @@ second), so layers are initialised in float32 at one set of shapes and cast for 
 
 from __future__ import annotations
 
-import contextlib
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.linalg
 
 from conftest import tol
+from helpers import (
+    cast,
+    dense_parameters,
+    dense_reference,
+    inputs,
+    precision,
+    rotation_blocks,
+)
 from models.rotrnn import RotRNN, RotRNNConfig
 
 # H channels, N real states in HEADS heads of N / HEADS = 4, L steps.
 H, N, HEADS, L = 3, 12, 3, 16
-
-
-@contextlib.contextmanager
-def precision(dtype: str):
-    """float64 runs inside ``jax.enable_x64``, so that the engine computes in float64 too."""
-    with jax.enable_x64(True) if dtype == "float64" else contextlib.nullcontext():
-        yield
-
-
-def cast(tree, dtype: str):
-    """``tree`` with every floating array in ``dtype`` (call inside ``precision(dtype)``)."""
-    return jax.tree.map(lambda a: jnp.asarray(a, dtype), tree)
-
-
-def inputs(seed: int, shape: tuple[int, ...], dtype: str = "float32"):
-    """White unit-variance inputs from a local numpy generator."""
-    return jnp.asarray(np.random.default_rng(seed).standard_normal(shape), dtype)
-
-
-def rotation_blocks(angles: np.ndarray) -> np.ndarray:
-    """Theta = blockdiag(R(theta_1), ...), R(t) = [[cos t, -sin t], [sin t, cos t]]."""
-    n = 2 * len(angles)
-    theta = np.zeros((n, n))
-    for k, a in enumerate(angles):
-        c, s = np.cos(a), np.sin(a)
-        theta[2 * k : 2 * k + 2, 2 * k : 2 * k + 2] = [[c, -s], [s, c]]
-    return theta
-
-
-def dense_parameters(layer: RotRNN) -> dict:
-    """The paper's matrices in float64 numpy, straight from the layer's fields."""
-    M, angles, B = (np.asarray(a, np.float64) for a in (layer.M, layer.angles, layer.B))
-    P = np.stack([scipy.linalg.expm(m - m.T) for m in M])
-    A = np.stack([p @ rotation_blocks(a) @ p.T for p, a in zip(P, angles)])
-    gamma = np.exp(-np.exp(np.asarray(layer.gamma_log, np.float64)))
-    if layer.normalise:
-        xi = np.sqrt((1 - gamma**2) / np.einsum("hij,hij->h", B, B))
-    else:
-        xi = np.ones_like(gamma)
-    return dict(P=P, A=A, gamma=gamma, xi=xi, B=B)
-
-
-def dense_reference(layer: RotRNN, u) -> tuple[np.ndarray, np.ndarray]:
-    """y (L, H) and the forward states x^h_t (L, heads, N_h), by a float64 loop."""
-    p = dense_parameters(layer)
-    u = np.asarray(u, np.float64)
-    steps = u.shape[0]
-
-    def run(times):
-        x = np.zeros(p["B"].shape[:2])
-        states = np.zeros((steps, *x.shape))
-        for t in times:
-            x = p["gamma"][:, None] * np.einsum("hij,hj->hi", p["A"], x)
-            x = x + p["xi"][:, None] * (p["B"] @ u[t])
-            states[t] = x
-        return states
-
-    forward = run(range(steps))
-    y = forward.reshape(steps, -1) @ np.asarray(layer.C, np.float64).T
-    y = y + np.asarray(layer.D, np.float64) * u
-    if layer.C_reverse is not None:
-        backward = run(reversed(range(steps)))
-        y = y + backward.reshape(steps, -1) @ np.asarray(layer.C_reverse, np.float64).T
-    return y, forward
-
-
-def dense_jnp(layer: RotRNN, u):
-    """The same dense recurrence as a slow jnp scan with A formed explicitly; differentiable."""
-    P = jax.scipy.linalg.expm(layer.M - jnp.swapaxes(layer.M, -1, -2))
-    c, s = jnp.cos(layer.angles), jnp.sin(layer.angles)
-    heads, pairs = c.shape
-    # Theta = blockdiag(R(theta_k)): blocks (heads, pairs, 2, 2) placed on the diagonal.
-    blocks = jnp.stack([jnp.stack([c, -s], -1), jnp.stack([s, c], -1)], -2)
-    eye = jnp.eye(pairs, dtype=c.dtype)[None, :, None, :, None]
-    theta = (eye * blocks[:, :, :, None, :]).reshape(heads, 2 * pairs, 2 * pairs)
-    A = P @ theta @ jnp.swapaxes(P, -1, -2)
-    gamma = jnp.exp(-jnp.exp(layer.gamma_log))
-    if layer.normalise:
-        xi = jnp.sqrt((1 - gamma**2) / jnp.sum(layer.B**2, axis=(1, 2)))
-    else:
-        xi = jnp.ones_like(gamma)
-
-    def step(x, u_t):
-        x = gamma[:, None] * jnp.einsum("hij,hj->hi", A, x) + xi[:, None] * (layer.B @ u_t)
-        return x, x.reshape(-1)
-
-    def run(reverse):
-        x0 = jnp.zeros(layer.B.shape[:2], layer.B.dtype)
-        return jax.lax.scan(step, x0, u, reverse=reverse)[1]
-
-    y = run(False) @ layer.C.T + layer.D[None] * u
-    if layer.C_reverse is not None:
-        y = y + run(True) @ layer.C_reverse.T
-    return y
 
 
 CASES = [
@@ -152,30 +63,6 @@ def test_outputs_and_state_norms_match_dense_reference(
         np.testing.assert_allclose(
             np.linalg.norm(h, axis=-1), np.linalg.norm(x_ref, axis=-1), **tol(dtype)
         )
-
-
-def test_vjp_matches_dense_jnp_loop(getkey):
-    """Gradients of both directions, every parameter and the input, against the dense loop."""
-    config = RotRNNConfig(d_model=H, d_state=N, heads=HEADS, bidirectional=True)
-    layer = RotRNN(config, key=getkey())
-    with precision("float64"):
-        layer, u = cast(layer, "float64"), inputs(2, (L, H), "float64")
-        cotangent = inputs(3, (L, H), "float64")
-
-        @eqx.filter_jit
-        def pullbacks(m, x):
-            # One compiled program for both pullbacks: compilation is most of this test's time.
-            y_fast, vjp_fast = eqx.filter_vjp(lambda m, x: m(x), m, x)
-            y_slow, vjp_slow = eqx.filter_vjp(dense_jnp, m, x)
-            return y_fast, vjp_fast(cotangent), y_slow, vjp_slow(cotangent)
-
-        y_fast, grads_fast, y_slow, grads_slow = pullbacks(layer, u)
-        np.testing.assert_allclose(y_fast, y_slow, **tol("float64"))
-        leaves_fast, leaves_slow = jax.tree.leaves(grads_fast), jax.tree.leaves(grads_slow)
-        assert len(leaves_fast) == len(leaves_slow) == 8  # 7 parameter arrays and the input
-        for g_fast, g_slow in zip(leaves_fast, leaves_slow):
-            assert np.abs(np.asarray(g_slow)).max() > 0  # every parameter matters
-            np.testing.assert_allclose(g_fast, g_slow, **tol("float64"))
 
 
 def _check_special_orthogonal(Q: np.ndarray, atol: float):

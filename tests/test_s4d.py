@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 from conftest import tol
+from helpers import perturbed_s4d as perturbed
 
 import models
 from models import _native
@@ -40,12 +41,6 @@ def forward(layer, u):
     return layer(u)
 
 
-@eqx.filter_jit
-def value_and_pullback(f, layer, u, cotangent):
-    y, pullback = jax.vjp(f, layer, u)
-    return y, pullback(cotangent)
-
-
 def as64(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
@@ -55,21 +50,6 @@ def with_algorithm(layer, template):
     return jax.tree_util.tree_unflatten(
         jax.tree_util.tree_structure(template), jax.tree_util.tree_leaves(layer)
     )
-
-
-def perturbed(layer: S4D, key) -> S4D:
-    """Random parameters (Re(a) < 0), so that nothing rests on the initial values."""
-    k = jr.split(key, 5)
-    shape = layer.A_imag.shape
-    A_real_log = jr.uniform(k[0], shape, minval=-3.0, maxval=0.5)
-    layer = eqx.tree_at(lambda m: m.A_real_log, layer, A_real_log)
-    layer = eqx.tree_at(lambda m: m.A_imag, layer, layer.A_imag + jr.normal(k[1], shape))
-    Delta_log = jr.uniform(k[2], (shape[0],), minval=-4.0, maxval=-1.0)
-    layer = eqx.tree_at(lambda m: m.Delta_log, layer, Delta_log)
-    if layer.B_re is not None:
-        layer = eqx.tree_at(lambda m: m.B_re, layer, jr.normal(k[3], shape))
-        layer = eqx.tree_at(lambda m: m.B_im, layer, jr.normal(k[4], shape))
-    return layer
 
 
 def reference(layer: S4D, u: np.ndarray, discretisation: str) -> np.ndarray:
@@ -147,51 +127,6 @@ def test_convolution_equals_recurrence(getkey, init, discretisation, bidirection
     response = models.apply(forward_only, impulse, algorithm="sequential")
     response = response - impulse * layer.D[None, :]
     np.testing.assert_allclose(layer.kernel(L), response, **F32)
-
-
-def slow_s4d(layer: S4D, u):
-    """The same layer without the engine: K_hl = 2 Re sum_n C B_bar lambda^l, y = K * u + D u."""
-    a = -jnp.exp(layer.A_real_log) + 1j * layer.A_imag
-    Delta = jnp.exp(layer.Delta_log)[:, None]
-    if layer.discretisation == "zoh":
-        lam = jnp.exp(a * Delta)
-        gain = (lam - 1) / a
-    else:
-        lam = (1 + a * Delta / 2) / (1 - a * Delta / 2)
-        gain = Delta / (1 - a * Delta / 2)
-    B_bar = gain if layer.B_re is None else gain * (layer.B_re + 1j * layer.B_im)
-    lag = jnp.arange(u.shape[0])[:, None] - jnp.arange(u.shape[0])[None, :]  # t - s
-    powers = lam[None, None] ** jnp.abs(lag)[:, :, None, None]  # (t, s, H, N)
-
-    def mix(C, mask):
-        masked = jnp.where(mask[:, :, None, None], powers, 0)
-        weights = 2 * jnp.sum(masked * (C * B_bar)[None, None], axis=-1).real  # (t, s, H)
-        return jnp.einsum("tsh,sh->th", weights, u)
-
-    y = layer.D[None, :] * u + mix(layer.C_re + 1j * layer.C_im, lag >= 0)
-    if layer.C_reverse_re is not None:
-        y = y + mix(layer.C_reverse_re + 1j * layer.C_reverse_im, lag <= 0)
-    return y
-
-
-@pytest.mark.parametrize("init,discretisation,bidirectional,train_B", [CASES[1], CASES[2]])
-def test_gradients_match_slow_version(getkey, init, discretisation, bidirectional, train_B):
-    config = S4DConfig(
-        H, N, init=init, discretisation=discretisation, bidirectional=bidirectional,
-        train_B=train_B,
-    )
-    layer = perturbed(S4D(config, key=getkey()), getkey())
-    u = jr.normal(getkey(), (L, H))
-    cotangent = jr.normal(getkey(), u.shape)
-    y, grads = value_and_pullback(S4D.__call__, layer, u, cotangent)
-    y_slow, grads_slow = value_and_pullback(slow_s4d, layer, u, cotangent)
-    np.testing.assert_allclose(y, y_slow, **F32)
-    leaves, leaves_slow = jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(grads_slow)
-    assert len(leaves) == len(leaves_slow) == len(jax.tree_util.tree_leaves((layer, u)))
-    for g, g_slow in zip(leaves, leaves_slow):
-        scale = float(jnp.max(jnp.abs(g_slow)))
-        assert scale > 0  # every parameter reaches the output
-        np.testing.assert_allclose(g, g_slow, rtol=F32["rtol"], atol=F32["atol"] * max(1.0, scale))
 
 
 def test_initialisation_lin_and_inv(getkey):

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 from conftest import tol
+from helpers import perturbed_s5 as perturbed
 
 import models
 from models import _native
@@ -46,12 +47,6 @@ def forward(layer, u):
 @eqx.filter_jit
 def forward_states(layer, u):
     return layer.hidden_states(u)
-
-
-@eqx.filter_jit
-def value_and_pullback(f, layer, u, cotangent):
-    y, pullback = jax.vjp(f, layer, u)
-    return y, pullback(cotangent)
 
 
 def hippo_n(N: int) -> np.ndarray:
@@ -190,18 +185,6 @@ def with_algorithm(layer, template):
     )
 
 
-def perturbed(layer: S5, key) -> S5:
-    """Random parameters (stable: Re(Lambda) < 0), so that nothing rests on the initial values."""
-    k = jr.split(key, 4)
-    stored = layer.Lambda_re.shape
-    decay = jr.uniform(k[0], stored, minval=0.1, maxval=1.0)
-    layer = eqx.tree_at(lambda m: m.Lambda_re, layer, -decay)
-    layer = eqx.tree_at(lambda m: m.Lambda_im, layer, 3.0 * jr.normal(k[1], stored))
-    layer = eqx.tree_at(lambda m: m.B_im, layer, jr.normal(k[2], layer.B_im.shape))
-    Delta_log = jr.uniform(k[3], stored, minval=-4.0, maxval=-1.0)
-    return eqx.tree_at(lambda m: m.Delta_log, layer, Delta_log)
-
-
 @pytest.mark.parametrize(
     "conj_sym,discretisation,bidirectional,C_init",
     [(*structure, C_init) for structure, C_init in zip(STRUCTURES, C_INITS + ("lecun_normal",))],
@@ -244,50 +227,6 @@ def test_matches_diagonal_loop_with_per_state_timescales(
     h = forward_states(layer, jnp.asarray(u, jnp.float32))
     assert h.shape == (L, layer.state_size) == (L, P // 2 if conj_sym else P)
     np.testing.assert_allclose(h[-1], x[: layer.state_size], **F32)
-
-
-def slow_s5(layer: S5, u):
-    """The same layer without a scan: x_t = sum_{s <= t} lambda^(t-s) B_bar u_s, in jnp."""
-    Lambda = layer.Lambda_re + 1j * layer.Lambda_im
-    Delta = jnp.exp(layer.Delta_log)
-    if layer.discretisation == "zoh":
-        lam = jnp.exp(Lambda * Delta)
-        gain = (lam - 1) / Lambda
-    else:
-        lam = (1 + Lambda * Delta / 2) / (1 - Lambda * Delta / 2)
-        gain = Delta / (1 - Lambda * Delta / 2)
-    b = u @ (gain[:, None] * (layer.B_re + 1j * layer.B_im)).T  # (L, P)
-    lag = jnp.arange(u.shape[0])[:, None] - jnp.arange(u.shape[0])[None, :]  # t - s
-    causal = (lag >= 0)[:, :, None]
-    powers = jnp.where(causal, lam[None, None, :] ** jnp.abs(lag)[:, :, None], 0)
-    scale = 2.0 if layer.conj_sym else 1.0
-    C = layer.C_re + 1j * layer.C_im
-    y = layer.D[None, :] * u + scale * (jnp.einsum("tsp,sp->tp", powers, b) @ C.T).real
-    if layer.C_reverse_re is not None:
-        C_reverse = layer.C_reverse_re + 1j * layer.C_reverse_im
-        anticausal = jnp.transpose(powers, (1, 0, 2))  # lambda^(s-t) for s >= t
-        y = y + scale * (jnp.einsum("tsp,sp->tp", anticausal, b) @ C_reverse.T).real
-    return y
-
-
-@pytest.mark.parametrize("conj_sym,discretisation,bidirectional", [STRUCTURES[0], STRUCTURES[3]])
-def test_gradients_match_slow_loop(getkey, conj_sym, discretisation, bidirectional):
-    config = S5Config(
-        H, P, blocks=J, conj_sym=conj_sym, discretisation=discretisation,
-        bidirectional=bidirectional,
-    )
-    layer = perturbed(S5(config, key=getkey()), getkey())
-    u = jr.normal(getkey(), (L, H))
-    cotangent = jr.normal(getkey(), u.shape)
-    y, grads = value_and_pullback(S5.__call__, layer, u, cotangent)
-    y_slow, grads_slow = value_and_pullback(slow_s5, layer, u, cotangent)
-    np.testing.assert_allclose(y, y_slow, **F32)
-    leaves, leaves_slow = jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(grads_slow)
-    assert len(leaves) == len(leaves_slow) == len(jax.tree_util.tree_leaves((layer, u)))
-    for g, g_slow in zip(leaves, leaves_slow):
-        scale = float(jnp.max(jnp.abs(g_slow)))
-        assert scale > 0  # every parameter reaches the output
-        np.testing.assert_allclose(g, g_slow, rtol=F32["rtol"], atol=F32["atol"] * max(1.0, scale))
 
 
 def test_rescaled_multiplies_every_timescale(getkey):

@@ -87,7 +87,7 @@ def test_modulus_groups():
 def test_config_errors_name_the_accepted_values():
     with pytest.raises(ValueError, match="unknown variant.*accepted"):
         theory.TheoryConfig(variants=("rotrnn", "gru"))
-    with pytest.raises(ValueError, match="not RotRNN variants"):
+    with pytest.raises(ValueError, match="lack a capability.*equivalence.*accepted"):
         theory.TheoryConfig(equivalence_variants=("lru",))
     with pytest.raises(ValueError, match="time_points"):
         theory.TheoryConfig(time_points=1)
@@ -98,7 +98,11 @@ def test_config_errors_name_the_accepted_values():
 def test_grid_is_one_run_per_check_variant_and_seed():
     config = dataclasses.replace(SMOKE, seeds=(0, 1))
     specs = theory.grid(config)
-    assert len(specs) == 2 * (len(config.variants) + len(config.equivalence_variants))
+    white, equivalence = theory.chosen_variants(config)
+    # The defaults: every registered model's base variant, and those with an equivalence.
+    assert white == tuple(m.name for m in models.infos())
+    assert equivalence == tuple(m.name for m in models.infos() if m.equivalence is not None)
+    assert len(specs) == 2 * (len(white) + len(equivalence))
     assert len({theory.STUDY.run_id(s) for s in specs}) == len(specs)
     rotrnn = next(s for s in specs if s.variant == "rotrnn")
     assert dict(rotrnn.options) == {"heads": config.heads}
@@ -116,7 +120,7 @@ def test_smoke_study_matches_the_closed_forms(smoke_store):
     assert summary.counts == {"done": summary.total}, store.runs("theory")["error"].tolist()
     rows = store.read("theory")
     profile = rows[rows["kind"] == "profile"]
-    assert set(profile["variant"]) == set(SMOKE.variants)
+    assert set(profile["variant"]) == set(theory.chosen_variants(SMOKE)[0])
     # Stored exact expectations equal the stored closed forms (float32 round-off).
     np.testing.assert_allclose(profile["exact"], profile["predicted"], rtol=5e-5)
     summaries = rows[rows["kind"] == "summary"].set_index("variant")

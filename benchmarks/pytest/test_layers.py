@@ -69,7 +69,7 @@ def test_reference(benchmark, case):
     program = common.reference_program(model, length, mode)
     program.run()
     benchmark.extra_info.update(common.environment())
-    benchmark.extra_info["reference_style"] = common.BENCHMARKS[model].reference
+    benchmark.extra_info["reference_style"] = common.BENCHMARKS[model].structure
     benchmark.pedantic(program.run, rounds=ROUNDS, iterations=1, warmup_rounds=1)
 
 

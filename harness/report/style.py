@@ -4,7 +4,9 @@ Every figure calls `apply_style()` before drawing and colours a model with `mode
 (or a whole seaborn ``palette=model_palette(names)``), so a model has one colour throughout the
 report. The colours are the Okabe–Ito palette (Okabe & Ito, 2008, "Color Universal Design"),
 chosen to stay distinguishable under the common forms of colour blindness; each model also has
-its own marker so that a grey-scale print still tells them apart.
+its own marker so that a grey-scale print still tells them apart. Colours, markers, labels and
+the order of models all come from the model registry (`models.infos()`): the n-th registered
+model gets the n-th colour and marker, so a model registered from outside gets the next ones.
 
 Typical use in a section module::
 
@@ -23,28 +25,26 @@ from collections.abc import Iterable
 
 import matplotlib as mpl
 
-# The four layers in the order every table and legend lists them.
 # How a measured program is named in titles and tables (throughput and memory studies).
 MODE_LABELS: dict[str, str] = {
     "forward": "forward", "forward_backward": "fwd+bwd", "train": "train step"
 }
-MODEL_ORDER: tuple[str, ...] = ("rotrnn", "lru", "s4d", "s5")
 
-MODEL_LABELS: dict[str, str] = {"rotrnn": "RotRNN", "lru": "LRU", "s4d": "S4D", "s5": "S5"}
-
-# Okabe–Ito colours. Blue, vermillion, bluish green and reddish purple are the four most
-# distinct from each other for deuteranopes, protanopes and tritanopes alike, so the four
-# layers get them; the rest go, in this order, to models registered later (yellow last: it is
-# faint on white).
-_KNOWN_COLOURS: dict[str, str] = {
-    "rotrnn": "#0072B2",  # blue
-    "lru": "#D55E00",  # vermillion
-    "s4d": "#009E73",  # bluish green
-    "s5": "#CC79A7",  # reddish purple
-}
-_EXTRA_COLOURS: tuple[str, ...] = ("#E69F00", "#56B4E9", "#000000", "#F0E442")
-_KNOWN_MARKERS: dict[str, str] = {"rotrnn": "o", "lru": "s", "s4d": "^", "s5": "D"}
-_EXTRA_MARKERS: tuple[str, ...] = ("v", "P", "X", "*")
+# Okabe–Ito colours, given to models in registration order. Blue, vermillion, bluish green and
+# reddish purple are the four most distinct from each other for deuteranopes, protanopes and
+# tritanopes alike, so the first four models get them; the rest go, in this order, to models
+# registered later (yellow last: it is faint on white).
+PALETTE: tuple[str, ...] = (
+    "#0072B2",  # blue
+    "#D55E00",  # vermillion
+    "#009E73",  # bluish green
+    "#CC79A7",  # reddish purple
+    "#E69F00",  # orange
+    "#56B4E9",  # sky blue
+    "#000000",  # black
+    "#F0E442",  # yellow
+)
+MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 # Neutral colour for things that are not a model (published values, reference lines).
 REFERENCE_COLOUR = "#555555"
@@ -82,7 +82,7 @@ _RC: dict[str, object] = {
     # Fixed salt: SVG ids (and anything else matplotlib hashes) do not change between runs.
     "svg.hashsalt": "linrnn-bench",
     "path.simplify": True,
-    "axes.prop_cycle": mpl.cycler(color=[*_KNOWN_COLOURS.values(), *_EXTRA_COLOURS]),
+    "axes.prop_cycle": mpl.cycler(color=list(PALETTE)),
 }
 
 
@@ -98,40 +98,60 @@ def apply_style() -> None:
     mpl.rcParams.update(_RC)
 
 
-def _extra_names(name: str) -> list[str]:
-    # Models registered beyond the four get colours by their place in the sorted registry, so
-    # the assignment is the same in every figure whichever models a figure happens to show.
-    from models import names as registered
+def model_order() -> tuple[str, ...]:
+    """Registered model names in the order every table and legend lists them."""
+    import models
 
-    return sorted({*registered(), name} - set(MODEL_ORDER))
+    return tuple(m.name for m in models.infos())
+
+
+def _place(name: str) -> int:
+    # A model's place in the registry (a model registered from outside comes after ours). A
+    # name the registry does not know (rows of a model not registered in this process) takes
+    # the place after every registered one: such names share a colour, and a report that shows
+    # several should register them (their import paths resolve).
+    order = model_order()
+    if name in order:
+        return order.index(name)
+    resolved = _resolved(name)
+    if resolved is not None:
+        return order.index(resolved)
+    return len(order)
+
+
+def _resolved(name: str) -> str | None:
+    import models
+
+    try:
+        return models.resolve(name)
+    except ValueError:
+        return None
 
 
 def model_colour(name: str) -> str:
     """The model's colour as a hex string, the same in every figure of the report."""
-    if name in _KNOWN_COLOURS:
-        return _KNOWN_COLOURS[name]
-    extras = _extra_names(name)
-    return _EXTRA_COLOURS[extras.index(name) % len(_EXTRA_COLOURS)]
+    return PALETTE[_place(name) % len(PALETTE)]
 
 
 def model_marker(name: str) -> str:
     """The model's matplotlib marker, the same in every figure of the report."""
-    if name in _KNOWN_MARKERS:
-        return _KNOWN_MARKERS[name]
-    extras = _extra_names(name)
-    return _EXTRA_MARKERS[extras.index(name) % len(_EXTRA_MARKERS)]
+    return MARKERS[_place(name) % len(MARKERS)]
 
 
 def model_label(name: str) -> str:
-    """The model's name as the papers write it (``rotrnn`` -> ``RotRNN``)."""
-    return MODEL_LABELS.get(name, name)
+    """The model's name as the papers write it (its registration's label, e.g. ``RotRNN``)."""
+    resolved = _resolved(name)
+    if resolved is None:
+        return name
+    import models
+
+    return models.info(resolved).label
 
 
 def order_models(names: Iterable[str]) -> list[str]:
-    """``names`` without repeats, the four layers first in `MODEL_ORDER`, others sorted after."""
+    """``names`` without repeats, registered models first in registry order, others sorted."""
     unique = set(names)
-    known = [n for n in MODEL_ORDER if n in unique]
-    return known + sorted(unique - set(MODEL_ORDER))
+    return sorted(unique, key=lambda n: (_place(n), n))
 
 
 def model_palette(names: Iterable[str]) -> dict[str, str]:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..store import Store
-from ..studies.stability import VARIANTS
+from ..variants import variants
 from . import style
 from ._artifacts import Artifact, Figure, Missing, Table
 from ._provenance import largest_preset
@@ -41,11 +41,15 @@ _FLOAT32_EPS = float(np.finfo(np.float32).eps)
 
 
 def _variant_order(names) -> list[str]:
-    return [v for v in VARIANTS if v in set(names)]
+    # Registered variants in the registry's order, then any the registry does not know.
+    known = list(variants())
+    present = set(names)
+    return [v for v in known if v in present] + sorted(present - set(known))
 
 
 def _label(variant: str) -> str:
-    return VARIANTS[variant].label if variant in VARIANTS else variant
+    known = variants()
+    return known[variant].label if variant in known else variant
 
 
 def _selected(store: Store) -> tuple[pd.DataFrame, str | None]:

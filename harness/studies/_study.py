@@ -30,6 +30,24 @@ class Diverged(Exception):
         self.rows = list(rows)
 
 
+def enters_all(model: Any) -> str | None:
+    """The default `Study.skip_reason`: every model can enter."""
+    return None
+
+
+def requires(*capabilities: str) -> Callable[[Any], str | None]:
+    """A `Study.skip_reason` for a study that reads these capabilities of a layer
+    (`models.CAPABILITIES`): the reason names the ones a model's registration lacks."""
+
+    def skip_reason(model: Any) -> str | None:
+        lacking = [c for c in capabilities if not model.has(c)]
+        if not lacking:
+            return None
+        return f"{model.label} declares no {', '.join(lacking)}, which this study reads"
+
+    return skip_reason
+
+
 @dataclasses.dataclass(frozen=True)
 class Study(Generic[C, S]):
     """One study.
@@ -45,6 +63,9 @@ class Study(Generic[C, S]):
         version: bump when what a run measures changes, so old rows are not reused.
         exclusive: its runs time the machine: they run one at a time, never
             beside another run, whatever the executor offers (`harness.executors`).
+        skip_reason: `models.ModelInfo` -> why the model cannot enter this study (a capability
+            its registration lacks), or ``None``; `requires` builds one. ``check-layer`` and
+            the study's default model selection read it.
     """
 
     name: str
@@ -54,6 +75,7 @@ class Study(Generic[C, S]):
     run: Callable[[S], list[dict[str, Any]]]
     version: int = 1
     exclusive: bool = False
+    skip_reason: Callable[[Any], str | None] = enters_all
 
     def __post_init__(self):
         missing = [p for p in PRESET_NAMES if p not in self.presets and p not in PRESET_FALLBACK]

@@ -2,7 +2,8 @@
 
 For one (model, size, batch, mode) a run compiles the layer's computation (the same programs as
 the throughput study: ``"forward"``, ``"forward_backward"``, ``"train"``) at every sequence
-length L of the config and records XLA's compiled memory analysis (`compiled_memory`):
+length L of the config and records XLA's compiled memory analysis
+(`harness.programs.compiled_memory`):
 
     argument_bytes   the inputs (parameters, optimiser state, u, target)
     output_bytes     the outputs
@@ -45,46 +46,26 @@ import sys
 from typing import Any, Literal
 
 from .. import roofline
-from ._study import Study
-from .throughput import (
+from ..programs import (
+    COMPLEX_BYTES,
     DEFAULT_MATCHED_PARAMS,
     SIZES,
     Size,
-    _choices,
-    _models,
-    _positive,
-    matched_d_state,
+    choices,
+    compiled_memory,
+    layer_program,
+    measured_models,
     paper_size,
+    positive,
+    resolved_algorithm,
+    resolved_d_state,
+    state_count,
+    without_paper_size,
 )
+from ._study import Study
 
 Isolate = Literal["auto", "process", "none"]
 ISOLATES: tuple[str, ...] = ("auto", "process", "none")
-
-# Bytes of one complex64 state.
-COMPLEX_BYTES = 8
-
-
-def compiled_memory(compiled: Any) -> dict[str, int]:
-    """XLA's memory analysis of a compiled executable as flat integer columns (module docstring)."""
-    stats = compiled.memory_analysis()
-    if stats is None:
-        raise RuntimeError(
-            "This backend's compiled executables give no memory analysis; the memory study "
-            "needs XLA's buffer assignment (CPU and GPU provide it)."
-        )
-    argument = int(stats.argument_size_in_bytes)
-    output = int(stats.output_size_in_bytes)
-    temp = int(stats.temp_size_in_bytes)
-    alias = int(stats.alias_size_in_bytes)
-    return {
-        "argument_bytes": argument,
-        "output_bytes": output,
-        "temp_bytes": temp,
-        "alias_bytes": alias,
-        "generated_code_bytes": int(stats.generated_code_size_in_bytes),
-        "total_bytes": argument + output + temp - alias,
-    }
-
 
 @dataclasses.dataclass(frozen=True)
 class LinearFit:
@@ -153,7 +134,8 @@ class MemoryConfig:
     """The memory study's configuration.
 
     Attributes:
-        models: registry names; ``()`` means every registered model.
+        models: registry names or import paths; ``()``: every registered model with a paper
+            size.
         sizes: ``"paper"`` and/or ``"matched"`` (as the throughput study).
         modes: ``"forward"``, ``"forward_backward"`` and/or ``"train"``.
         seq_lens: the lengths L measured and fitted (at least two).
@@ -181,25 +163,25 @@ class MemoryConfig:
     seed: int = 0
 
     def __post_init__(self):
-        _models(self.models)
-        _choices("memory.sizes", self.sizes, SIZES)
-        _choices("memory.modes", self.modes, roofline.MODES)
+        measured_models("memory.models", self.models)
+        choices("memory.sizes", self.sizes, SIZES)
+        choices("memory.modes", self.modes, roofline.MODES)
         if len(set(self.seq_lens)) < 2:
             raise ValueError(
                 "memory.seq_lens needs at least two distinct lengths to fit, got "
                 f"{self.seq_lens!r}."
             )
         for v in (*self.seq_lens, *self.batches):
-            _positive("memory.seq_lens/batches entry", v)
+            positive("memory.seq_lens/batches entry", v)
         if not self.batches:
             raise ValueError("memory.batches must not be empty.")
-        _positive("memory.matched_params", self.matched_params)
-        _positive("memory.budget_bytes", self.budget_bytes)
+        positive("memory.matched_params", self.matched_params)
+        positive("memory.budget_bytes", self.budget_bytes)
         if not (isinstance(self.linear_tolerance, (int, float)) and 0 < self.linear_tolerance < 1):
             raise ValueError(
                 f"memory.linear_tolerance must lie in (0, 1), got {self.linear_tolerance!r}."
             )
-        _choices("memory.isolate", (self.isolate,), ISOLATES)
+        choices("memory.isolate", (self.isolate,), ISOLATES)
         if self.xla_flags and self.isolate == "none":
             raise ValueError(
                 "memory.xla_flags needs isolate='process' (or 'auto' on an accelerator): XLA "
@@ -229,7 +211,7 @@ class MemoryRun:
 
 def grid(config: MemoryConfig) -> list[MemoryRun]:
     runs = []
-    for model in _models(config.models):
+    for model in measured_models("memory.models", config.models):
         paper = paper_size(model)
         for size in config.sizes:
             for mode in config.modes:
@@ -275,25 +257,23 @@ class Probe:
 def probe(p: Probe) -> dict[str, Any]:
     """Compile ``p``'s program and read its memory analysis; if ``p.execute``, run it once and
     read the device's peak bytes (accelerators) or the process's resident high-water mark."""
-    import equinox as eqx
     import jax
     import jax.random as jr
 
     import models
 
-    from .throughput import layer_program
-
     key = jr.PRNGKey(p.seed)
     layer = models.build(
         p.model, d_model=p.d_model, d_state=p.d_state, key=jr.fold_in(key, 0), **dict(p.options)
     )
-    shape = roofline.SystemShape.of(eqx.filter_eval_shape(layer.discrete_system))
-    spec = _ProgramSpec(p.mode, p.batch, p.seq_len, p.d_model)
-    function, args, donate, make_call = layer_program(spec, layer, jr.fold_in(key, 1))
+    function, args, donate, make_call = layer_program(
+        layer, mode=p.mode, batch=p.batch, seq_len=p.seq_len, d_model=p.d_model,
+        key=jr.fold_in(key, 1),
+    )
     compiled = jax.jit(function, donate_argnums=donate).lower(*args).compile()
     row: dict[str, Any] = {
-        "algorithm": layer.resolved_algorithm(),
-        "states": shape.states,
+        "algorithm": resolved_algorithm(layer),
+        "states": state_count(p.model, layer, p.d_model),
         **compiled_memory(compiled),
         "device_peak_bytes": None,
         "process_peak_bytes": None,
@@ -312,15 +292,6 @@ def probe(p: Probe) -> dict[str, Any]:
             if before is not None and peak is not None:
                 row["process_peak_bytes"] = peak - before
     return row
-
-
-@dataclasses.dataclass(frozen=True)
-class _ProgramSpec:
-    # The fields `throughput.layer_program` reads.
-    mode: roofline.Mode
-    batch: int
-    seq_len: int
-    d_model: int
 
 
 def _resident_bytes(*, reset_peak: bool) -> int | None:
@@ -384,9 +355,7 @@ def _isolated(isolate: str) -> bool:
 
 def run(spec: MemoryRun) -> list[dict[str, Any]]:
     """One row per length (``kind="point"``), then the linear fit (``kind="fit"``)."""
-    d_state = spec.d_state
-    if d_state is None:
-        d_state = matched_d_state(spec.model, spec.d_model, spec.options, spec.matched_params)
+    d_state = resolved_d_state(spec)
     isolated = _isolated(spec.isolate)
     base = {
         "model": spec.model, "size": spec.size, "mode": spec.mode, "batch": spec.batch,
@@ -401,13 +370,17 @@ def run(spec: MemoryRun) -> list[dict[str, Any]]:
         p = Probe(spec.model, spec.d_model, d_state, spec.options, spec.mode, L, spec.batch,
                   execute=isolated, seed=spec.seed)
         measured = probe_in_process(p, xla_flags=spec.xla_flags) if isolated else probe(p)
-        state_bytes = spec.batch * L * measured["states"] * COMPLEX_BYTES
+        # A layer registered with neither a discrete system nor hidden states has no state size.
+        states = measured["states"]
+        state_bytes = None if states is None else spec.batch * L * states * COMPLEX_BYTES
         rows.append({
             "kind": "point", **base, "seq_len": L, **measured,
             "tokens": spec.batch * L,
             "total_bytes_per_token": measured["total_bytes"] / (spec.batch * L),
             "state_activation_bytes": state_bytes,
-            "temp_over_state": measured["temp_bytes"] / state_bytes,
+            "temp_over_state": (
+                None if state_bytes is None else measured["temp_bytes"] / state_bytes
+            ),
             **environment,
         })
     rows.append(_fit_row(spec, base, rows, environment))
@@ -444,7 +417,10 @@ def _fit_row(spec: MemoryRun, base: dict, points: list[dict], environment: dict)
         # What the temporaries grow by per step over one step's (B, P) complex64 states: 1 for
         # a layer's forward+backward that saves its states and nothing else; a training step
         # adds its loss's (B, H) buffers per step (each H / (2P) in these units).
-        "temp_slope_over_state": temp.slope / (spec.batch * points[-1]["states"] * COMPLEX_BYTES),
+        "temp_slope_over_state": (
+            None if points[-1]["states"] is None
+            else temp.slope / (spec.batch * points[-1]["states"] * COMPLEX_BYTES)
+        ),
         "budget_bytes": spec.budget_bytes,
         "largest_seq_len_in_budget": largest,
         **environment,
@@ -495,6 +471,7 @@ STUDY = Study(
     presets=PRESETS,
     grid=grid,
     run=run,
+    skip_reason=without_paper_size,
 )
 
 

@@ -1,4 +1,4 @@
-"""The theory checks: the state energy of untrained layers under white noise, and LRU <=> RotRNN.
+"""The theory checks: the state energy of untrained layers under white noise, and equivalences.
 
 White noise (check ``"white_noise"``). Every layer is a diagonal system (`models.DiscreteSystem`)
 
@@ -29,11 +29,16 @@ Three numbers are compared per group and step, all through the layer contract:
   it must equal the closed form to round-off;
 - ``predicted``: the closed form above, from `discrete_system()` in float64.
 
-Equivalence (check ``"equivalence"``). The RotRNN paper states that an LRU whose eigenvalues come
-in conjugate pairs is a multi-head RotRNN. `models.equivalence.rotrnn_to_lru` maps a RotRNN to an
-LRU; over random parameters (a fresh initialisation plus Gaussian noise on every learned array)
-the study records the largest difference between their outputs, which must be round-off, and
-between their state norms.
+Equivalence (check ``"equivalence"``). A registration may declare an exact map onto another
+model (`models.Equivalence`): the RotRNN paper states that an LRU whose eigenvalues come in
+conjugate pairs is a multi-head RotRNN, and `models.equivalence.rotrnn_to_lru` maps a RotRNN to
+an LRU. Over random parameters (a fresh initialisation plus Gaussian noise on every learned
+array) the study records the largest difference between the outputs of a layer and of its
+image, which must be round-off, and between their state norms.
+
+Both checks read a layer's discrete system and hidden states: a model registered without those
+capabilities (a time-varying layer) is not a variant of this study, and naming it is an error
+that says so.
 """
 
 from __future__ import annotations
@@ -50,8 +55,9 @@ import numpy as np
 import models
 from models import DiscreteSystem
 
-from ._study import Study
-from .stability import VARIANTS, check_variants, time_grid
+from ..variants import build_options, check_variants, variant, variants
+from ._study import Study, requires
+from .stability import time_grid
 
 Check = Literal["white_noise", "equivalence"]
 
@@ -64,24 +70,29 @@ class TheoryConfig:
     """The theory checks' configuration.
 
     Attributes:
-        variants: layer variants (keys of `stability.VARIANTS`) checked under white noise.
-        equivalence_variants: RotRNN variants mapped to an LRU by the equivalence check
-            (empty: skip it).
+        variants: layer variants (keys of `harness.variants.variants()`) checked under white
+            noise; ``()``: the base variant of every registered model with a discrete system
+            (and its ablations, with ``ablations``).
+        ablations: with ``variants=()``, also every ablation of those models.
+        equivalence_variants: variants whose model declares an equivalence, each mapped onto
+            its equivalent model; ``None``: those among ``variants``; ``()``: skip the check.
         d_model: H, the layer width.
         d_state: the layer's ``d_state`` (its own convention, as `models.build` takes it).
-        heads: RotRNN's number of heads.
+        heads: the number of heads of every layer that has a ``heads`` option (0: the
+            registration's ``width_options``).
         seq_len: L, steps of each white-noise sequence.
         samples: white-noise sequences per Monte Carlo estimate.
         trials: random parameter draws of the equivalence check.
         perturb: standard deviation of the Gaussian noise added to every learned array of the
-            RotRNN before mapping it (0 keeps the initialisation).
+            layer before mapping it (0 keeps the initialisation).
         time_points: steps stored per profile (log-spaced in [1, L]; the worst deviations are
             computed over every step).
         seeds: one run per seed and variant (the seed draws the layer and the noise).
     """
 
-    variants: tuple[str, ...] = ("rotrnn", "lru", "s4d", "s5")
-    equivalence_variants: tuple[str, ...] = ("rotrnn",)
+    variants: tuple[str, ...] = ()
+    ablations: bool = False
+    equivalence_variants: tuple[str, ...] | None = None
     d_model: int = 8
     d_state: int = 16
     heads: int = 4
@@ -93,18 +104,21 @@ class TheoryConfig:
     seeds: tuple[int, ...] = (0,)
 
     def __post_init__(self):
-        check_variants("theory.variants", self.variants)
+        if not isinstance(self.ablations, bool):
+            raise ValueError(f"theory.ablations must be true or false, got {self.ablations!r}.")
+        if self.variants:
+            check_variants("theory.variants", self.variants)
+            _check_capable("theory.variants", self.variants, _NEEDED)
         if self.equivalence_variants:
             check_variants("theory.equivalence_variants", self.equivalence_variants)
-        not_rotrnn = [v for v in self.equivalence_variants if VARIANTS[v].model != "rotrnn"]
-        if not_rotrnn:
-            raise ValueError(
-                f"theory.equivalence_variants={not_rotrnn} are not RotRNN variants; the "
-                f"equivalence maps a RotRNN to an LRU. Accepted: "
-                f"{[k for k, v in VARIANTS.items() if v.model == 'rotrnn']}."
+            _check_capable(
+                "theory.equivalence_variants", self.equivalence_variants,
+                (*_NEEDED, models.EQUIVALENCE),
             )
-        for name in ("d_model", "d_state", "heads", "seq_len", "samples", "trials"):
+        for name in ("d_model", "d_state", "seq_len", "samples", "trials"):
             _positive_int(f"theory.{name}", getattr(self, name))
+        if isinstance(self.heads, bool) or not isinstance(self.heads, int) or self.heads < 0:
+            raise ValueError(f"theory.heads must be an integer >= 0, got {self.heads!r}.")
         if isinstance(self.time_points, bool) or not (
             isinstance(self.time_points, int) and self.time_points >= 2
         ):
@@ -115,6 +129,35 @@ class TheoryConfig:
             raise ValueError(f"theory.perturb must be >= 0, got {self.perturb!r}.")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"theory.seeds must be distinct and non-empty, got {self.seeds!r}.")
+
+
+# What both checks read of a layer.
+_NEEDED: tuple[str, ...] = (models.DISCRETE_SYSTEM, models.HIDDEN_STATES)
+
+
+def _capable(key: str, needed: tuple[str, ...]) -> bool:
+    return all(models.info(variant(key).model).has(c) for c in needed)
+
+
+def _check_capable(where: str, keys: tuple[str, ...], needed: tuple[str, ...]) -> None:
+    lacking = [k for k in keys if not _capable(k, needed)]
+    if lacking:
+        raise ValueError(
+            f"{where} has {lacking}, whose layers lack a capability this check needs "
+            f"({', '.join(needed)}); accepted: {[k for k in variants() if _capable(k, needed)]}."
+        )
+
+
+def chosen_variants(config: TheoryConfig) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(white-noise variants, equivalence variants)`` with the defaults resolved."""
+    white = config.variants or tuple(
+        key for key, v in variants().items()
+        if (config.ablations or key == v.model) and _capable(key, _NEEDED)
+    )
+    equivalence = config.equivalence_variants
+    if equivalence is None:
+        equivalence = tuple(k for k in white if _capable(k, (*_NEEDED, models.EQUIVALENCE)))
+    return white, equivalence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,21 +178,25 @@ class TheoryRun:
 
 
 def grid(config: TheoryConfig) -> list[TheoryRun]:
-    """White noise for every variant and seed, then the equivalence for every RotRNN variant."""
+    """White noise for every variant and seed, then the equivalence of every variant that has
+    one."""
     runs = []
+    white, equivalent = chosen_variants(config)
+    explicit = {"heads": config.heads} if config.heads else {}
     for check, names, samples in (
-        ("white_noise", config.variants, config.samples),
-        ("equivalence", config.equivalence_variants, config.trials),
+        ("white_noise", white, config.samples),
+        ("equivalence", equivalent, config.trials),
     ):
         for name in names:
-            variant = VARIANTS[name]
+            chosen = variant(name)
+            options = build_options(chosen, config.d_model, config.d_state, explicit)
             for seed in config.seeds:
                 runs.append(
                     TheoryRun(
                         check=check,
                         variant=name,
-                        model=variant.model,
-                        options=tuple(sorted(variant.build_options(config.heads).items())),
+                        model=chosen.model,
+                        options=tuple(sorted(options.items())),
                         d_model=config.d_model,
                         d_state=config.d_state,
                         seq_len=config.seq_len,
@@ -388,27 +435,33 @@ def _outputs_and_norms(layer: models.AbstractRecurrentLayer, u: jax.Array):
 
 
 def equivalence(spec: TheoryRun) -> list[dict[str, Any]]:
-    """Output and state-norm differences between random RotRNNs and their mapped LRUs."""
-    from models.equivalence import rotrnn_to_lru
+    """Output and state-norm differences between random layers and their equivalent images
+    (e.g. RotRNNs and the LRUs `models.equivalence.rotrnn_to_lru` maps them to)."""
+    equivalence = models.info(spec.model).equivalence
+    if equivalence is None:
+        raise ValueError(f"Model {spec.model!r} declares no equivalence to check.")
+    to_image = equivalence.function()
 
     key = jr.PRNGKey(spec.seed)
     rows = []
     for trial in range(spec.samples):
         key_init, key_noise, key_input = jr.split(jr.fold_in(key, trial), 3)
-        rotrnn = models.build(
+        layer = models.build(
             spec.model, d_model=spec.d_model, d_state=spec.d_state, key=key_init,
             **dict(spec.options),
         )
         if spec.perturb > 0:
-            rotrnn = perturb_parameters(rotrnn, spec.perturb, key_noise)
-        lru = rotrnn_to_lru(rotrnn)
+            layer = perturb_parameters(layer, spec.perturb, key_noise)
+        image = to_image(layer)
         u = jr.normal(key_input, (spec.seq_len, spec.d_model))
-        y_rot, norm_rot = (np.asarray(a, dtype=np.float64) for a in _outputs_and_norms(rotrnn, u))
-        y_lru, norm_lru = (np.asarray(a, dtype=np.float64) for a in _outputs_and_norms(lru, u))
-        output_scale = float(np.max(np.abs(y_rot)))
-        norm_scale = float(np.max(norm_rot))
-        max_abs = float(np.max(np.abs(y_rot - y_lru)))
-        norm_abs = float(np.max(np.abs(norm_rot - norm_lru)))
+        y_own, norm_own = (np.asarray(a, dtype=np.float64) for a in _outputs_and_norms(layer, u))
+        y_image, norm_image = (
+            np.asarray(a, dtype=np.float64) for a in _outputs_and_norms(image, u)
+        )
+        output_scale = float(np.max(np.abs(y_own)))
+        norm_scale = float(np.max(norm_own))
+        max_abs = float(np.max(np.abs(y_own - y_image)))
+        norm_abs = float(np.max(np.abs(norm_own - norm_image)))
         rows.append(
             {
                 "variant": spec.variant,
@@ -420,7 +473,7 @@ def equivalence(spec: TheoryRun) -> list[dict[str, Any]]:
                 "max_rel_diff": max_abs / output_scale,
                 "state_norm_max_abs_diff": norm_abs,
                 "state_norm_max_rel_diff": norm_abs / norm_scale,
-                "modulus_max": float(np.max(np.abs(np.asarray(discrete_system(rotrnn).lam)))),
+                "modulus_max": float(np.max(np.abs(np.asarray(discrete_system(layer).lam)))),
             }
         )
     return rows
@@ -438,13 +491,13 @@ PRESETS = {
     ),
     # A minute or two on two cores: long enough for gamma = 0.999 to approach its limit.
     "cpu": TheoryConfig(
-        variants=("rotrnn", "rotrnn-no-xi", "rotrnn-ring", "lru", "lru-no-gamma", "s4d", "s5"),
+        ablations=True,
         equivalence_variants=("rotrnn", "rotrnn-ring"),
         d_model=16, d_state=32, heads=8, seq_len=2048, samples=1024, trials=16, seeds=(0, 1),
     ),
     # ListOps-sized layers (RotRNN's 128 states in 32 heads), more samples and steps.
     "gpu": TheoryConfig(
-        variants=("rotrnn", "rotrnn-no-xi", "rotrnn-ring", "lru", "lru-no-gamma", "s4d", "s5"),
+        ablations=True,
         equivalence_variants=("rotrnn", "rotrnn-ring"),
         d_model=128, d_state=128, heads=32, seq_len=8192, samples=8192, trials=64,
         time_points=48, seeds=(0, 1, 2),
@@ -453,8 +506,9 @@ PRESETS = {
 
 STUDY = Study(
     name="theory",
-    description="Closed-form white-noise state energy vs measured, and the LRU <=> RotRNN map.",
+    description="Closed-form white-noise state energy vs measured, and exact equivalences.",
     presets=PRESETS,
     grid=grid,
     run=run,
+    skip_reason=requires(*_NEEDED),
 )

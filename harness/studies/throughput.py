@@ -24,27 +24,43 @@ recurrence form, minimum bytes). XLA's own cost analysis is recorded beside it (
 their fraction is an upper bound on how close the whole network runs to its roofline.
 
 Sizes: ``"paper"`` is each layer at the width and state size of one published configuration
-(`PAPER_SIZES`, the LRA ListOps rows, all at H = 128); ``"matched"`` keeps the paper's options
-and picks the ``d_state`` whose parameter count is closest to ``matched_params``.
+(its registration's `models.PaperSize`; ours are the LRA ListOps rows, all at H = 128);
+``"matched"`` keeps the paper's options and picks the ``d_state`` whose parameter count is
+closest to ``matched_params`` (`harness.programs`).
+
+A layer registered without a discrete system (a time-varying layer) is timed like any other;
+its roofline columns are empty (``count_source`` says why), as the counts need the system.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import math
 import time
 from typing import Any, Literal
 
 import models
 
 from .. import roofline
+from ..programs import (
+    DEFAULT_MATCHED_PARAMS,
+    SIZES,
+    Size,
+    choices,
+    compiled_memory,
+    layer_program,
+    measured_models,
+    paper_size,
+    positive,
+    resolved_algorithm,
+    resolved_d_state,
+    state_count,
+    system_shape,
+    without_paper_size,
+)
 from ._study import Study
 
 Scope = Literal["layer", "network", "step"]
 SCOPES: tuple[str, ...] = ("layer", "network", "step")
-Size = Literal["paper", "matched"]
-SIZES: tuple[str, ...] = ("paper", "matched")
 
 # The synthetic task of the network scope: ListOps' shape (20 tokens, 10 classes; REFERENCES.md).
 NETWORK_VOCAB = 20
@@ -52,72 +68,12 @@ NETWORK_CLASSES = 10
 
 
 @dataclasses.dataclass(frozen=True)
-class PaperSize:
-    """One layer's size in a published configuration."""
-
-    d_model: int
-    d_state: int
-    options: tuple[tuple[str, Any], ...]
-    source: str
-
-
-# The LRA ListOps configuration of each paper (REFERENCES.md), so that all four share H = 128.
-PAPER_SIZES: dict[str, PaperSize] = {
-    "rotrnn": PaperSize(
-        128, 128, (("heads", 32),),
-        "RotRNN authors' ListOps sweep: N = 128 real states in 32 heads (N_h = 4); H unknown, 128",
-    ),
-    "lru": PaperSize(128, 256, (), "LRU Table 9, ListOps: H = 128, N = 256"),
-    "s4d": PaperSize(128, 64, (), "S4D: N = 64 states per channel (the paper's default), H = 128"),
-    "s5": PaperSize(128, 16, (("blocks", 8),), "S5 official ListOps run: H = 128, P = 16, J = 8"),
-}
-
-# The LRU's parameter count at H = 128, P = 128 (the layer benchmarks' shape): 4 H P for the
-# complex B and C, 3 P for nu, theta and gamma, H for D.
-DEFAULT_MATCHED_PARAMS = 4 * 128 * 128 + 3 * 128 + 128
-
-
-def _positive(where: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{where} must be a positive integer, got {value!r}.")
-
-
-def _choices(where: str, values: tuple, accepted: tuple) -> None:
-    if not values:
-        raise ValueError(f"{where} must not be empty; accepted values: {list(accepted)}.")
-    bad = [v for v in values if v not in accepted]
-    if bad:
-        raise ValueError(f"{where} has {bad}, not accepted; accepted values: {list(accepted)}.")
-    if len(set(values)) != len(values):
-        raise ValueError(f"{where}={values!r} repeats a value.")
-
-
-def paper_size(model: str) -> PaperSize:
-    """The paper size recorded for ``model``, or an error saying where to add it."""
-    paper = PAPER_SIZES.get(model)
-    if paper is None:
-        raise ValueError(
-            f"No paper size is recorded for model {model!r}; add it to "
-            "harness.studies.throughput.PAPER_SIZES (its width, state size, options and source)."
-        )
-    return paper
-
-
-def _models(selected: tuple[str, ...]) -> tuple[str, ...]:
-    """The models named, or every registered model for ``()``, validated against the registry."""
-    registered = tuple(models.names())
-    if not selected:
-        return registered
-    _choices("models", selected, registered)
-    return selected
-
-
-@dataclasses.dataclass(frozen=True)
 class ThroughputConfig:
     """The throughput study's configuration.
 
     Attributes:
-        models: registry names; ``()`` means every registered model.
+        models: registry names or import paths; ``()``: every registered model with a paper
+            size.
         sizes: ``"paper"`` and/or ``"matched"`` (module docstring).
         scopes: ``"layer"`` (the layer alone), ``"network"`` (the full network on synthetic
             tokens at ``seq_lens`` x ``batches``) and/or ``"step"`` (the training step of each
@@ -158,10 +114,10 @@ class ThroughputConfig:
     step_tasks: tuple[str, ...] = ()
 
     def __post_init__(self):
-        _models(self.models)
-        _choices("throughput.sizes", self.sizes, SIZES)
-        _choices("throughput.scopes", self.scopes, SCOPES)
-        _choices("throughput.modes", self.modes, roofline.MODES)
+        measured_models("throughput.models", self.models)
+        choices("throughput.sizes", self.sizes, SIZES)
+        choices("throughput.scopes", self.scopes, SCOPES)
+        choices("throughput.modes", self.modes, roofline.MODES)
         if "network" in self.scopes and "forward_backward" in self.modes:
             raise ValueError(
                 "throughput: mode 'forward_backward' is measured for the layer scope only (the "
@@ -172,7 +128,7 @@ class ThroughputConfig:
             if not values:
                 raise ValueError(f"throughput.{name} must not be empty.")
             for v in values:
-                _positive(f"throughput.{name} entry", v)
+                positive(f"throughput.{name} entry", v)
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or (
             self.max_tokens < 0
         ):
@@ -181,7 +137,7 @@ class ThroughputConfig:
             )
         for name in ("matched_params", "depth", "repeats", "peak_matmul_size", "peak_stream_mib",
                      "peak_repeats"):
-            _positive(f"throughput.{name}", getattr(self, name))
+            positive(f"throughput.{name}", getattr(self, name))
         if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 0:
             raise ValueError(f"throughput.warmup must be an integer >= 0, got {self.warmup!r}.")
         if "step" in self.scopes:
@@ -244,7 +200,7 @@ def grid(config: ThroughputConfig) -> list[Any]:
         if scope == "step":
             runs.extend(step_runs(config))
             continue
-        for model in _models(config.models):
+        for model in measured_models("throughput.models", config.models):
             paper = paper_size(model)
             for size in config.sizes:
                 for mode in config.modes:
@@ -272,70 +228,6 @@ def grid(config: ThroughputConfig) -> list[Any]:
 
 
 # --------------------------------------------------------------------------------------------
-# Sizes
-
-
-def parameter_count(model: str, *, d_model: int, d_state: int, options: tuple) -> int:
-    """Trained real numbers of a layer (complex entries count two, as
-    `models.network.count_parameters`), from shapes alone: no array is built."""
-    import equinox as eqx
-    import jax
-    import jax.numpy as jnp
-
-    layer = eqx.filter_eval_shape(
-        lambda key: models.build(model, d_model=d_model, d_state=d_state, key=key, **dict(options)),
-        jax.random.PRNGKey(0),
-    )
-    total = 0
-    for leaf in jax.tree.leaves(layer):
-        if isinstance(leaf, jax.ShapeDtypeStruct) and jnp.issubdtype(leaf.dtype, jnp.inexact):
-            complex_entry = jnp.issubdtype(leaf.dtype, jnp.complexfloating)
-            total += math.prod(leaf.shape) * (2 if complex_entry else 1)
-    return total
-
-
-@functools.cache
-def matched_d_state(
-    model: str, d_model: int, options: tuple, target: int, limit: int = 8192
-) -> int:
-    """The valid ``d_state`` (config validation accepts it) whose parameter count is closest to
-    ``target``; ties go to the smaller state.
-
-    A layer's count grows with ``d_state`` at fixed width and options, so a binary search over
-    the valid values finds the crossing.
-    """
-    valid = []
-    for d_state in range(1, limit + 1):
-        try:
-            models.make_config(model, d_model=d_model, d_state=d_state, **dict(options))
-        except ValueError:
-            continue
-        valid.append(d_state)
-    if not valid:
-        raise ValueError(f"No d_state in [1, {limit}] is valid for {model!r} with {options}.")
-
-    def count(d_state: int) -> int:
-        return parameter_count(model, d_model=d_model, d_state=d_state, options=options)
-
-    low, high = 0, len(valid) - 1
-    while low < high:  # the first valid d_state whose count reaches the target
-        mid = (low + high) // 2
-        if count(valid[mid]) < target:
-            low = mid + 1
-        else:
-            high = mid
-    candidates = [valid[i] for i in (low - 1, low) if 0 <= i < len(valid)]
-    return min(candidates, key=lambda d: (abs(count(d) - target), d))
-
-
-def resolved_d_state(spec: Any) -> int:
-    """The run's ``d_state``: the paper's, or the matched one."""
-    if spec.d_state is not None:
-        return spec.d_state
-    return matched_d_state(spec.model, spec.d_model, spec.options, spec.matched_params)
-
-
-# --------------------------------------------------------------------------------------------
 # Measuring
 
 
@@ -346,100 +238,57 @@ def _peaks(spec: ThroughputRun) -> roofline.Peaks:
     )
 
 
-def layer_program(spec: ThroughputRun, layer: Any, key: Any):
-    """``(function, args, donate, make_call)`` of the layer's computation in ``spec.mode``.
-
-    ``make_call(compiled)`` returns the zero-argument call that `roofline.time_calls` times; a
-    training step threads its parameters and optimiser state through its closure, donating
-    them (as a training loop does) so that no step allocates fresh parameter buffers.
-    """
-    import equinox as eqx
-    import jax
-    import jax.numpy as jnp
-    import jax.random as jr
-    import optax
-
-    params, static = eqx.partition(layer, eqx.is_inexact_array)
-    k_u, k_y = jr.split(key)
-    shape = (spec.batch, spec.seq_len, spec.d_model)
-    u = jr.normal(k_u, shape, jnp.float32)
-    other = jr.normal(k_y, shape, jnp.float32)  # the cotangent dy, or the regression target
-
-    def forward(p, u):
-        return jax.vmap(eqx.combine(p, static))(u)
-
-    if spec.mode == "forward":
-        return forward, (params, u), (), lambda c: (lambda: c(params, u))
-    elif spec.mode == "forward_backward":
-
-        def forward_backward(p, u, dy):
-            return jax.vjp(forward, p, u)[1](dy)
-
-        return forward_backward, (params, u, other), (), lambda c: (lambda: c(params, u, other))
-    elif spec.mode == "train":
-        optimiser = optax.adam(1e-3)
-
-        def step(p, opt_state, u, target):
-            def loss_fn(p):
-                return jnp.mean(jnp.square(forward(p, u) - target))
-
-            loss, grads = jax.value_and_grad(loss_fn)(p)
-            updates, opt_state = optimiser.update(grads, opt_state, p)
-            return optax.apply_updates(p, updates), opt_state, loss
-
-        opt_state = optimiser.init(params)
-
-        def make_call(compiled):
-            # Copies: the donated buffers must not be the layer's own arrays.
-            state = [jax.tree.map(jnp.copy, params), opt_state]
-
-            def call():
-                p, o, loss = compiled(state[0], state[1], u, other)
-                state[:] = [p, o]
-                return p, o, loss
-
-            return call
-
-        return step, (params, opt_state, u, other), (0, 1), make_call
-    else:
-        raise ValueError(f"mode={spec.mode!r}; accepted values: {list(roofline.MODES)}.")
-
-
 def _measure_layer(spec: ThroughputRun, d_state: int) -> dict[str, Any]:
-    import equinox as eqx
     import jax.random as jr
 
     from models.network import count_parameters
-
-    from .memory import compiled_memory
 
     key = jr.PRNGKey(spec.seed)
     layer = models.build(
         spec.model, d_model=spec.d_model, d_state=d_state, key=jr.fold_in(key, 0),
         **dict(spec.options),
     )
-    shape = roofline.SystemShape.of(eqx.filter_eval_shape(layer.discrete_system))
+    shape = system_shape(spec.model, layer)
     params = count_parameters(layer)
-    function, args, donate, make_call = layer_program(spec, layer, jr.fold_in(key, 1))
+    function, args, donate, make_call = layer_program(
+        layer, mode=spec.mode, batch=spec.batch, seq_len=spec.seq_len, d_model=spec.d_model,
+        key=jr.fold_in(key, 1),
+    )
     compiled, lower_s, compile_s = roofline.compile_timed(function, *args, donate_argnums=donate)
     before = _peaks(spec)
     timing = roofline.time_calls(make_call(compiled), warmup=spec.warmup, repeats=spec.repeats)
     peaks = roofline.Peaks.best(before, _peaks(spec))
-    counts = roofline.layer_counts(
-        shape, length=spec.seq_len, batch=spec.batch, mode=spec.mode, params=params
-    )
+    if shape is not None:
+        counts = roofline.layer_counts(
+            shape, length=spec.seq_len, batch=spec.batch, mode=spec.mode, params=params
+        )
+        bound = roofline.roofline_columns(counts, peaks, timing.median_s)
+    else:
+        bound = _no_roofline(peaks)
     return {
-        "algorithm": layer.resolved_algorithm(),
-        "states": shape.states,
-        "structure": shape.structure,
+        "algorithm": resolved_algorithm(layer),
+        "states": state_count(spec.model, layer, spec.d_model),
+        "structure": None if shape is None else shape.structure,
         "params": params,
         "lower_s": lower_s,
         "compile_s": compile_s,
         "compile_method": "aot",
         **timing.summary(),
-        **roofline.roofline_columns(counts, peaks, timing.median_s),
+        **bound,
         **roofline.xla_costs(compiled),
         **{f"compiled_{k}": v for k, v in compiled_memory(compiled).items()},
+    }
+
+
+def _no_roofline(peaks: roofline.Peaks) -> dict[str, Any]:
+    """`roofline.roofline_columns` for a layer without a discrete system: the peaks measured,
+    no count and so no bound."""
+    return {
+        "flops": None, "bytes": None, "count_source": "none: the layer has no discrete system",
+        "arithmetic_intensity": None, "peak_flops_per_s": peaks.flops_per_s,
+        "peak_bytes_per_s": peaks.bytes_per_s, "peak_matmul_size": peaks.matmul_size,
+        "peak_stream_bytes": peaks.stream_bytes, "bound_s": None, "bound_limiter": None,
+        "roofline_fraction": None, "achieved_flops_per_s": None, "achieved_bytes_per_s": None,
     }
 
 
@@ -564,12 +413,15 @@ def step_runs(config: ThroughputConfig) -> list[StepRun]:
     from . import accuracy
 
     study = accuracy.STUDY.presets[config.step_preset]
-    models_ = _models(config.models)
+    models_ = measured_models("throughput.models", config.models)
     seed = study.seeds[0]
     runs = []
     for spec in accuracy.grid(study):
         if spec.seed != seed or spec.network.layer not in models_:
             continue
+        if (spec.train.lr, spec.train.recurrent_lr) != (spec.recipe_lr,
+                                                        spec.recipe_recurrent_lr):
+            continue  # a tuning-grid run: the same program as the recipe's, timed once
         if config.step_tasks and spec.task not in config.step_tasks:
             continue
         runs.append(StepRun(
@@ -898,5 +750,6 @@ STUDY = Study(
     presets=PRESETS,
     grid=grid,
     run=run,
+    skip_reason=without_paper_size,
     exclusive=True,  # it times the machine: one run at a time
 )

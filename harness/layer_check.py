@@ -1,0 +1,191 @@
+"""``python -m harness check-layer MODEL``: does a layer keep the contract the studies rely on?
+
+A layer maps one sequence ``(L, H) -> (L, H)`` and keeps its dtype; it is an `equinox.Module`
+that `jax.jit`, `jax.grad` and `jax.vmap` go through; its output and gradient stay finite on a
+long sequence; and it offers what its registration declares (hidden states ``(L, P)``, a
+discrete system, a recurrent mask shaped like the layer). Each check is one row: ``ok``,
+``fail`` with the reason, or ``skip`` where the registration does not declare the capability.
+The last rows say which studies the layer can enter (each study's `Study.skip_reason`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Literal
+
+import models
+
+Status = Literal["ok", "fail", "skip"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One row of the table: what was checked, its status and what was seen."""
+
+    name: str
+    status: Status
+    detail: str
+
+
+def _run(name: str, check: Callable[[], str]) -> Check:
+    # A contract check may fail in any way a foreign layer can (a wrong shape, a tracer leak, a
+    # NaN), and each failure is a row of the table: so every exception becomes ``fail``.
+    try:
+        return Check(name, "ok", check())
+    except Exception as e:  # noqa: BLE001 (reported, not swallowed: it is the row's detail)
+        return Check(name, "fail", f"{type(e).__name__}: {e}".strip().split("\n")[0][:200])
+
+
+def check_layer(
+    model: str, *, d_model: int = 4, d_state: int = 8, length: int = 16,
+    long_length: int = 4096, seed: int = 0,
+) -> list[Check]:
+    """The contract checks of ``model`` (a registry name or an import path ``module:Layer``).
+
+    Raises ``ValueError`` when the model cannot be resolved (the message says why); every
+    later problem is a ``fail`` row.
+    """
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import jax.random as jr
+    import numpy as np
+
+    from .variants import Variant, build_options
+
+    name = models.resolve(model)
+    info = models.info(name)
+    out = [Check(
+        "registration", "ok",
+        f"{name!r} ({info.label}), from {info.origin}; capabilities: "
+        f"{', '.join(sorted(info.capabilities)) or 'none'}",
+    )]
+    k_layer, k_u, k_long = jr.split(jr.PRNGKey(seed), 3)
+    options = build_options(Variant(name, (), info.label, ""), d_model, d_state)
+    built: list[Any] = []
+
+    def build() -> str:
+        layer = models.build(name, d_model=d_model, d_state=d_state, key=k_layer, **options)
+        if not isinstance(layer, eqx.Module):
+            raise TypeError(f"the layer is a {type(layer).__name__}, not an equinox.Module")
+        built.append(layer)
+        return f"H={d_model}, d_state={d_state}" + (f", {options}" if options else "")
+
+    out.append(_run("build", build))
+    if not built:
+        return out
+    layer = built[0]
+    u = jr.normal(k_u, (length, d_model), jnp.float32)
+    params, static = eqx.partition(layer, eqx.is_inexact_array)
+
+    def loss(p: Any, x: jax.Array) -> jax.Array:
+        return jnp.sum(jnp.square(eqx.combine(p, static)(x)))
+
+    # Traced, not run, for shape and dtype; every run below is compiled (eager dispatch compiles
+    # each operation on its own, which costs more than one compiled program).
+    def shape() -> str:
+        y = jax.eval_shape(layer, u)
+        if y.shape != u.shape:
+            raise ValueError(f"(L, H) = {u.shape} gave {y.shape}; expected {u.shape}")
+        return f"{u.shape} -> {y.shape}"
+
+    def dtype() -> str:
+        y = jax.eval_shape(layer, u)
+        if y.dtype != u.dtype:
+            raise TypeError(f"float32 in, {y.dtype} out")
+        return f"{u.dtype} -> {y.dtype}"
+
+    call = eqx.filter_jit(lambda m, x: m(x))
+
+    def jit() -> str:
+        y = call(layer, u)
+        if not bool(jnp.all(jnp.isfinite(y))):
+            raise FloatingPointError("the compiled call's output is not finite")
+        return "compiles and runs under jax.jit"
+
+    # One compiled program for the output and both gradients, at both lengths.
+    output_and_grads = eqx.filter_jit(
+        lambda p, x: (eqx.combine(p, static)(x), jax.grad(loss, argnums=(0, 1))(p, x))
+    )
+
+    def grad() -> str:
+        _, (g_params, g_u) = output_and_grads(params, u)
+        leaves = [*jax.tree.leaves(g_params), g_u]
+        if not all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in leaves):
+            raise FloatingPointError("a gradient is not finite")
+        if not any(bool(jnp.any(leaf != 0)) for leaf in jax.tree.leaves(g_params)):
+            raise ValueError("every parameter gradient is zero")
+        return "finite, w.r.t. the parameters and the input"
+
+    def vmap() -> str:
+        batch = jnp.stack([u, 2.0 * u])
+        together = eqx.filter_jit(lambda m, x: jax.vmap(m)(x))(layer, batch)
+        np.testing.assert_allclose(together[0], call(layer, u), rtol=1e-4, atol=1e-5)
+        return f"{batch.shape} -> {together.shape}, each sequence as alone"
+
+    def long() -> str:
+        x = jr.normal(k_long, (long_length, d_model), jnp.float32)
+        y, (g_params, g_u) = output_and_grads(params, x)
+        leaves = [y, g_u, *jax.tree.leaves(g_params)]
+        if not all(bool(jnp.all(jnp.isfinite(leaf))) for leaf in leaves):
+            raise FloatingPointError(f"non-finite output or gradient at L={long_length}")
+        return f"L={long_length}: output and gradient finite"
+
+    def hidden_states() -> str:
+        h = eqx.filter_jit(lambda m, x: m.hidden_states(x))(layer, u)
+        if h.ndim != 2 or h.shape[0] != length:
+            raise ValueError(f"hidden_states gave {h.shape}; expected (L, P) with L={length}")
+        return f"(L, P) = {h.shape}, {h.dtype}"
+
+    def discrete_system() -> str:
+        system = layer.discrete_system()
+        if not isinstance(system, models.DiscreteSystem):
+            raise TypeError(f"discrete_system() gave a {type(system).__name__}")
+        modulus = float(jnp.max(jnp.abs(system.lam)))
+        if not modulus < 1:
+            raise ValueError(f"max |lambda| = {modulus} >= 1")
+        return f"{system.structure}, P={system.state_size}, max |lambda| = {modulus:.4f}"
+
+    def recurrent_mask() -> str:
+        mask = layer.recurrent_mask()
+        if jax.tree.structure(mask) != jax.tree.structure(layer):
+            raise ValueError("the mask's tree is not the layer's")
+        marked = [bool(m) for m, leaf in zip(jax.tree.leaves(mask), jax.tree.leaves(layer))
+                  if eqx.is_inexact_array(leaf) and m]
+        return f"{len(marked)} array(s) in the recurrent group"
+
+    for check_name, check in (("shape (L, H) -> (L, H)", shape), ("dtype kept", dtype),
+                              ("jit", jit), ("grad", grad), ("vmap", vmap),
+                              ("long sequence", long)):
+        out.append(_run(check_name, check))
+    for capability, check in ((models.HIDDEN_STATES, hidden_states),
+                              (models.DISCRETE_SYSTEM, discrete_system),
+                              (models.RECURRENT_MASK, recurrent_mask)):
+        if info.has(capability):
+            out.append(_run(capability.replace("_", " "), check))
+        else:
+            out.append(Check(capability.replace("_", " "), "skip", "not declared"))
+    out.append(_run("parameters", lambda: f"{models.count_parameters(layer)} real numbers"))
+    out.extend(study_checks(name))
+    return out
+
+
+def study_checks(model: str) -> list[Check]:
+    """One row per study: ``ok`` if the model can enter it, ``skip`` with the study's reason."""
+    from . import studies
+
+    out = []
+    info = models.info(model)
+    for name in studies.names():
+        reason = studies.get(name).skip_reason(info)
+        out.append(Check(f"study {name}", "skip" if reason else "ok", reason or "can enter"))
+    return out
+
+
+def format_table(checks: list[Check]) -> str:
+    """The checks as a plain-text table: check, status, detail."""
+    width = max(len(c.name) for c in checks)
+    lines = [f"{'check':<{width}}  status  detail", f"{'-' * width}  ------  ------"]
+    lines += [f"{c.name:<{width}}  {c.status:<6}  {c.detail}" for c in checks]
+    return "\n".join(lines)

@@ -1,0 +1,328 @@
+"""What several test files share: precision and inputs, the float64 loop references of the
+RotRNN and the LRU (the equivalence tests use both), a registry that forgets the layers a test
+registers, and a toy layer module written to a temporary directory (an outside layer, as a user
+writes one)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import scipy.linalg
+
+from models import _registry
+from models.lru import LRU
+from models.rotrnn import RotRNN
+from models.s4d import S4D
+from models.s5 import S5
+
+
+@contextlib.contextmanager
+def precision(dtype: str):
+    """float64 runs inside ``jax.enable_x64``, so that the engine computes in float64 too."""
+    with jax.enable_x64(True) if dtype == "float64" else contextlib.nullcontext():
+        yield
+
+
+def cast(tree, dtype: str):
+    """``tree`` with every floating array in ``dtype`` (call inside ``precision(dtype)``)."""
+    return jax.tree.map(lambda a: jnp.asarray(a, dtype), tree)
+
+
+def inputs(seed: int, shape: tuple[int, ...], dtype: str = "float32"):
+    """White unit-variance inputs from a local numpy generator."""
+    return jnp.asarray(np.random.default_rng(seed).standard_normal(shape), dtype)
+
+
+def rotation_blocks(angles: np.ndarray) -> np.ndarray:
+    """Theta = blockdiag(R(theta_1), ...), R(t) = [[cos t, -sin t], [sin t, cos t]]."""
+    n = 2 * len(angles)
+    theta = np.zeros((n, n))
+    for k, a in enumerate(angles):
+        c, s = np.cos(a), np.sin(a)
+        theta[2 * k : 2 * k + 2, 2 * k : 2 * k + 2] = [[c, -s], [s, c]]
+    return theta
+
+
+def dense_parameters(layer: RotRNN) -> dict:
+    """The paper's matrices in float64 numpy, straight from the layer's fields."""
+    M, angles, B = (np.asarray(a, np.float64) for a in (layer.M, layer.angles, layer.B))
+    P = np.stack([scipy.linalg.expm(m - m.T) for m in M])
+    A = np.stack([p @ rotation_blocks(a) @ p.T for p, a in zip(P, angles)])
+    gamma = np.exp(-np.exp(np.asarray(layer.gamma_log, np.float64)))
+    if layer.normalise:
+        xi = np.sqrt((1 - gamma**2) / np.einsum("hij,hij->h", B, B))
+    else:
+        xi = np.ones_like(gamma)
+    return dict(P=P, A=A, gamma=gamma, xi=xi, B=B)
+
+
+def dense_reference(layer: RotRNN, u) -> tuple[np.ndarray, np.ndarray]:
+    """y (L, H) and the forward states x^h_t (L, heads, N_h), by a float64 loop."""
+    p = dense_parameters(layer)
+    u = np.asarray(u, np.float64)
+    steps = u.shape[0]
+
+    def run(times):
+        x = np.zeros(p["B"].shape[:2])
+        states = np.zeros((steps, *x.shape))
+        for t in times:
+            x = p["gamma"][:, None] * np.einsum("hij,hj->hi", p["A"], x)
+            x = x + p["xi"][:, None] * (p["B"] @ u[t])
+            states[t] = x
+        return states
+
+    forward = run(range(steps))
+    y = forward.reshape(steps, -1) @ np.asarray(layer.C, np.float64).T
+    y = y + np.asarray(layer.D, np.float64) * u
+    if layer.C_reverse is not None:
+        backward = run(reversed(range(steps)))
+        y = y + backward.reshape(steps, -1) @ np.asarray(layer.C_reverse, np.float64).T
+    return y, forward
+
+
+def complex_reference(layer: LRU, u) -> tuple[np.ndarray, np.ndarray]:
+    """y (L, H) and the forward states x_k (L, P), by a float64 loop over the paper's equations."""
+    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    lam = np.exp(-np.exp(f64(layer.nu_log)) + 1j * np.exp(f64(layer.theta_log)))
+    B = f64(layer.B_re) + 1j * f64(layer.B_im)
+    gamma = np.ones(B.shape[0]) if layer.gamma_log is None else np.exp(f64(layer.gamma_log))
+    u = f64(u)
+
+    def run(times):
+        x = np.zeros(B.shape[0], complex)
+        states = np.zeros((u.shape[0], B.shape[0]), complex)
+        for k in times:
+            x = lam * x + gamma * (B @ u[k])
+            states[k] = x
+        return states
+
+    forward = run(range(u.shape[0]))
+    y = (forward @ (f64(layer.C_re) + 1j * f64(layer.C_im)).T).real + f64(layer.D) * u
+    if layer.C_reverse_re is not None:
+        C_reverse = f64(layer.C_reverse_re) + 1j * f64(layer.C_reverse_im)
+        y = y + (run(reversed(range(u.shape[0]))) @ C_reverse.T).real
+    return y, forward
+
+
+
+# --------------------------------------------------------------------------------------------
+# Slow references in jnp, differentiable in the layer's fields (tests/test_references.py)
+
+
+def dense_jnp(layer: RotRNN, u):
+    """The same dense recurrence as a slow jnp scan with A formed explicitly; differentiable."""
+    P = jax.scipy.linalg.expm(layer.M - jnp.swapaxes(layer.M, -1, -2))
+    c, s = jnp.cos(layer.angles), jnp.sin(layer.angles)
+    heads, pairs = c.shape
+    # Theta = blockdiag(R(theta_k)): blocks (heads, pairs, 2, 2) placed on the diagonal.
+    blocks = jnp.stack([jnp.stack([c, -s], -1), jnp.stack([s, c], -1)], -2)
+    eye = jnp.eye(pairs, dtype=c.dtype)[None, :, None, :, None]
+    theta = (eye * blocks[:, :, :, None, :]).reshape(heads, 2 * pairs, 2 * pairs)
+    A = P @ theta @ jnp.swapaxes(P, -1, -2)
+    gamma = jnp.exp(-jnp.exp(layer.gamma_log))
+    if layer.normalise:
+        xi = jnp.sqrt((1 - gamma**2) / jnp.sum(layer.B**2, axis=(1, 2)))
+    else:
+        xi = jnp.ones_like(gamma)
+
+    def step(x, u_t):
+        x = gamma[:, None] * jnp.einsum("hij,hj->hi", A, x) + xi[:, None] * (layer.B @ u_t)
+        return x, x.reshape(-1)
+
+    def run(reverse):
+        x0 = jnp.zeros(layer.B.shape[:2], layer.B.dtype)
+        return jax.lax.scan(step, x0, u, reverse=reverse)[1]
+
+    y = run(False) @ layer.C.T + layer.D[None] * u
+    if layer.C_reverse is not None:
+        y = y + run(True) @ layer.C_reverse.T
+    return y
+
+
+def complex_jnp(layer: LRU, u):
+    """The same recurrence as a slow jnp scan over time, differentiable in the layer's fields."""
+    lam = jnp.exp(-jnp.exp(layer.nu_log) + 1j * jnp.exp(layer.theta_log))
+    B = layer.B_re + 1j * layer.B_im
+    if layer.gamma_log is not None:
+        B = jnp.exp(layer.gamma_log)[:, None] * B
+
+    def step(x, u_k):
+        x = lam * x + B @ u_k
+        return x, x
+
+    def run(reverse):
+        return jax.lax.scan(step, jnp.zeros(B.shape[0], B.dtype), u, reverse=reverse)[1]
+
+    y = (run(False) @ (layer.C_re + 1j * layer.C_im).T).real + layer.D[None] * u
+    if layer.C_reverse_re is not None:
+        C_reverse = layer.C_reverse_re + 1j * layer.C_reverse_im
+        y = y + (run(True) @ C_reverse.T).real
+    return y
+
+
+def perturbed_s4d(layer: S4D, key) -> S4D:
+    """Random parameters (Re(a) < 0), so that nothing rests on the initial values."""
+    k = jr.split(key, 5)
+    shape = layer.A_imag.shape
+    A_real_log = jr.uniform(k[0], shape, minval=-3.0, maxval=0.5)
+    layer = eqx.tree_at(lambda m: m.A_real_log, layer, A_real_log)
+    layer = eqx.tree_at(lambda m: m.A_imag, layer, layer.A_imag + jr.normal(k[1], shape))
+    Delta_log = jr.uniform(k[2], (shape[0],), minval=-4.0, maxval=-1.0)
+    layer = eqx.tree_at(lambda m: m.Delta_log, layer, Delta_log)
+    if layer.B_re is not None:
+        layer = eqx.tree_at(lambda m: m.B_re, layer, jr.normal(k[3], shape))
+        layer = eqx.tree_at(lambda m: m.B_im, layer, jr.normal(k[4], shape))
+    return layer
+
+
+def slow_s4d(layer: S4D, u):
+    """The same layer without the engine: K_hl = 2 Re sum_n C B_bar lambda^l, y = K * u + D u."""
+    a = -jnp.exp(layer.A_real_log) + 1j * layer.A_imag
+    Delta = jnp.exp(layer.Delta_log)[:, None]
+    if layer.discretisation == "zoh":
+        lam = jnp.exp(a * Delta)
+        gain = (lam - 1) / a
+    else:
+        lam = (1 + a * Delta / 2) / (1 - a * Delta / 2)
+        gain = Delta / (1 - a * Delta / 2)
+    B_bar = gain if layer.B_re is None else gain * (layer.B_re + 1j * layer.B_im)
+    lag = jnp.arange(u.shape[0])[:, None] - jnp.arange(u.shape[0])[None, :]  # t - s
+    powers = lam[None, None] ** jnp.abs(lag)[:, :, None, None]  # (t, s, H, N)
+
+    def mix(C, mask):
+        masked = jnp.where(mask[:, :, None, None], powers, 0)
+        weights = 2 * jnp.sum(masked * (C * B_bar)[None, None], axis=-1).real  # (t, s, H)
+        return jnp.einsum("tsh,sh->th", weights, u)
+
+    y = layer.D[None, :] * u + mix(layer.C_re + 1j * layer.C_im, lag >= 0)
+    if layer.C_reverse_re is not None:
+        y = y + mix(layer.C_reverse_re + 1j * layer.C_reverse_im, lag <= 0)
+    return y
+
+
+def perturbed_s5(layer: S5, key) -> S5:
+    """Random parameters (stable: Re(Lambda) < 0), so that nothing rests on the initial values."""
+    k = jr.split(key, 4)
+    stored = layer.Lambda_re.shape
+    decay = jr.uniform(k[0], stored, minval=0.1, maxval=1.0)
+    layer = eqx.tree_at(lambda m: m.Lambda_re, layer, -decay)
+    layer = eqx.tree_at(lambda m: m.Lambda_im, layer, 3.0 * jr.normal(k[1], stored))
+    layer = eqx.tree_at(lambda m: m.B_im, layer, jr.normal(k[2], layer.B_im.shape))
+    Delta_log = jr.uniform(k[3], stored, minval=-4.0, maxval=-1.0)
+    return eqx.tree_at(lambda m: m.Delta_log, layer, Delta_log)
+
+
+def slow_s5(layer: S5, u):
+    """The same layer without a scan: x_t = sum_{s <= t} lambda^(t-s) B_bar u_s, in jnp."""
+    Lambda = layer.Lambda_re + 1j * layer.Lambda_im
+    Delta = jnp.exp(layer.Delta_log)
+    if layer.discretisation == "zoh":
+        lam = jnp.exp(Lambda * Delta)
+        gain = (lam - 1) / Lambda
+    else:
+        lam = (1 + Lambda * Delta / 2) / (1 - Lambda * Delta / 2)
+        gain = Delta / (1 - Lambda * Delta / 2)
+    b = u @ (gain[:, None] * (layer.B_re + 1j * layer.B_im)).T  # (L, P)
+    lag = jnp.arange(u.shape[0])[:, None] - jnp.arange(u.shape[0])[None, :]  # t - s
+    causal = (lag >= 0)[:, :, None]
+    powers = jnp.where(causal, lam[None, None, :] ** jnp.abs(lag)[:, :, None], 0)
+    scale = 2.0 if layer.conj_sym else 1.0
+    C = layer.C_re + 1j * layer.C_im
+    y = layer.D[None, :] * u + scale * (jnp.einsum("tsp,sp->tp", powers, b) @ C.T).real
+    if layer.C_reverse_re is not None:
+        C_reverse = layer.C_reverse_re + 1j * layer.C_reverse_im
+        anticausal = jnp.transpose(powers, (1, 0, 2))  # lambda^(s-t) for s >= t
+        y = y + scale * (jnp.einsum("tsp,sp->tp", anticausal, b) @ C_reverse.T).real
+    return y
+
+
+# A fifth model of ours in miniature: one file, one register line, on the shared engine. Real
+# decays lambda_p = sigmoid(decay_p) in (0, 1), B and C real, plain Re readout.
+TOY_SOURCE = textwrap.dedent('''
+    """A toy diagonal recurrence registered from outside the package."""
+    import dataclasses
+
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import jax.random as jr
+
+    import models
+
+
+    @dataclasses.dataclass(frozen=True)
+    class ToyConfig:
+        d_model: int
+        d_state: int
+        algorithm: str = "auto"
+
+
+    @models.register(
+        "toy", ToyConfig, label="Toy",
+        paper_size=models.PaperSize(8, 8, (), "no paper: a test's toy"),
+    )
+    class Toy(models.AbstractRecurrentLayer):
+        decay: jax.Array
+        B: jax.Array
+        C: jax.Array
+        D: jax.Array
+        algorithm: str = eqx.field(static=True)
+
+        def __init__(self, config, *, key):
+            k_decay, k_b, k_c = jr.split(key, 3)
+            self.decay = jr.uniform(k_decay, (config.d_state,), minval=1.0, maxval=4.0)
+            self.B = jr.normal(k_b, (config.d_state, config.d_model)) / config.d_model**0.5
+            self.C = jr.normal(k_c, (config.d_model, config.d_state)) / config.d_state**0.5
+            self.D = jnp.zeros((config.d_model,))
+            self.algorithm = config.algorithm
+
+        def discrete_system(self):
+            return models.DiscreteSystem(
+                lam=jax.nn.sigmoid(self.decay).astype(jnp.complex64),
+                B=self.B.astype(jnp.complex64), C=self.C.astype(jnp.complex64), D=self.D,
+            )
+
+        def recurrent_mask(self):
+            mask = jax.tree.map(lambda _: False, self)
+            return eqx.tree_at(lambda m: m.decay, mask, True)
+
+
+    def _broken(config, *, key):
+        return lambda u: u[:, :1]  # drops channels: not (L, H) -> (L, H), not a Module
+
+
+    models.register("broken", ToyConfig, label="Broken")(_broken)
+''')
+
+
+@contextlib.contextmanager
+def isolated_registry(*outside_modules: str) -> Iterator[None]:
+    """Inside: register freely. After: the registry and the resolved import paths are as
+    before, and ``outside_modules`` are forgotten (imported again, they register again)."""
+    _registry._load_all()
+    registry, paths = dict(_registry._REGISTRY), dict(_registry._PATHS)
+    try:
+        yield
+    finally:
+        _registry._REGISTRY.clear()
+        _registry._REGISTRY.update(registry)
+        _registry._PATHS.clear()
+        _registry._PATHS.update(paths)
+        for name in outside_modules:
+            sys.modules.pop(name, None)
+
+
+def write_toy_module(directory: Path, name: str = "toy_layer") -> Path:
+    """Write the toy layer module into ``directory`` (put it on ``sys.path``); its path."""
+    path = directory / f"{name}.py"
+    path.write_text(TOY_SOURCE)
+    return path

@@ -1,0 +1,109 @@
+"""The import graph of harness/, models/ and tasks/: no cycles, and imports flow one way.
+
+Every ``import`` statement counts, including those inside functions (an import moved into a
+function to hide a cycle is still a cycle). Read from the source with `ast`: nothing is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("harness", "models", "tasks")
+# Which of our packages each package may import (besides itself): harness -> models, tasks.
+ALLOWED = {"harness": {"models", "tasks"}, "models": set(), "tasks": set()}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = path
+    return out
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The modules of ours that ``name`` imports: a submodule when one is named, else its
+    package."""
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            targets = [f"{module}.{alias.name}" for alias in node.names] + [module]
+        else:
+            continue
+        for target in targets:
+            # The longest known module that the target names.
+            parts = target.split(".")
+            for end in range(len(parts), 0, -1):
+                candidate = ".".join(parts[:end])
+                if candidate in known:
+                    found.add(candidate)
+                    break
+    found.discard(name)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    # A name imported from a module (``from .x import f``) also yields the module ``x`` itself
+    # through the bare-module target; `from package import submodule` yields the submodule.
+    return {name: _imports(name, path, known) for name, path in modules.items()}
+
+
+def _ancestor(a: str, b: str) -> bool:
+    # A package's __init__ importing its own submodules, and a submodule importing its package
+    # (``from .. import roofline``), are how packages are built, not cycles between modules.
+    return b.startswith(a + ".") or a.startswith(b + ".")
+
+
+def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen, stack = set(), [start]
+    while stack:
+        node = stack.pop()
+        if node == goal:
+            return True
+        if node not in seen:
+            seen.add(node)
+            stack.extend(graph[node])
+    return False
+
+
+def test_the_graph_is_read():
+    graph = _graph()
+    assert "harness.programs" in graph["harness.studies.throughput"]
+    assert "models._registry" in graph["models.lru"]
+    assert "models" in graph["harness.variants"]
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    graph = {
+        a: {b for b in targets if not _ancestor(a, b)} for a, targets in _graph().items()
+    }
+    cycles = sorted(
+        (a, b) for a, targets in graph.items() for b in targets if _reaches(graph, b, a)
+    )
+    assert not cycles, f"imports that come back (a imports b, which leads back to a): {cycles}"
+
+
+def test_imports_flow_one_way():
+    graph = _graph()
+    wrong = sorted(
+        (a, b) for a, targets in graph.items() for b in targets
+        if b.split(".")[0] != a.split(".")[0]
+        and b.split(".")[0] not in ALLOWED[a.split(".")[0]]
+    )
+    assert not wrong, f"imports against harness -> models, tasks: {wrong}"

@@ -1,0 +1,191 @@
+"""A layer that is not ours joins by one registration: by import path, or by entry point.
+
+Two outside layers: a toy on the shared engine (a fifth model of ours in miniature, written to
+a temporary module) and the worked example examples/s6.py, a selective SSM that is not on the
+engine and declares only hidden states and a recurrent mask. Each is checked against the layer
+contract (`check-layer`), and the studies take it or leave it out with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+
+import models
+from harness import cli, layer_check, programs, provenance, studies, variants
+from harness.report import style
+from harness.report import theory as theory_report
+from harness.report._artifacts import Table
+from harness.runner import run_study
+from harness.store import Store
+from harness.studies import memory, theory, throughput
+from models import _registry
+
+from helpers import isolated_registry, write_toy_module
+
+ROOT = Path(__file__).resolve().parent.parent
+TOY = "toy_layer:Toy"
+S6 = "examples.s6:S6"
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory):
+    """The toy module on sys.path; the toy and S6 registered for the module's tests only."""
+    directory = tmp_path_factory.mktemp("outside")
+    toy_path = write_toy_module(directory)
+    sys.path.insert(0, str(directory))
+    with isolated_registry("toy_layer", "examples.s6", "examples"):
+        models.resolve(TOY), models.resolve(S6)  # in this order: the toy is the fifth model
+        yield toy_path
+    sys.path.remove(str(directory))
+
+
+def test_import_paths_register_once_and_resolve_to_the_name(outside):
+    assert models.resolve(TOY) == "toy" and models.resolve(TOY) == "toy"
+    assert models.resolve(S6) == "s6"
+    toy = models.info(TOY)
+    assert toy.origin == TOY and toy.label == "Toy"
+    assert toy.source_sha256 == hashlib.sha256(outside.read_bytes()).hexdigest()
+    assert models.info("lru").origin == models.BUILTIN and models.info("lru").source_sha256 is None
+    # Our four first, in their order; outside models after, as registered.
+    assert [m.name for m in models.infos()][:4] == ["rotrnn", "lru", "s4d", "s5"]
+    # Provenance records each outside model's import path and source hash.
+    recorded = provenance.provenance()["outside_models"]
+    assert recorded["toy"] == {"origin": TOY, "source_sha256": toy.source_sha256}
+    assert recorded["s6"]["origin"] == S6
+
+
+def test_bad_paths_and_registrations_say_what_is_wrong(outside):
+    with pytest.raises(ValueError, match="cannot import module 'no_such_module'"):
+        models.resolve("no_such_module:Layer")
+    with pytest.raises(ValueError, match="has no attribute 'Nope'"):
+        models.resolve("toy_layer:Nope")
+    with pytest.raises(ValueError, match="'ToyConfig' is not registered.*models.register"):
+        models.resolve("toy_layer:ToyConfig")
+    with pytest.raises(ValueError, match="form 'package.module:Layer'"):
+        models.resolve("toy_layer:")
+    with pytest.raises(ValueError, match="registered twice"):
+        models.register("toy", models.info("toy").config_cls)(object)
+    with pytest.raises(ValueError, match="unknown capabilities.*accepted"):
+        models.register("other", models.info("toy").config_cls, capabilities={"telepathy"})
+    with pytest.raises(ValueError, match="ablation 'x' sets unknown option.*accepted"):
+        models.register("other", models.info("toy").config_cls,
+                        ablations=(models.Ablation("x", (("nope", 1),), "X", ""),))
+
+
+def test_check_layer_passes_a_good_layer_and_names_what_a_bad_one_breaks(outside, capsys):
+    checks = {c.name: c for c in layer_check.check_layer(TOY, long_length=16)}
+    assert all(c.status == "ok" for c in checks.values()), layer_check.format_table(
+        list(checks.values()))
+    models.resolve("toy_layer:_broken")
+    broken = {c.name: c for c in layer_check.check_layer("broken", long_length=16)}
+    assert broken["build"].status == "fail" and "not an equinox.Module" in broken["build"].detail
+    assert cli.main(["check-layer", "toy_layer:Nope"]) == cli.USAGE_ERROR
+    assert "has no attribute 'Nope'" in capsys.readouterr().err
+
+
+def test_check_layer_on_the_selective_example(outside):
+    checks = {c.name: c for c in layer_check.check_layer(S6, long_length=16)}
+    failed = [c for c in checks.values() if c.status == "fail"]
+    assert not failed, layer_check.format_table(list(checks.values()))
+    assert checks["discrete system"].status == "skip"
+    assert checks["hidden states"].detail.startswith("(L, P) = (16, 32)")
+    assert checks["study theory"].status == "skip" and "discrete_system" in (
+        checks["study theory"].detail)
+    assert checks["study throughput"].status == "ok" and checks["study memory"].status == "ok"
+
+
+def test_the_registry_gives_an_outside_model_its_variants_colour_and_label(outside):
+    assert variants.variant("toy") == variants.Variant("toy", (), "Toy", "")
+    assert variants.variant(TOY) == variants.variant("toy")
+    # The toy module registers "toy" and "broken", then S6 registers: the fifth to seventh.
+    colours = [style.model_colour(m) for m in ("rotrnn", "lru", "s4d", "s5", "toy", "s6")]
+    assert colours == [*style.PALETTE[:5], style.PALETTE[6]]
+    assert style.model_label(S6) == "S6" and style.order_models(["s6", "lru", "toy"]) == [
+        "lru", "toy", "s6"]
+
+
+def test_theory_takes_the_engine_toy_into_its_report_and_refuses_the_selective_layer(
+    outside, tmp_path
+):
+    # A fifth model on the engine: the study runs it, and the report section shows it by label.
+    store = Store(tmp_path / "store.sqlite")
+    config = theory.STUDY.config("smoke", {"variants": "(toy,)", "equivalence_variants": "()"})
+    summary = run_study(theory.STUDY, config, store=store, progress=False)
+    assert summary.counts == {"done": summary.total}, store.runs("theory")["error"].tolist()
+    rows = store.read("theory")
+    assert (rows[rows["kind"] == "summary"]["exact_worst_rel_dev"] < 5e-5).all()
+    # Each row's provenance names the outside layer's file and its hash.
+    assert set(rows["prov.outside_models.toy.origin"]) == {TOY}
+    assert set(rows["prov.outside_models.toy.source_sha256"]) == {
+        hashlib.sha256(outside.read_bytes()).hexdigest()}
+    table = next(a for a in theory_report.section(store) if a.name == "theory_white_noise_table")
+    assert isinstance(table, Table) and list(table.frame.index) == ["Toy"]
+    white, _ = theory.chosen_variants(theory.STUDY.config("smoke"))
+    assert "toy" in white and "s6" not in white
+    with pytest.raises(ValueError, match=r"\['s6'\].*lack a capability.*discrete_system"):
+        theory.TheoryConfig(variants=("s6",))
+    assert theory.STUDY.skip_reason(models.info("s6")) == (
+        "S6 declares no discrete_system, which this study reads")
+
+
+def test_throughput_and_memory_measure_the_selective_layer(outside):
+    # Short sequences and small peak measurements: the columns are checked, not the speed.
+    small = {"models": f"({S6},)", "modes": "(forward,)"}
+    config = throughput.STUDY.config("smoke", {**small, "seq_lens": "(32,)",
+                                               "peak_matmul_size": "64", "peak_stream_mib": "1"})
+    (spec,) = throughput.grid(config)
+    (row,) = throughput.run(spec)
+    assert set(throughput.COLUMNS) <= set(row)
+    assert row["model"] == S6 and row["params"] == programs.parameter_count(
+        S6, d_model=128, d_state=16, options=())
+    assert row["states"] == 128 * 16 and row["algorithm"] is None
+    assert row["roofline_fraction"] is None and "no discrete system" in row["count_source"]
+    assert row["tokens_per_s"] > 0
+    config = memory.STUDY.config("smoke", {**small, "seq_lens": "(32,64)"})
+    (spec,) = memory.grid(config)
+    rows = memory.run(spec)
+    fit = rows[-1]
+    assert fit["kind"] == "fit" and fit["linear"] and fit["states"] == 128 * 16
+    assert set(memory.FIT_COLUMNS) <= set(fit)
+    for name in studies.names():
+        assert studies.get(name).skip_reason(models.info("lru")) is None
+
+
+def test_the_selective_layer_matches_its_recurrence_written_as_a_loop(outside):
+    layer = models.build("s6", d_model=3, d_state=4, key=jax.random.PRNGKey(0))
+    x = np.asarray(jax.random.normal(jax.random.PRNGKey(1), (7, 3)), dtype=np.float64)
+    p = {k: np.asarray(getattr(layer, k), dtype=np.float64)
+         for k in ("A_log", "D_skip", "W_down", "W_up", "b_delta", "W_B", "W_C")}
+    h = np.zeros((3, 4))
+    expected = []
+    for x_t in x:
+        delta = np.log1p(np.exp(p["W_up"] @ p["W_down"] @ x_t + p["b_delta"]))
+        B, C = p["W_B"] @ x_t, p["W_C"] @ x_t
+        h = np.exp(delta[:, None] * -np.exp(p["A_log"])) * h + delta[:, None] * B * x_t[:, None]
+        expected.append(h @ C + p["D_skip"] * x_t)
+    y = eqx.filter_jit(lambda m, x: m(x))(layer, x.astype(np.float32))
+    np.testing.assert_allclose(y, np.stack(expected), rtol=2e-5, atol=2e-6)
+
+
+def test_an_entry_point_adds_a_model_by_name(outside, monkeypatch):
+    def entry_points(group):
+        assert group == models.ENTRY_POINT_GROUP
+        return [metadata.EntryPoint(name=name, value=value, group=group)]
+
+    monkeypatch.setattr(metadata, "entry_points", entry_points)
+    name, value = "toy", TOY
+    _registry._load_entry_points()  # the toy is already registered: resolving it again is a no-op
+    name, value = "wrong", TOY
+    with pytest.raises(ValueError, match="entry point 'wrong'.*registers its layer as 'toy'"):
+        _registry._load_entry_points()
+    name, value = "missing", "toy_layer:Nope"
+    with pytest.raises(ValueError, match="entry point 'missing'.*does not register a model"):
+        _registry._load_entry_points()
