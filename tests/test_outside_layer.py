@@ -189,3 +189,26 @@ def test_an_entry_point_adds_a_model_by_name(outside, monkeypatch):
     name, value = "missing", "toy_layer:Nope"
     with pytest.raises(ValueError, match="entry point 'missing'.*does not register a model"):
         _registry._load_entry_points()
+
+
+def test_the_selective_layer_in_the_accuracy_study_and_the_whole_report(outside, tmp_path):
+    # Trained by the accuracy study at the smoke preset beside a layer of ours, by import path.
+    from harness.report import render
+    from harness.studies import accuracy
+
+    store = Store(tmp_path / "store.sqlite")
+    # Seed 1: runs outside the smoke grid, so the report shows these two models alone.
+    config = accuracy.STUDY.config("smoke", {"models": f"({S6},lru)", "seeds": "(1,)"})
+    summary = run_study(accuracy.STUDY, config, store=store, progress=False)
+    assert summary.counts == {"done": summary.total}, store.runs("accuracy")["error"].tolist()
+    out = tmp_path / "reports"
+    render(store, out)
+    index = (out / "index.md").read_text()
+    table = (out / "tables" / "accuracy_test.md").read_text()
+    assert "| S6 " in table and "| LRU " in table  # its own label, in the table
+    assert style.model_colour("s6") not in {style.model_colour(m) for m in
+                                           ("rotrnn", "lru", "s4d", "s5")}
+    # Where it cannot enter, the report says so, with the capability it lacks.
+    for study in ("Stability of the hidden-state norm", "Theory checks"):
+        assert (f"**{study}: S6 is not in this study**" in index
+                and "S6 declares no discrete_system" in index), study

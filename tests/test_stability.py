@@ -264,7 +264,7 @@ def test_cpu_grid():
     for spec in specs:
         trained = spec.network.depth in config.train_depths and spec.task in trained_tasks
         assert (spec.train is not None) == trained
-        variant = stability.VARIANTS[spec.variant]
+        variant = stability.variant(spec.variant)
         assert spec.network.layer == variant.model
         assert set(variant.options) <= set(spec.network.layer_options)
     # The paper's claim on the paper's task: ListOps trained at two depths and three seeds.

@@ -191,7 +191,32 @@ def _study_section(store: Store, name: str) -> _Section:
             Missing(f"{name}_all", title,
                     "the section produced no table or figure from this store."),
         )
-    return _Section(name, title, intro, artifacts, summary)
+    return _Section(name, title, intro, artifacts + _skipped_models(name), summary)
+
+
+def _skipped_models(name: str) -> tuple[Missing, ...]:
+    """A `Missing` per registered model that study ``name`` leaves out, with the reason its
+    `Study.skip_reason` gives (a capability the model's registration lacks)."""
+    import models
+
+    try:
+        study = studies.get(name)
+        infos = models.infos()
+    except Exception as e:  # the section stands; only this statement is lost
+        log.warning("models skipped by %r cannot be listed (%s: %s)", name, type(e).__name__, e)
+        return ()
+    out = []
+    for info in infos:
+        reason = study.skip_reason(info)
+        if reason:
+            out.append(Missing(f"{name}_skips_{_writers_safe(info.name).lower()}",
+                               f"{info.label} is not in this study", f"{reason}."))
+    return tuple(out)
+
+
+def _writers_safe(name: str) -> str:
+    """``name`` as a file-stem fragment (letters, digits and underscores)."""
+    return re.sub(r"[^0-9A-Za-z_]", "_", name)
 
 
 def _dedupe(sections: list[_Section]) -> list[_Section]:

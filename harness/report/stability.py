@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..store import Store
-from ..studies.stability import VARIANTS
+from ..variants import variants
 from . import _stats, style
 from ._artifacts import Artifact, Figure, Finding, Missing, Table
 from ._provenance import in_preset, pick_preset, with_presets
@@ -43,12 +43,14 @@ _STATUSES = ("done", "diverged")
 
 
 def _label(variant: str) -> str:
-    return VARIANTS[variant].label if variant in VARIANTS else variant
+    known = variants()
+    return known[variant].label if variant in known else variant
 
 
 def _variant_order(names) -> list[str]:
     present = set(names)
-    return [v for v in VARIANTS if v in present] + sorted(present - set(VARIANTS))
+    known = variants()
+    return [v for v in known if v in present] + sorted(present - set(known))
 
 
 def _shade(colour: str, k: int, depth: int) -> tuple[float, float, float]:
@@ -541,6 +543,7 @@ def _finding(spread: pd.DataFrame, task: str, preset: str | None,
                    lines=tuple(lines), runs=run_ids)
 
 
-def variants_of_models(variants) -> list[str]:
+def variants_of_models(names) -> list[str]:
     """The variants that are a model's own configuration (no ablation): keyed by the model."""
-    return [v for v in variants if v in VARIANTS and VARIANTS[v].model == v]
+    known = variants()
+    return [v for v in names if v in known and known[v].model == v]

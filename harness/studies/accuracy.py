@@ -34,7 +34,7 @@ from models.network import NetworkConfig
 
 from .. import config as _config
 from ..train import TrainConfig, train
-from ._study import Study
+from ._study import Study, requires
 
 CHECKPOINT_ENV = "LINRNN_CHECKPOINTS"
 DEFAULT_CHECKPOINTS = Path("results") / "checkpoints"
@@ -94,7 +94,7 @@ class AccuracyConfig:
             the report so that a reader knows why they are absent.
     """
 
-    models: tuple[str, ...] = ("lru", "rotrnn", "s4d", "s5")
+    models: tuple[str, ...] = dataclasses.field(default_factory=lambda: entering_models())
     tasks: tuple[str, ...] = ("digits",)
     seeds: tuple[int, ...] = (0, 1, 2)
     depths: tuple[int, ...] = ()
@@ -108,7 +108,11 @@ class AccuracyConfig:
     left_out: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
-        _nonempty_known("models", self.models, models.names())
+        if not self.models:
+            raise ValueError(f"models must name at least one; accepted: "
+                             f"{', '.join(models.names())} or an import path module:factory.")
+        for name in self.models:
+            models.resolve(name)  # a registered name, or an import path that registers one
         _nonempty_known("tasks", self.tasks, tasks.names())
         if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
                                  for s in self.seeds):
@@ -152,6 +156,15 @@ class AccuracyConfig:
                     f"tune_tasks={self.tune_tasks!r} needs a non-empty {name} (the learning "
                     "rates every model is tried at)."
                 )
+
+
+# Training reads each layer's recurrent mask (the recurrent parameters' own learning rate).
+skip_reason = requires(models.RECURRENT_MASK)
+
+
+def entering_models() -> tuple[str, ...]:
+    """Every registered model that can enter the study, in the registry's order."""
+    return tuple(m.name for m in models.infos() if skip_reason(m) is None)
 
 
 def _nonempty_known(where: str, values: tuple[str, ...], accepted: list[str]) -> None:
@@ -213,7 +226,16 @@ def _resolve(config: AccuracyConfig, model: str, task: str, depth: int, seed: in
     network: dict[str, Any] = {"depth": depth}
     training: dict[str, Any] = {}
     task_options = tasks.preset_options(task, config.task_preset)
-    layer_options = dict(config.network.layer_options)
+    # What the model's paper prescribes for this task (its registration), then the options
+    # its registration derives from the width, then the study's own settings and recipes.
+    prescribed = models.task_options(model, task, config.task_preset)
+    if "d_state" in prescribed:
+        network["d_state"] = prescribed.pop("d_state")
+    d_state = network.get("d_state", config.network.d_state)
+    width = models.info(model).width_options
+    layer_options = dict(width(config.network.d_model, d_state)) if width else {}
+    layer_options.update(prescribed)
+    layer_options.update(config.network.layer_options)
     for recipe in config.recipes:
         if not recipe.applies(model, task):
             continue
@@ -303,9 +325,11 @@ RECIPE_RECURRENT_LR = "cfg.recipe_recurrent_lr"
 # --------------------------------------------------------------------------------------------
 # Presets. Sizes are stated here, in one place; what is not from a paper says so.
 
+_MODELS = entering_models()  # the presets' models: every registered layer that can enter
+
 _SMOKE = AccuracyConfig(
     # Seconds: the tests' preset. One tiny run per model on sequential digits (256 examples).
-    models=("lru", "rotrnn", "s4d", "s5"),
+    models=_MODELS,
     tasks=("digits",),
     seeds=(0,),
     task_preset="smoke",
@@ -313,21 +337,12 @@ _SMOKE = AccuracyConfig(
     train=TrainConfig(steps=4, batch_size=8, eval_every=2, eval_batch_size=64),
 )
 
-# RotRNN's head size: the authors' sweeps use 4 to 8 real states per head (REFERENCES.md).
-_ROTRNN_HEAD_SIZE = 8
-
 _TASK_SIZES_CPU = (
     Recipe(task="adding", overrides=(("task.seq_len", 100),),
            source="adding problem at L=100 (5000/500/500 examples): L=200 doubles the cost"),
     Recipe(task="ucr", overrides=(("task.dataset", "JapaneseVowels"),),
            source="JapaneseVowels (UEA; 9 classes, 12 features, length <= 29): PigCVP's "
                   "length 2000 is beyond the CPU budget"),
-)
-_MODEL_OPTIONS = (
-    Recipe(model="rotrnn", overrides=(("layer.heads", 32 // _ROTRNN_HEAD_SIZE),),
-           source="RotRNN head size 8 (authors' sweeps: 4-8)"),
-    Recipe(model="lru", task="listops", overrides=(("layer.r_min", 0.0), ("layer.r_max", 0.99)),
-           source="LRU paper, ListOps ring [0, 0.99]"),
 )
 # The learning-rate grid every model gets on a tuned task, log-spaced around the one recipe
 # (3e-3, recurrent 1e-3). Measured on ListOps at the cpu size (LRU and RotRNN, seed 0): on the
@@ -357,7 +372,7 @@ _CPU = AccuracyConfig(
     # steps of 32 examples (600 on ListOps, 300 elsewhere), lr 3e-3, recurrent lr 1e-3 (S4D's
     # value for A, B, Delta), weight decay 0.05, 10% warm-up then cosine; validation every 100
     # steps (50 on ListOps). Short-budget numbers, not the papers'.
-    models=("lru", "rotrnn", "s4d", "s5"),
+    models=_MODELS,
     tasks=("digits", "listops", "adding", "ucr"),
     seeds=(0, 1, 2),
     task_preset="cpu",
@@ -370,7 +385,6 @@ _CPU = AccuracyConfig(
                       "2-5 arguments, 8000/500/500 examples): 600 steps, where the learning "
                       "curves flatten"),
         *_TASK_SIZES_CPU,
-        *_MODEL_OPTIONS,
     ),
     tune_tasks=("listops",),
     lr_grid=_LR_GRID,
@@ -390,7 +404,7 @@ _CPU_FULL = AccuracyConfig(
     # tuned on the same 3 x 3 grid, twice the steps, ListOps deeper and longer (trees of depth
     # <= 4, 21-99 tokens, 16000 training examples), MQAR and selective copying. Same code,
     # same report.
-    models=("lru", "rotrnn", "s4d", "s5"),
+    models=_MODELS,
     tasks=("digits", "listops", "adding", "ucr", "mqar", "selective_copy"),
     seeds=(0, 1, 2, 3, 4),
     task_preset="cpu",
@@ -404,7 +418,6 @@ _CPU_FULL = AccuracyConfig(
             source="ListOps (LRA generator) with trees of depth <= 4, 2-5 arguments, 21-99 "
                    "tokens: 1500 steps"),
         *_TASK_SIZES_CPU,
-        *_MODEL_OPTIONS,
     ),
     tune_tasks=("digits", "listops", "adding", "ucr", "mqar", "selective_copy"),
     lr_grid=_LR_GRID,
@@ -427,12 +440,6 @@ def _lra(task: str, depth: int, width: int, steps: int, batch: int,
     )
 
 
-def _state(model: str, task: str, d_state: int, extra: tuple[tuple[str, Any], ...],
-           source: str) -> Recipe:
-    return Recipe(model=model, task=task, overrides=(("network.d_state", d_state), *extra),
-                  source=source)
-
-
 _BIDIRECTIONAL = (("layer.bidirectional", True),)
 
 _GPU = AccuracyConfig(
@@ -444,7 +451,7 @@ _GPU = AccuracyConfig(
     # N=128 in 32 heads on ListOps), the LRU's ring radii and phase. Not in REFERENCES.md and
     # therefore assumed, the same for every model: lr 1e-3 (recurrent 1e-3, S4D's value),
     # weight decay 0.05, dropout 0, BatchNorm pre-norm with half-GLU, 10% warm-up then cosine.
-    models=("lru", "rotrnn", "s4d", "s5"),
+    models=_MODELS,
     tasks=("listops", "pathfinder", "pathx"),
     seeds=(0, 1, 2),
     task_preset="gpu",
@@ -457,20 +464,6 @@ _GPU = AccuracyConfig(
         _lra("pathx", 6, 128, 250_000, 32, (("train.eval_every", 10_000),)),
         Recipe(task="pathfinder", overrides=_BIDIRECTIONAL, source="LRU: bidirectional"),
         Recipe(task="pathx", overrides=_BIDIRECTIONAL, source="LRU: bidirectional"),
-        Recipe(model="s5", overrides=_BIDIRECTIONAL, source="S5: bidirectional on every task"),
-        _state("lru", "listops", 256, (("layer.r_min", 0.0), ("layer.r_max", 0.99)),
-               "LRU Table 9 (N=256), ring [0, 0.99]"),
-        _state("lru", "pathfinder", 256, (("layer.r_min", 0.9), ("layer.r_max", 0.999)),
-               "LRU Table 9 (N=256), ring [0.9, 0.999]"),
-        _state("lru", "pathx", 256, (("layer.r_min", 0.999), ("layer.r_max", 0.9999),
-                                     ("layer.max_phase", math.pi / 10)),
-               "LRU Table 9 (N=256), ring [0.999, 0.9999], max phase pi/10"),
-        _state("s5", "listops", 16, (("layer.blocks", 8),), "S5 settings: ListOps P=16, J=8"),
-        _state("s5", "pathfinder", 256, (("layer.blocks", 8),), "S5 settings: P=256, J=8"),
-        _state("s5", "pathx", 256, (("layer.blocks", 16),), "S5 settings: P=256, J=16"),
-        _state("s4d", "*", 64, (), "S4D: N=64 per channel"),
-        _state("rotrnn", "*", 128, (("layer.heads", 32),),
-               "RotRNN authors' ListOps sweep: N=128 in 32 heads (used for every task)"),
     ),
 )
 
@@ -481,4 +474,5 @@ STUDY = Study(
     grid=grid,
     run=run,
     version=2,
+    skip_reason=skip_reason,
 )

@@ -48,72 +48,24 @@ import jax.random as jr
 import numpy as np
 import optax
 
+import models
 import tasks
 from models.network import NetworkConfig
 
 from .. import train as training
-from ._study import Diverged, Study
+from ..variants import build_options, check_variants, variant, variants
+from ._study import Diverged, Study, requires
+
+# The probe reads each layer's hidden states and its discrete system's eigenvalues.
+skip_reason = requires(models.HIDDEN_STATES, models.DISCRETE_SYSTEM)
+
+
+def entering_variants() -> tuple[str, ...]:
+    """Every registered variant whose model can enter the study, in the registry's order."""
+    return tuple(k for k, v in variants().items() if skip_reason(models.info(v.model)) is None)
 
 # --------------------------------------------------------------------------------------------
-# The variants (shared with the theory study)
-
-
-@dataclasses.dataclass(frozen=True)
-class Variant:
-    """One layer configuration the stability and theory studies compare.
-
-    Attributes:
-        model: registry key of the layer (`models.build`).
-        options: layer options fixed by the variant, as ``(name, value)`` pairs.
-        label: how tables and legends name it.
-        note: what the variant switches on or off, for captions.
-        multi_head: whether the layer takes a ``heads`` option (RotRNN), set from the study's
-            config so that every multi-head variant has the same head size.
-    """
-
-    model: str
-    options: tuple[tuple[str, Any], ...]
-    label: str
-    note: str
-    multi_head: bool = False
-
-    def build_options(self, heads: int) -> dict[str, Any]:
-        """The options passed to `models.build` (``heads`` only for multi-head layers)."""
-        out = dict(self.options)
-        if self.multi_head:
-            out["heads"] = heads
-        return out
-
-
-# The four layers and the ablations that explain them: RotRNN without its normaliser xi and with
-# the other gamma initialisation, the LRU without its learned gamma normaliser.
-VARIANTS: dict[str, Variant] = {
-    "rotrnn": Variant("rotrnn", (), "RotRNN", "xi on, gamma log-log-uniform", multi_head=True),
-    "rotrnn-no-xi": Variant(
-        "rotrnn", (("normalise", False),), "RotRNN, xi off", "normaliser xi off", multi_head=True
-    ),
-    "rotrnn-ring": Variant(
-        "rotrnn", (("gamma_init", "ring"),), "RotRNN, ring gamma", "gamma^2 uniform on a ring",
-        multi_head=True,
-    ),
-    "lru": Variant("lru", (), "LRU", "learned gamma normaliser"),
-    "lru-no-gamma": Variant(
-        "lru", (("normaliser", "none"),), "LRU, gamma off", "gamma normaliser off"
-    ),
-    "s4d": Variant("s4d", (), "S4D", "paper initialisation"),
-    "s5": Variant("s5", (), "S5", "paper initialisation"),
-}
-
-
-def check_variants(where: str, names: tuple[str, ...]) -> None:
-    """Raise if ``names`` is empty, repeats a name, or names a variant not in `VARIANTS`."""
-    if not names:
-        raise ValueError(f"{where} must name at least one variant; accepted: {list(VARIANTS)}.")
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown:
-        raise ValueError(f"{where} has unknown variant(s) {unknown}; accepted: {list(VARIANTS)}.")
-    if len(set(names)) != len(names):
-        raise ValueError(f"{where}={names!r} repeats a variant.")
+# The variants: every registered model's own configuration and its ablations (`harness.variants`)
 
 
 def time_grid(length: int, points: int) -> np.ndarray:
@@ -135,7 +87,8 @@ class StabilityConfig:
     Attributes:
         tasks: task registry keys (ListOps as the paper, and at least one other).
         task_preset: which of each task's presets (`tasks.preset_options`) sizes the data.
-        variants: keys of `VARIANTS`.
+        variants: keys of `harness.variants.variants()` (default: every variant whose model
+            declares hidden states and a discrete system).
         depths: network depths measured at initialisation (the depth sweep).
         train_depths: depths that are also trained (each must be in ``depths``; the trained
             run's step-0 rows are its initialisation).
@@ -145,7 +98,7 @@ class StabilityConfig:
         d_model, d_state: every layer's width and ``d_state`` (the layer's own convention:
             RotRNN's N real dimensions, the LRU's and S5's complex states, S4D's states per
             channel).
-        heads: RotRNN's number of heads.
+        heads: the number of heads of every layer that has a ``heads`` option.
         steps, eval_every, batch_size, lr, recurrent_lr: the training recipe
             (`harness.train.TrainConfig`; the other fields keep its defaults).
         probe_size: examples in the fixed probe batch.
@@ -157,7 +110,7 @@ class StabilityConfig:
 
     tasks: tuple[str, ...] = ("listops", "digits")
     task_preset: Literal["smoke", "cpu", "gpu"] = "cpu"
-    variants: tuple[str, ...] = tuple(VARIANTS)
+    variants: tuple[str, ...] = dataclasses.field(default_factory=lambda: entering_variants())
     depths: tuple[int, ...] = (1, 2, 4, 8)
     train_depths: tuple[int, ...] = (4,)
     train_tasks: tuple[str, ...] = ()
@@ -187,6 +140,14 @@ class StabilityConfig:
                 f"stability.task_preset={self.task_preset!r}; accepted: {list(tasks.PRESETS)}."
             )
         check_variants("stability.variants", self.variants)
+        barred = {v: skip_reason(models.info(variant(v).model)) for v in self.variants}
+        barred = {v: why for v, why in barred.items() if why}
+        if barred:
+            raise ValueError(
+                "stability.variants cannot include "
+                + "; ".join(f"{v} ({why})" for v, why in barred.items())
+                + f"; accepted: {list(entering_variants())}."
+            )
         if self.statistics not in STATISTICS:
             raise ValueError(
                 f"stability.statistics={self.statistics!r}; accepted: {list(STATISTICS)}."
@@ -247,11 +208,13 @@ def grid(config: StabilityConfig) -> list[StabilityRun]:
         task_options = tuple(sorted(tasks.preset_options(task, config.task_preset).items()))
         trained = not config.train_tasks or task in config.train_tasks
         for name in config.variants:
-            variant = VARIANTS[name]
+            chosen = variant(name)
+            options = build_options(chosen, config.d_model, config.d_state,
+                                    explicit={"heads": config.heads})
             for depth in config.depths:
                 network = NetworkConfig(
-                    layer=variant.model,
-                    layer_options=tuple(sorted(variant.build_options(config.heads).items())),
+                    layer=chosen.model,
+                    layer_options=tuple(sorted(options.items())),
                     depth=depth,
                     d_model=config.d_model,
                     d_state=config.d_state,
@@ -531,4 +494,5 @@ STUDY = Study(
     presets=PRESETS,
     grid=grid,
     run=run,
+    skip_reason=skip_reason,
 )
