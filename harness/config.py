@@ -16,11 +16,9 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
+from .errors import ConfigError as ConfigError  # re-exported: its old import place
+
 T = TypeVar("T")
-
-
-class ConfigError(ValueError):
-    """A configuration key or value that is not accepted; the message says what is."""
 
 
 def parse_overrides(items: Iterable[str]) -> dict[str, str]:

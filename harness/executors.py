@@ -27,6 +27,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from .errors import ExecutorError as ExecutorError  # re-exported: its old import place
 from .runner import Executor, Outcome, enable_compilation_cache, execute, local_executor
 from .studies import Study
 
@@ -35,10 +36,6 @@ EXECUTORS: tuple[str, ...] = ("local", "processes", "ray")
 _FORWARDED_ENV: tuple[str, ...] = (
     "LINRNN_CHECKPOINTS", "LINRNN_CACHE", "LINRNN_JAX_CACHE", "JAX_PLATFORMS", "CI",
 )
-
-
-class ExecutorError(RuntimeError):
-    """An executor that cannot start (unknown name, Ray missing or unreachable)."""
 
 
 def make_executor(

@@ -24,6 +24,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from .errors import StoreError as StoreError  # re-exported: its old import place
+
 Status = Literal["done", "diverged", "failed"]
 STATUSES: tuple[str, ...] = ("done", "diverged", "failed")
 DEFAULT_PATH = Path("results") / "store.sqlite"
@@ -49,10 +51,6 @@ CREATE TABLE IF NOT EXISTS rows (
 );
 CREATE INDEX IF NOT EXISTS runs_by_study ON runs(study, status);
 """
-
-
-class StoreError(RuntimeError):
-    """The store file is missing, unreadable or not a linrnn-bench store."""
 
 
 def _json_default(value: Any) -> Any:

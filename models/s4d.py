@@ -68,7 +68,10 @@ class S4DConfig:
         d_state: N, states per channel before conjugate-symmetric halving; even.
         init: "lin" (S4D-Lin) or "inv" (S4D-Inv) imaginary parts.
         discretisation: "zoh" (the code's default) or "bilinear".
-        dt_min, dt_max: the range of the log-uniform initial timescales.
+        dt_min, dt_max: the range of the log-uniform initial timescales. Validated, not
+            clamped (the authors' code does neither): dt_min >= about 2e-6
+            (`models._validate.MIN_TIMESCALE`, below which float32 rounds lambda to 1 and
+            B_bar to 0) and dt_max finite (an infinite one gives NaN outputs).
         train_B: train B (initialised to 1), as the authors' full kernel (`SSMKernelDiag`)
             does, in the A/Delta group; False fixes B = 1, as their minimal `s4d.py` does.
         bidirectional: add a reverse-time scan with its own C.

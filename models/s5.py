@@ -66,7 +66,10 @@ class S5Config:
         C_init: how C is drawn (module docstring); the official run scripts set it per task
             (e.g. "lecun_normal" for ListOps, Image, Speech; "complex_normal" for Path-X).
         discretisation: "zoh" or "bilinear".
-        dt_min, dt_max: the range of the log-uniform initial timescales.
+        dt_min, dt_max: the range of the log-uniform initial timescales. Validated, not
+            clamped: dt_min >= about 2e-6 (`models._validate.MIN_TIMESCALE`, below which
+            float32 rounds lambda to 1 and B_bar to 0) and dt_max finite (an infinite one gives
+            NaN outputs). ``clip_eigs`` is the official code's clamp of Re(Lambda) in training.
         clip_eigs: clip Re(Lambda) at -1e-4 on every call, which keeps |lambda| < 1 however
             training moves Lambda (the official option, recommended there for long sequences).
         bidirectional: add a reverse-time scan with its own C~.
