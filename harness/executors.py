@@ -32,8 +32,6 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from models import _validate
-
 from .errors import ExecutorError as ExecutorError  # re-exported: its old import place
 from .runner import Executor, Outcome, enable_compilation_cache, execute, local_executor
 from .studies import Study
@@ -138,6 +136,9 @@ class ProcessExecutor:
     """
 
     def __init__(self, workers: int):
+        # Imported here: `models` loads JAX, which the command line needs only to compute.
+        from models import _validate
+
         if not _validate.is_integer(workers) or workers < 1:
             raise ExecutorError(f"workers must be a positive integer, got {workers!r}.")
         self.workers = workers

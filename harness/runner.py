@@ -2,7 +2,9 @@
 
 Each run of a grid is independent. A run is executed, then recorded in one transaction with its
 status (done, diverged, failed) and provenance; a finished run is never recomputed unless
-``fresh``. The executor decides where runs execute (here, in-process, or on Ray); the store is
+``fresh``. ``diverged`` is a result: the loss or state went non-finite during training. A run
+non-finite at step 1 (before any update) is recorded as ``failed``, with a configuration error:
+its configuration cannot train, and failed runs are retried. The executor decides where runs execute (here, in-process, or on Ray); the store is
 written by this process alone, as results come back.
 """
 
@@ -20,7 +22,8 @@ from typing import Any
 from . import config as _config
 from .provenance import now, provenance
 from .store import Store
-from .studies import Diverged, Study
+from .errors import Diverged
+from .studies import Study
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +47,16 @@ def execute(study: Study, spec: Any) -> Outcome:
     try:
         rows, status = study.run(spec), "done"
     except Diverged as e:
-        rows, status, error = e.rows, "diverged", str(e)
+        if e.step is not None and e.step <= 1:
+            # Non-finite before any update took effect: the initial parameters (or the data)
+            # cannot train, which says nothing about training. A failed run, not a result:
+            # it is retried next time, and never reported as a divergence.
+            rows, status = [], "failed"
+            error = (f"ConfigError: {e}, before any update: the configuration gives a "
+                     "non-finite loss or gradient at initialisation; this is not a divergence "
+                     "in training. Check the layer's options and the task's inputs.")
+        else:
+            rows, status, error = e.rows, "diverged", str(e)
     except KeyboardInterrupt:
         raise
     except Exception as e:  # a failed run is a row with its error; the grid goes on

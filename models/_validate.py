@@ -89,13 +89,13 @@ def number(
 
 def finite(where: str, value: Any, *, low: float = -math.inf, closed: bool = True) -> None:
     """``value`` is a finite real number ``>= low`` (``> low`` if not ``closed``)."""
-    if not is_number(value) or not math.isfinite(value):
-        raise ValueError(f"{where} must be a finite number, got {value!r}.")
-    if not (value >= low if closed else value > low):
-        raise ValueError(
-            f"{where}={value!r} is not accepted; it must be a finite number "
-            f"{'>=' if closed else '>'} {low}."
-        )
+    accepted = f"a finite number {'>=' if closed else '>'} {low:g}"
+    if (
+        not is_number(value)
+        or not math.isfinite(value)
+        or not (value >= low if closed else value > low)
+    ):
+        raise ValueError(f"{where} must be {accepted}, got {value!r}.")
 
 
 def in_range(where: str, value: float, low: float, high: float, *, closed: bool = True) -> None:
