@@ -20,6 +20,7 @@ from typing import Any
 
 import jax.numpy as jnp
 import jax.random as jr
+import jaxtyping
 import pytest
 
 import models
@@ -184,8 +185,9 @@ def quiet_environment(monkeypatch, tmp_path):
 @pytest.mark.parametrize("argv, status, words", [c[1:] for c in CLI_CASES],
                          ids=[c[0] for c in CLI_CASES])
 def test_command_line_mistake(argv, status, words, capsys, tmp_path):
+    argv = _argv(argv, tmp_path)
     before = {p for p in tmp_path.rglob("*")}
-    assert main(_argv(argv, tmp_path)) == status
+    assert main(argv) == status
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), captured.err
@@ -317,9 +319,19 @@ CALL_CASES: list[tuple[str, Callable[[Path], Any], type[Exception], tuple[str, .
 ]
 
 
+@pytest.fixture
+def as_users_run_it():
+    """The run-time jaxtyping checks off, as outside pytest (pyproject.toml switches them on
+    for the tests): a value of the wrong type must meet the project's own message, which is
+    what a user sees."""
+    jaxtyping.config.update("jaxtyping_disable", True)
+    yield
+    jaxtyping.config.update("jaxtyping_disable", False)
+
+
 @pytest.mark.parametrize("call, error, words", [c[1:] for c in CALL_CASES],
                          ids=[c[0] for c in CALL_CASES])
-def test_bad_value(call, error, words, tmp_path):
+def test_bad_value(call, error, words, tmp_path, as_users_run_it):
     with pytest.raises(error) as info:
         call(tmp_path)
     message = str(info.value)
