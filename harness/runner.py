@@ -171,11 +171,11 @@ def enable_compilation_cache() -> str | None:
     the programs instead. An empty ``LINRNN_JAX_CACHE`` switches this off. Returns the
     directory used, or None.
     """
-    import jax
-
     cache = os.environ.get(JAX_CACHE_ENV, str(_DEFAULT_JAX_CACHE))
     if not cache:
         return None
+    import jax  # here: a process with the cache switched off need not load JAX for it
+
     jax.config.update("jax_compilation_cache_dir", cache)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     return cache

@@ -2,7 +2,7 @@
 
 Kept apart from the test module so that the driver process and its spawned workers import
 only this and the harness (no pytest, no JAX at import). Each run sleeps ``LINRNN_FAULT_SLEEP``
-seconds (so that a driver can be killed while runs are in flight), writes a file named after
+seconds (half a second by default, so that a driver can be killed while runs are in flight), writes a file named after
 its seed into ``LINRNN_FAULT_FILES`` (standing for the checkpoints a real run writes beside the
 store), and returns rows that depend on its seed only.
 
@@ -22,7 +22,7 @@ from typing import Any
 
 from harness.studies import PRESET_NAMES, Study
 
-RUNS = 6
+RUNS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,11 +35,13 @@ def grid(config: Any) -> list[Spec]:
 
 
 def run(spec: Spec) -> list[dict[str, Any]]:
-    time.sleep(float(os.environ.get("LINRNN_FAULT_SLEEP", "1.0")))
+    time.sleep(float(os.environ.get("LINRNN_FAULT_SLEEP", "0.5")))
     folder = os.environ.get("LINRNN_FAULT_FILES")
     if folder:
         (Path(folder) / f"run-{spec.seed}").write_text(f"{time.time()!r}\n")
-    return [{"seed_value": spec.seed, "square": float(spec.seed**2), "j": j} for j in range(3)]
+    # The padding makes each run need fresh pages of the store (the full-disk test).
+    return [{"seed_value": spec.seed, "square": float(spec.seed**2), "j": j, "pad": "x" * 2000}
+            for j in range(3)]
 
 
 STUDY = Study("faults", "toy grid for fault injection", dict.fromkeys(PRESET_NAMES), grid, run)
