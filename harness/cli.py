@@ -157,6 +157,11 @@ def _prepare(store_path: Path) -> Store:
     from .runner import enable_compilation_cache
 
     store = Store(store_path)
+    if store.readonly:  # found now, not after the first run has been computed
+        raise StoreError(
+            f"The store {store_path} is read-only for this user, so no run could be recorded. "
+            "Make it writable (chmod u+w) or pass another path with --store."
+        )
     os.environ.setdefault(CHECKPOINT_ENV, str(store_path.parent / "checkpoints"))
     enable_compilation_cache()
     return store
