@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import os
 import signal
 import sys
@@ -320,7 +319,7 @@ def _cmd_study(args) -> int:
 
 def _cmd_report(args) -> int:
     from . import studies
-    from .report import _writers
+    from .report import ReportError, _writers, render
     from .runner import run_study
 
     try:
@@ -345,16 +344,8 @@ def _cmd_report(args) -> int:
     store = Store(args.store, create=False, readonly=True)
     store.check()
     try:
-        report = importlib.import_module("harness.report")
-    except ModuleNotFoundError as e:
-        if e.name != "harness.report":
-            raise
-        print("note: harness.report does not exist yet, so no report was written; "
-              f"the results are in {args.store}.")
-        return 1
-    try:
-        report.render(store, out)
-    except (report.ReportError, ValueError) as e:  # e.g. --out holds files it did not write
+        render(store, out)
+    except (ReportError, ValueError) as e:  # e.g. --out holds files it did not write
         raise UsageError(str(e)) from None
     except OSError as e:  # a full disk or a permission change while writing
         print(f"error: the report could not be written to {out}: {e.strerror or e}; the "

@@ -39,8 +39,8 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
             )
         if key in out:
             raise ConfigError(
-                f"Override key {key!r} is given twice ({key}={out[key]} and {key}={value.strip()}); "
-                "give each key once."
+                f"Override key {key!r} is given twice ({key}={out[key]} and "
+                f"{key}={value.strip()}); give each key once."
             )
         out[key] = value.strip()
     return out

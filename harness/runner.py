@@ -4,8 +4,9 @@ Each run of a grid is independent. A run is executed, then recorded in one trans
 status (done, diverged, failed) and provenance; a finished run is never recomputed unless
 ``fresh``. ``diverged`` is a result: the loss or state went non-finite during training. A run
 non-finite at step 1 (before any update) is recorded as ``failed``, with a configuration error:
-its configuration cannot train, and failed runs are retried. The executor decides where runs execute (here, in-process, or on Ray); the store is
-written by this process alone, as results come back.
+its configuration cannot train, and failed runs are retried. The executor decides where runs
+execute (here, in-process, or on Ray); the store is written by this process alone, as results
+come back.
 """
 
 from __future__ import annotations

@@ -76,8 +76,8 @@ class Store:
         create: make the file (and its folder) if it does not exist, as the commands that run
             studies do. With False (what ``report`` uses) a missing file is a `StoreError`
             saying so: rendering never creates a store.
-        readonly: open for reading only (``report`` does): nothing is created, WAL mode is
-            not switched on, and recording is a `StoreError`.
+        readonly: open for reading only (``report`` does): the file must exist, nothing is
+            created, WAL mode is not switched on, and recording is a `StoreError`.
 
     A store whose file this process cannot write (read-only file or folder) is opened read-only:
     reading works, writing is a `StoreError` naming the file. Every SQLite error on the way
@@ -95,7 +95,7 @@ class Store:
                 f"(e.g. {self.path / 'store.sqlite'})."
             )
         if not self.path.exists():
-            if not create:
+            if readonly or not create:
                 raise StoreError(
                     f"The store {self.path} does not exist. Pass the path of an existing store "
                     "with --store (a report never creates one), or run a study first."
@@ -109,9 +109,10 @@ class Store:
 
     def _connect(self) -> sqlite3.Connection:
         if self.readonly:
-            # Read-only: no WAL switch (it writes the header). A file whose folder we cannot
-            # write either cannot get the WAL's shared-memory file; `immutable` reads it as it
-            # is, which holds because nothing can write it while we cannot.
+            # Read-only: no WAL switch (it writes the header). In a folder we cannot write,
+            # SQLite cannot make the WAL's shared-memory file either; `immutable` then reads the
+            # file as it is, assuming nobody writes it meanwhile (a report read during another
+            # user's grid could see a run written half-way: render again afterwards).
             folder_writable = os.access(self.path.parent, os.W_OK)
             mode = "mode=ro" if folder_writable else "immutable=1"
             uri = f"{self.path.resolve().as_uri()}?{mode}"
@@ -239,7 +240,8 @@ class Store:
     def runs(self, study: str | None = None) -> pd.DataFrame:
         """One line per run: id, study, status, seed, error, times, ``cfg.*`` and ``prov.*``."""
         with self._connection("read") as db:
-            query = "SELECT * FROM runs" + (" WHERE study = ?" if study else "") + " ORDER BY run_id"
+            where = " WHERE study = ?" if study else ""
+            query = f"SELECT * FROM runs{where} ORDER BY run_id"
             frame = _read_sql(query, db, params=(study,) if study else ())
         return _expand(frame)
 

@@ -139,3 +139,41 @@ def timescales(where: str, dt_min: float, dt_max: float) -> None:
             f"every output NaN). Accepted values: [dt_min, any finite number]."
         )
     ordered(f"{where}.dt_min", dt_min, f"{where}.dt_max", dt_max)
+
+
+def bilinear_radius(
+    where: str, eigenvalues: Any, dt_min: float, dt_max: float
+) -> None:
+    """The bilinear discretisation keeps every initial |lambda| <= `MAX_RADIUS` in float32.
+
+    lambda = (1 + a Delta / 2) / (1 - a Delta / 2) tends to -1 as Delta grows, the faster the
+    larger |Im a|: S4D-Inv's eigenvalues at N = 256 reach |lambda| = 1 in float32 from
+    Delta = 1. Over a range of Delta, 1 - |lambda|^2 = 2 |Re a| Delta / ((1 - Re a Delta / 2)^2
+    + (Im a Delta / 2)^2) rises then falls, so the largest |lambda| is at dt_min or dt_max.
+    """
+    import numpy as np  # here: the other helpers need nothing beyond the standard library
+
+    a = np.asarray(eigenvalues, dtype=np.complex128).ravel()
+
+    def largest(delta: float) -> float:
+        half = a * (delta / 2.0)
+        return float(np.max(np.abs((1.0 + half) / (1.0 - half))))
+
+    worst = max(largest(dt_min), largest(dt_max))
+    if worst <= MAX_RADIUS:
+        return
+    # The largest dt_max that keeps the limit, by bisection on log Delta (the bound falls with
+    # dt_max on the branch that crossed it).
+    low, high = math.log(dt_min), math.log(dt_max)
+    if largest(dt_min) > MAX_RADIUS:
+        hint = "raise dt_min or use discretisation='zoh'"
+    else:
+        for _ in range(60):
+            mid = 0.5 * (low + high)
+            low, high = (mid, high) if largest(math.exp(mid)) <= MAX_RADIUS else (low, mid)
+        hint = f"accepted: dt_max <= {math.exp(low):.3g} here, or discretisation='zoh'"
+    raise ValueError(
+        f"{where}: discretisation='bilinear' with dt in [{dt_min!r}, {dt_max!r}] gives an "
+        f"initial |lambda| of {worst:.9f}, which float32 rounds to 1 or within a few ulps of "
+        f"it (the limit is {MAX_RADIUS}); {hint}."
+    )

@@ -2,9 +2,9 @@
 
 Kept apart from the test module so that the driver process and its spawned workers import
 only this and the harness (no pytest, no JAX at import). Each run sleeps ``LINRNN_FAULT_SLEEP``
-seconds (half a second by default, so that a driver can be killed while runs are in flight), writes a file named after
-its seed into ``LINRNN_FAULT_FILES`` (standing for the checkpoints a real run writes beside the
-store), and returns rows that depend on its seed only.
+seconds (half a second by default, so that a driver can be killed while runs are in flight),
+writes a file named after its seed into ``LINRNN_FAULT_FILES`` (standing for the checkpoints a
+real run writes beside the store), and returns rows that depend on its seed only.
 
 Run as a script, it is the driver: ``python _fault_study.py STORE WORKERS`` runs the grid with
 the processes executor, and SIGTERM stops it as the command line does (exit status 130).
