@@ -2,8 +2,8 @@
 
 Every row states what must happen (an exit status, or an exception class) and the words the
 message must hold: the bad thing (a key, a value, a path) and what is accepted or what to do.
-Command-line rows run `harness.cli.main` in this process (what ``python -m harness`` runs; two
-rows at the end run the real interpreter to check the process's own output), and no row may
+Command-line rows run `harness.cli.main` in this process (what ``python -m harness`` runs; one
+row at the end runs the real interpreter to check the process's own output), and no row may
 print "Traceback". A new bad input is one new row.
 """
 
@@ -357,8 +357,6 @@ PROCESS_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
     ("process-report-missing-store",
      ["report", "--store", "{tmp}/missing.sqlite", "--out", "{tmp}/r"], 2,
      ("missing.sqlite does not exist",)),
-    ("process-steps-inf", ["study", "accuracy", "--preset", "smoke", "train.steps=inf"], 2,
-     ("'inf'", "an integer")),
 ]
 
 
