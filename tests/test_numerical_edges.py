@@ -29,7 +29,6 @@ from harness.errors import Diverged
 from harness.runner import run_study
 from harness.store import Store
 from harness.studies import Study
-from models import _native
 from models._validate import MAX_RADIUS, MIN_TIMESCALE
 
 MIMO = ("sequential", "native", "fused", "parallel", "chunked")
@@ -52,11 +51,6 @@ H = 2
 def _layer(name: str, algorithm: str, **extra):
     return models.build(name, d_model=H, key=jr.PRNGKey(0), algorithm=algorithm,
                         **{**EDGES[name], **extra})
-
-
-def _skip_without_native(algorithm: str) -> None:
-    if algorithm in ("native", "fused") and not _native.available():
-        pytest.skip(f"native kernel: {_native.status().reason}")
 
 
 @pytest.mark.parametrize("name", list(EDGES))
@@ -100,7 +94,6 @@ def _first_output(system, u0: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("name, algorithm", CASES)
 def test_edges_of_every_algorithm(name, algorithm):
-    _skip_without_native(algorithm)
     layer = _layer(name, algorithm)
     system = layer.discrete_system()
     # At the largest accepted |lambda|, on a sequence with a NaN at step 5.
