@@ -132,7 +132,9 @@ class ProcessExecutor:
     grid, so a worker compiles a program once and its later runs of the same shapes reuse it.
     Outcomes come back in the order runs finish. If a worker process dies (killed, out of
     memory), the runs finished so far are already recorded and the grid stops with an
-    `ExecutorError`; rerunning resumes it.
+    `ExecutorError`; rerunning resumes it. If the driver is interrupted (Ctrl-C, SIGTERM through
+    `harness.cli`), it ends its workers before it exits; if it is killed outright, the workers
+    end with it (`_worker_init`). Either way no worker outlives the grid.
     """
 
     def __init__(self, workers: int):
