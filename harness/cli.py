@@ -21,16 +21,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from . import config as _config
-from .executors import EXECUTORS, ExecutorError
-from .store import DEFAULT_PATH, Store, StoreError
+from .errors import ConfigError, ExecutorError, StoreError
+from .executors import EXECUTORS
+from .store import DEFAULT_PATH, Store
 
 USAGE_ERROR = 2
 _PRESET_LINES = {
@@ -52,7 +54,25 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see python -m {self.prog} --help)")
 
 
+def _stop(signum: int, frame: Any) -> NoReturn:
+    # SIGTERM (kill, a scheduler's time limit) stops a grid as Ctrl-C does: finished runs are
+    # in the store, the runs in flight and their worker processes are ended.
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv``; returns the exit status (0 ok, 1 a run or write failed,
+    2 a usage, configuration or store error, 130 interrupted)."""
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _stop) if in_main_thread else None
+    try:
+        return _main(argv)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _build_parser()
     try:
         # key=value overrides may come before or after the options (argparse alone would stop
@@ -64,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if extra:
             args.overrides = [*args.overrides, *extra]
         return args.handler(args)
-    except (UsageError, _config.ConfigError, StoreError) as e:
+    except (UsageError, ConfigError, StoreError) as e:
         print(f"error: {e}", file=sys.stderr)
         return USAGE_ERROR
     except ExecutorError as e:  # e.g. a worker process died: what finished is recorded
@@ -175,6 +195,11 @@ def _prepare(store_path: Path) -> Store:
     from .runner import enable_compilation_cache
 
     store = Store(store_path)
+    if store.readonly:  # found now, not after the first run has been computed
+        raise StoreError(
+            f"The store {store_path} is read-only for this user, so no run could be recorded. "
+            "Make it writable (chmod u+w) or pass another path with --store."
+        )
     os.environ.setdefault(CHECKPOINT_ENV, str(store_path.parent / "checkpoints"))
     enable_compilation_cache()
     return store
@@ -333,8 +358,14 @@ def _cmd_study(args) -> int:
 
 def _cmd_report(args) -> int:
     from . import studies
+    from .report import ReportError, _writers, render
     from .runner import run_study
 
+    try:
+        # Before any study runs: a bad --out would otherwise be found after hours of runs.
+        out = _writers.check_out_dir(args.out)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if args.run:
         _check_preset(args.preset)
         executor = _executor(args)
@@ -347,19 +378,17 @@ def _cmd_report(args) -> int:
                 continue
             summary = run_study(study, study.config(args.preset), store=store, executor=executor)
             _print_summary(summary)
-    else:
-        store = Store(args.store)
+    # Rendering reads the store and never creates or changes it; a damaged store stops here,
+    # before anything is written (the report sections would otherwise each fail on their own).
+    store = Store(args.store, create=False, readonly=True)
+    store.check()
     try:
-        render = importlib.import_module("harness.report").render
-    except (ModuleNotFoundError, AttributeError) as e:
-        if isinstance(e, ModuleNotFoundError) and e.name != "harness.report":
-            raise
-        print("note: harness.report.render does not exist yet, so no report was written; "
-              f"the results are in {args.store}.")
-        return 1
-    try:
-        render(store, args.out)
-    except ValueError as e:  # e.g. --out names a folder the report writer did not make
+        render(store, out)
+    except (ReportError, ValueError) as e:  # e.g. --out holds files it did not write
         raise UsageError(str(e)) from None
-    print(f"report written to {args.out}")
+    except OSError as e:  # a full disk or a permission change while writing
+        print(f"error: the report could not be written to {out}: {e.strerror or e}; the "
+              "previous report there, if any, is unchanged.", file=sys.stderr)
+        return 1
+    print(f"report written to {out}")
     return 0

@@ -11,26 +11,38 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
+from .errors import ConfigError as ConfigError  # re-exported: its old import place
+
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
-    """A configuration key or value that is not accepted; the message says what is."""
-
-
 def parse_overrides(items: Iterable[str]) -> dict[str, str]:
-    """``["a=1", "b.c=x"]`` -> ``{"a": "1", "b.c": "x"}``; a malformed item is an error."""
+    """``["a=1", "b.c=x"]`` -> ``{"a": "1", "b.c": "x"}``.
+
+    A malformed item and a key given twice are errors: with two values for one key, which was
+    meant cannot be known, and a silent last-wins would run a configuration nobody asked for.
+    """
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"Override {item!r} is not of the form key=value.")
-        out[key.strip()] = value.strip()
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(
+                f"Override {item!r} is not of the form key=value (e.g. train.steps=100)."
+            )
+        if key in out:
+            raise ConfigError(
+                f"Override key {key!r} is given twice ({key}={out[key]} and "
+                f"{key}={value.strip()}); give each key once."
+            )
+        out[key] = value.strip()
     return out
 
 
@@ -118,20 +130,16 @@ def parse_value(value: Any, annotation: Any, where: str) -> Any:
             return False
         raise ConfigError(f"{where}={value!r} is not a boolean; use true or false.")
     if annotation is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{where}={value!r} is not an integer.")
-        try:
-            as_float = float(value)
-            if as_float != int(as_float):
-                raise ValueError
-            return int(as_float)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where}={value!r} is not an integer.") from None
+        return _parse_int(value, where)
     if annotation is float:
         try:
+            if isinstance(value, bool):
+                raise TypeError
             return float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where}={value!r} is not a number.") from None
+        except (TypeError, ValueError, OverflowError):
+            raise ConfigError(
+                f"{where}={value!r} is not a number; accepted: a number, e.g. 0.001 or 1e-3."
+            ) from None
     if annotation is str:
         return str(value)
     if dataclasses.is_dataclass(annotation) and isinstance(value, annotation):
@@ -139,6 +147,35 @@ def parse_value(value: Any, annotation: Any, where: str) -> Any:
     if isinstance(annotation, type) and isinstance(value, annotation):
         return value
     raise ConfigError(f"{where}: cannot parse {value!r} as {annotation}.")
+
+
+# An integer written out in digits ("12", "-3", "+7", "1_000"): parsed exactly, at any size.
+_INTEGER = re.compile(r"^[+-]?\d+(_\d+)*$")
+
+
+def _parse_int(value: Any, where: str) -> int:
+    """An integer from an int, an integral float, or text; never rounded, never a bool.
+
+    Text in digits is parsed exactly (a seed of 2^53 + 1 stays itself). Text in a float's
+    notation ("1e3", "4.0") is accepted when it names an integer exactly, i.e. below 2^53 in
+    magnitude, where a float holds every integer; "inf", "nan" and "1e400" are refused.
+    """
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}={value!r} is not an integer; accepted: an integer, e.g. 3.")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and _INTEGER.match(value.strip()):
+        return int(value.strip())
+    try:
+        as_float = float(value)
+    except (TypeError, ValueError):
+        as_float = math.nan
+    if math.isfinite(as_float) and as_float.is_integer() and abs(as_float) < 2.0**53:
+        return int(as_float)
+    raise ConfigError(
+        f"{where}={value!r} is not an integer; accepted: an integer written in digits (e.g. 3 "
+        "or 1000), or a float notation of one below 2^53 (e.g. 1e3)."
+    )
 
 
 def parse_literal(text: str) -> Any:

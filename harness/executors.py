@@ -20,13 +20,19 @@ only when the Ray executor is asked for.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from .errors import ExecutorError as ExecutorError  # re-exported: its old import place
 from .runner import Executor, Outcome, enable_compilation_cache, execute, local_executor
 from .studies import Study
 
@@ -35,10 +41,6 @@ EXECUTORS: tuple[str, ...] = ("local", "processes", "ray")
 _FORWARDED_ENV: tuple[str, ...] = (
     "LINRNN_CHECKPOINTS", "LINRNN_CACHE", "LINRNN_JAX_CACHE", "JAX_PLATFORMS", "CI",
 )
-
-
-class ExecutorError(RuntimeError):
-    """An executor that cannot start (unknown name, Ray missing or unreachable)."""
 
 
 def make_executor(
@@ -67,9 +69,45 @@ def make_executor(
         raise ExecutorError(f"Unknown executor {name!r}; accepted: {', '.join(EXECUTORS)}.")
 
 
-def _worker_init() -> None:
-    # Runs once in each worker process: the driver's compiled programs on disk serve it too.
+def _worker_init(driver: int) -> None:
+    """Runs once in each worker process, before its first run.
+
+    A worker lives only as long as its driver (process ``driver``): if the driver is killed
+    (``kill -9``, out of memory), the worker must not go on training queued runs whose results
+    nobody will record, writing checkpoints beside the store. On Linux the kernel kills the
+    worker the moment the driver dies (``PR_SET_PDEATHSIG``); elsewhere, and as a second line,
+    a thread checks every 0.2 s that the driver is still the worker's parent. Ctrl-C reaches
+    every process of the terminal's group: workers ignore it and the driver, which catches it,
+    ends them (`ProcessExecutor.__call__`).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    if os.getppid() != driver:  # the driver died before the line above took effect
+        os._exit(1)
+    threading.Thread(target=_watch_driver, args=(driver,), name="watch-driver",
+                     daemon=True).start()
+    # The driver's compiled programs on disk serve the worker too.
     enable_compilation_cache()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies; a no-op elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:  # no C library to call: the watching thread is the only guard
+        return
+    pr_set_pdeathsig = 1  # from <sys/prctl.h>
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+
+def _watch_driver(driver: int) -> None:
+    # Re-parented (to init or a subreaper) means the driver is gone: exit at once, without
+    # running cleanup that could write files.
+    while os.getppid() == driver:
+        time.sleep(0.2)
+    os._exit(1)
 
 
 def _seed_major(specs: list[Any]) -> list[Any]:
@@ -94,11 +132,16 @@ class ProcessExecutor:
     grid, so a worker compiles a program once and its later runs of the same shapes reuse it.
     Outcomes come back in the order runs finish. If a worker process dies (killed, out of
     memory), the runs finished so far are already recorded and the grid stops with an
-    `ExecutorError`; rerunning resumes it.
+    `ExecutorError`; rerunning resumes it. If the driver is interrupted (Ctrl-C, SIGTERM through
+    `harness.cli`), it ends its workers before it exits; if it is killed outright, the workers
+    end with it (`_worker_init`). Either way no worker outlives the grid.
     """
 
     def __init__(self, workers: int):
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        # Imported here: `models` loads JAX, which the command line needs only to compute.
+        from models import _validate
+
+        if not _validate.is_integer(workers) or workers < 1:
             raise ExecutorError(f"workers must be a positive integer, got {workers!r}.")
         self.workers = workers
 
@@ -114,6 +157,7 @@ class ProcessExecutor:
             max_workers=min(self.workers, len(specs)),
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_worker_init,
+            initargs=(os.getpid(),),
         )
         finished = False
         try:
@@ -137,6 +181,13 @@ class ProcessExecutor:
                 pool.shutdown(wait=False, cancel_futures=True)
                 for process in workers:
                     process.terminate()
+                # Wait for them, so that none outlives the driver's exit (a run in a C++
+                # kernel finishes its call before SIGTERM's default action can end it).
+                for process in workers:
+                    process.join(timeout=5.0)
+                    if process.is_alive():
+                        process.kill()
+                        process.join(timeout=5.0)
 
 
 def _import_ray() -> Any:

@@ -43,6 +43,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
+from models import _validate
+
 Mode = Literal["forward", "forward_backward", "train"]
 MODES: tuple[str, ...] = ("forward", "forward_backward", "train")
 
@@ -107,8 +109,7 @@ def measure_peaks(*, matmul_size: int = 1024, stream_mib: int = 128, repeats: in
 
     for name, value in (("matmul_size", matmul_size), ("stream_mib", stream_mib),
                         ("repeats", repeats)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"measure_peaks: {name} must be a positive integer, got {value!r}.")
+        _validate.positive_int(f"measure_peaks: {name}", value)
     n = matmul_size
     a = jnp.full((n, n), 1.0 / n, jnp.float32)
     b = jnp.ones((n, n), jnp.float32)
@@ -198,10 +199,8 @@ def time_calls(call: Callable[[], Any], *, warmup: int, repeats: int) -> Timing:
     """
     import jax
 
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"time_calls: warmup must be an integer >= 0, got {warmup!r}.")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats <= 0:
-        raise ValueError(f"time_calls: repeats must be a positive integer, got {repeats!r}.")
+    _validate.integer("time_calls: warmup", warmup, low=0)
+    _validate.positive_int("time_calls: repeats", repeats)
     for _ in range(warmup):
         jax.block_until_ready(call())
     times = []
@@ -275,8 +274,7 @@ class SystemShape:
             )
         for name in ("d_model", "states"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"SystemShape.{name} must be a positive integer, got {value!r}.")
+            _validate.positive_int(f"SystemShape.{name}", value)
         if self.structure == "bank" and self.states % self.d_model:
             raise ValueError(
                 f"A bank's states ({self.states}) must be a multiple of d_model ({self.d_model})."
@@ -367,8 +365,7 @@ def layer_counts(
         raise ValueError(f"mode={mode!r} is not accepted; accepted values: {list(MODES)}.")
     for name, value in (("length", length), ("batch", batch), ("params", params),
                         ("dtype_bytes", dtype_bytes)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"layer_counts: {name} must be a positive integer, got {value!r}.")
+        _validate.positive_int(f"layer_counts: {name}", value)
     parts = forward_flops(shape, length)
     forward = batch * sum(parts.values())
     values = float(batch * length * shape.d_model)

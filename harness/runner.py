@@ -2,8 +2,11 @@
 
 Each run of a grid is independent. A run is executed, then recorded in one transaction with its
 status (done, diverged, failed) and provenance; a finished run is never recomputed unless
-``fresh``. The executor decides where runs execute (here, in-process, or on Ray); the store is
-written by this process alone, as results come back.
+``fresh``. ``diverged`` is a result: the loss or state went non-finite during training. A run
+non-finite at step 1 (before any update) is recorded as ``failed``, with a configuration error:
+its configuration cannot train, and failed runs are retried. The executor decides where runs
+execute (here, in-process, or on Ray); the store is written by this process alone, as results
+come back.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from typing import Any
 from . import config as _config
 from .provenance import now, provenance
 from .store import Store
-from .studies import Diverged, Study
+from .errors import Diverged
+from .studies import Study
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +48,16 @@ def execute(study: Study, spec: Any) -> Outcome:
     try:
         rows, status = study.run(spec), "done"
     except Diverged as e:
-        rows, status, error = e.rows, "diverged", str(e)
+        if e.step is not None and e.step <= 1:
+            # Non-finite before any update took effect: the initial parameters (or the data)
+            # cannot train, which says nothing about training. A failed run, not a result:
+            # it is retried next time, and never reported as a divergence.
+            rows, status = [], "failed"
+            error = (f"ConfigError: {e}, before any update: the configuration gives a "
+                     "non-finite loss or gradient at initialisation; this is not a divergence "
+                     "in training. Check the layer's options and the task's inputs.")
+        else:
+            rows, status, error = e.rows, "diverged", str(e)
     except KeyboardInterrupt:
         raise
     except Exception as e:  # a failed run is a row with its error; the grid goes on
@@ -159,11 +172,11 @@ def enable_compilation_cache() -> str | None:
     the programs instead. An empty ``LINRNN_JAX_CACHE`` switches this off. Returns the
     directory used, or None.
     """
-    import jax
-
     cache = os.environ.get(JAX_CACHE_ENV, str(_DEFAULT_JAX_CACHE))
     if not cache:
         return None
+    import jax  # here: a process with the cache switched off need not load JAX for it
+
     jax.config.update("jax_compilation_cache_dir", cache)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     return cache

@@ -16,13 +16,17 @@ and provenance (``prov.*``): pandas-ready, one line per metric row.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
+
+from .errors import StoreError as StoreError  # re-exported: its old import place
 
 Status = Literal["done", "diverged", "failed"]
 STATUSES: tuple[str, ...] = ("done", "diverged", "failed")
@@ -51,10 +55,6 @@ CREATE INDEX IF NOT EXISTS runs_by_study ON runs(study, status);
 """
 
 
-class StoreError(RuntimeError):
-    """The store file is missing, unreadable or not a linrnn-bench store."""
-
-
 def _json_default(value: Any) -> Any:
     # numpy / jax scalars and arrays reach the store as plain Python numbers and lists.
     if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
@@ -69,26 +69,96 @@ def _dumps(value: Any) -> str:
 
 
 class Store:
-    """The SQLite results store at ``path`` (created on first use)."""
+    """The SQLite results store at ``path``.
 
-    def __init__(self, path: str | Path = DEFAULT_PATH):
+    Arguments:
+        path: the store's file.
+        create: make the file (and its folder) if it does not exist, as the commands that run
+            studies do. With False (what ``report`` uses) a missing file is a `StoreError`
+            saying so: rendering never creates a store.
+        readonly: open for reading only (``report`` does): the file must exist, nothing is
+            created, WAL mode is not switched on, and recording is a `StoreError`.
+
+    A store whose file this process cannot write (read-only file or folder) is opened read-only:
+    reading works, writing is a `StoreError` naming the file. Every SQLite error on the way
+    (a corrupt page, a full disk, a locked file past the timeout) becomes a `StoreError` that
+    names the file and what to do; a failed write leaves nothing of its run behind.
+    """
+
+    def __init__(
+        self, path: str | Path = DEFAULT_PATH, *, create: bool = True, readonly: bool = False
+    ):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with self._connect() as db:
-                db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as e:
+        if self.path.is_dir():
             raise StoreError(
-                f"{self.path} is not a usable results store ({e}). Move it aside or pass "
-                "another path with --store."
-            ) from None
+                f"The store {self.path} is a folder; pass the path of a file with --store "
+                f"(e.g. {self.path / 'store.sqlite'})."
+            )
+        if not self.path.exists():
+            if readonly or not create:
+                raise StoreError(
+                    f"The store {self.path} does not exist. Pass the path of an existing store "
+                    "with --store (a report never creates one), or run a study first."
+                )
+            _make_parent(self.path)
+        self.readonly = readonly or (self.path.exists() and not os.access(self.path, os.W_OK))
+        if self.readonly:
+            return  # nothing to create, and no WAL mode to set, in a file we cannot write
+        with self._connection("open") as db:
+            db.executescript(_SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
+        if self.readonly:
+            # Read-only: no WAL switch (it writes the header). In a folder we cannot write,
+            # SQLite cannot make the WAL's shared-memory file either; `immutable` then reads the
+            # file as it is, assuming nobody writes it meanwhile (a report read during another
+            # user's grid could see a run written half-way: render again afterwards).
+            folder_writable = os.access(self.path.parent, os.W_OK)
+            mode = "mode=ro" if folder_writable else "immutable=1"
+            uri = f"{self.path.resolve().as_uri()}?{mode}"
+            return sqlite3.connect(uri, uri=True, timeout=60.0, isolation_level=None)
         db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA foreign_keys=ON")
         db.execute("PRAGMA busy_timeout=60000")
         return db
+
+    @contextlib.contextmanager
+    def _connection(self, action: str) -> Iterator[sqlite3.Connection]:
+        """A connection for ``action`` (``"open"``, ``"read"``, ``"write"``) whose SQLite
+        errors become one `StoreError` naming the file and the likely cause."""
+        db: sqlite3.Connection | None = None
+        try:
+            db = self._connect()
+            yield db
+        except sqlite3.DatabaseError as e:
+            raise StoreError(_explain(self.path, action, e)) from None
+        finally:
+            if db is not None:
+                db.close()
+
+    def check(self) -> None:
+        """Raise `StoreError` unless every page and table of the store reads back whole.
+
+        SQLite's ``quick_check`` reads every page; a store whose header is intact but whose
+        tables are damaged passes opening and would fail only half-way through a report.
+        """
+        with self._connection("read") as db:
+            problems = [row[0] for row in db.execute("PRAGMA quick_check").fetchall()]
+            tables = {row[0] for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+        if problems != ["ok"]:
+            raise StoreError(
+                f"The store {self.path} is corrupt ({'; '.join(problems[:3])}). Nothing was "
+                "written. Restore it from a copy, or start a new store with --store (the "
+                "finished runs in the damaged one would have to be run again)."
+            )
+        missing = sorted({"runs", "rows"} - tables)
+        if missing:
+            raise StoreError(
+                f"{self.path} is not a linrnn-bench results store: it lacks the table(s) "
+                f"{missing}. Pass the path of a store with --store."
+            )
 
     # ---------------------------------------------------------------------------------------
     # Writing
@@ -111,80 +181,68 @@ class Store:
         """Write one finished run and its rows atomically, replacing any earlier record."""
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}.")
-        db = self._connect()
+        payload = (run_id, study, status, seed, config_hash, _dumps(config), _dumps(provenance),
+                   error, started_at, finished_at)
+        rows_payload = [(run_id, i, _dumps(dict(r))) for i, r in enumerate(rows)]
+        self._check_writable()
+        with self._connection("write") as db:
+            self._write(db, run_id, payload, rows_payload)
+
+    def _write(self, db: sqlite3.Connection, run_id: str, payload: tuple[Any, ...],
+               rows_payload: list[tuple[str, int, str]]) -> None:
+        # One transaction: a failure anywhere (a full disk included) rolls the run back whole.
         try:
             db.execute("BEGIN IMMEDIATE")
             db.execute("DELETE FROM rows WHERE run_id = ?", (run_id,))
             db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
-            db.execute(
-                "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (
-                    run_id,
-                    study,
-                    status,
-                    seed,
-                    config_hash,
-                    _dumps(config),
-                    _dumps(provenance),
-                    error,
-                    started_at,
-                    finished_at,
-                ),
-            )
-            db.executemany(
-                "INSERT INTO rows VALUES (?,?,?)",
-                [(run_id, i, _dumps(dict(r))) for i, r in enumerate(rows)],
-            )
+            db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?)", payload)
+            db.executemany("INSERT INTO rows VALUES (?,?,?)", rows_payload)
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
-        finally:
-            db.close()
 
     def delete(self, run_ids: Iterable[str]) -> None:
-        db = self._connect()
-        try:
+        self._check_writable()
+        with self._connection("write") as db:
             db.execute("BEGIN IMMEDIATE")
             db.executemany("DELETE FROM runs WHERE run_id = ?", [(r,) for r in run_ids])
             db.execute("COMMIT")
-        finally:
-            db.close()
+
+    def _check_writable(self) -> None:
+        if self.readonly:
+            raise StoreError(
+                f"The store {self.path} is read-only for this user; reading it works, recording "
+                "runs does not. Make it writable (chmod u+w) or pass another path with --store."
+            )
 
     # ---------------------------------------------------------------------------------------
     # Reading
 
     def status(self, run_id: str) -> str | None:
         """The recorded status of ``run_id``, or None if it was never recorded."""
-        db = self._connect()
-        try:
+        with self._connection("read") as db:
             row = db.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        finally:
-            db.close()
         return None if row is None else row[0]
 
     def recorded(self, study: str | None = None) -> dict[str, str]:
         """``{run_id: status}`` of every recorded run (of ``study`` if given)."""
-        db = self._connect()
-        try:
+        with self._connection("read") as db:
             if study is None:
                 rows = db.execute("SELECT run_id, status FROM runs").fetchall()
             else:
                 rows = db.execute(
                     "SELECT run_id, status FROM runs WHERE study = ?", (study,)
                 ).fetchall()
-        finally:
-            db.close()
         return dict(rows)
 
     def runs(self, study: str | None = None) -> pd.DataFrame:
         """One line per run: id, study, status, seed, error, times, ``cfg.*`` and ``prov.*``."""
-        db = self._connect()
-        try:
-            query = "SELECT * FROM runs" + (" WHERE study = ?" if study else "") + " ORDER BY run_id"
-            frame = pd.read_sql_query(query, db, params=(study,) if study else ())
-        finally:
-            db.close()
+        with self._connection("read") as db:
+            where = " WHERE study = ?" if study else ""
+            query = f"SELECT * FROM runs{where} ORDER BY run_id"
+            frame = _read_sql(query, db, params=(study,) if study else ())
         return _expand(frame)
 
     def read(self, study: str, *, statuses: Sequence[str] = ("done",)) -> pd.DataFrame:
@@ -195,21 +253,73 @@ class Store:
         the same frame.
         """
         marks = ",".join("?" * len(statuses))
-        db = self._connect()
-        try:
-            frame = pd.read_sql_query(
+        with self._connection("read") as db:
+            frame = _read_sql(
                 f"SELECT r.*, w.idx AS row_idx, w.data AS row_data FROM runs r "
                 f"JOIN rows w ON w.run_id = r.run_id "
                 f"WHERE r.study = ? AND r.status IN ({marks}) ORDER BY r.run_id, w.idx",
                 db,
                 params=(study, *statuses),
             )
-        finally:
-            db.close()
         if frame.empty:
             return pd.DataFrame()
         data = pd.DataFrame([json.loads(d) for d in frame.pop("row_data")], index=frame.index)
         return pd.concat([data, _expand(frame)], axis=1)
+
+
+def _read_sql(query: str, db: sqlite3.Connection, params: Sequence[Any]) -> pd.DataFrame:
+    # pandas wraps a failing query in its own DatabaseError; the SQLite error is its cause.
+    try:
+        return pd.read_sql_query(query, db, params=params)
+    except pd.errors.DatabaseError as e:
+        cause = e.__cause__ if isinstance(e.__cause__, sqlite3.DatabaseError) else None
+        raise cause or sqlite3.DatabaseError(str(e)) from None
+
+
+def _make_parent(path: Path) -> None:
+    """Create the store's folder, or say in one line why it cannot be."""
+    for parent in [path.parent, *path.parent.parents]:
+        if parent.exists() and not parent.is_dir():
+            raise StoreError(
+                f"Cannot create the store {path}: {parent} is a file, not a folder. Pass "
+                "another path with --store."
+            )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StoreError(
+            f"Cannot create the folder of the store {path}: {e.strerror or e}. Pass a path in "
+            "a folder you can write with --store."
+        ) from None
+    if not os.access(path.parent, os.W_OK):
+        raise StoreError(
+            f"Cannot create the store {path}: its folder {path.parent} is not writable. Pass "
+            "a path in a folder you can write with --store."
+        )
+
+
+def _explain(path: Path, action: str, error: sqlite3.DatabaseError) -> str:
+    """One line for a SQLite error on the store at ``path``: what happened and what to do."""
+    text = str(error)
+    lowered = text.lower()
+    if "full" in lowered:
+        hint = ("the disk is full. Free space and rerun: finished runs are kept, the run "
+                "being written was rolled back whole")
+    elif "readonly" in lowered or "read-only" in lowered or "permission" in lowered:
+        hint = ("the file or its folder is not writable. Make it writable or pass another "
+                "path with --store")
+    elif "locked" in lowered or "busy" in lowered:
+        hint = ("another process held it locked for over a minute. Rerun when it is done")
+    elif "unable to open" in lowered:
+        hint = "it cannot be opened. Check the path and its permissions"
+    elif action == "open":
+        return (f"{path} is not a usable results store ({text}). Move it aside or pass "
+                "another path with --store.")
+    else:
+        hint = ("it is corrupt. Restore it from a copy, or pass another path with --store "
+                "(the finished runs in the damaged one would have to be run again)")
+    verb = {"open": "opened", "read": "read", "write": "written"}[action]
+    return f"The store {path} could not be {verb} ({text}): {hint}."
 
 
 def _expand(frame: pd.DataFrame) -> pd.DataFrame:

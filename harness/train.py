@@ -46,7 +46,7 @@ from tasks._base import Split, Task, TaskInfo
 
 from . import config as _config
 from .runner import progress_bar
-from .studies import Diverged
+from .errors import Diverged
 
 OnEval = Callable[[int, Network, eqx.nn.State], list[dict[str, Any]]]
 _CHECKPOINT_FORMAT = 2  # 2: the optimiser state holds the hyperparameters

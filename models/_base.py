@@ -43,6 +43,12 @@ class AbstractRecurrentLayer(eqx.Module):
         """
 
     def __call__(self, u: Float[Array, "L H"]) -> Float[Array, "L H"]:
+        """y = the layer's output on one sequence ``u``, ``(L, H)`` -> ``(L, H)``.
+
+        Any ``L >= 0``: an empty sequence gives an empty output, whatever the algorithm. An
+        input that is not a JAX or NumPy array (a list), is batched, has the wrong width or is
+        not floating-point is an error that says which and how to fix it (`models._engine`).
+        """
         return _engine.apply(self.discrete_system(), u, algorithm=self.algorithm)
 
     def hidden_states(self, u: Float[Array, "L H"]) -> Complex[Array, "L P"]:

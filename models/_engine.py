@@ -52,9 +52,10 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Complex, Float, Inexact
 
-from . import _native
+from . import _native, _validate
 from ._fused import fused_recurrence
 from ._native.bank import bank_output
 from ._native.mimo import mimo_output
@@ -247,9 +248,13 @@ def kernel(system: DiscreteSystem, length: int, *, reverse: bool = False) -> Flo
     K[l, h] = Re sum_n (C B)[h, n] (lam^c)^j[h, n] lam^i[h, n], a product of a (J, N) and an
     (N, c) matrix per channel, so no (L, H, N) tensor is formed.
     """
+    _validate.non_negative_int("kernel length", length)
     C = system.C_reverse if reverse else system.C
     if C is None:
         raise ValueError("kernel(reverse=True) needs a bidirectional system (C_reverse set).")
+    if length == 0:
+        channels = (system.d_model,) * (1 if system.structure == "bank" else 2)
+        return jnp.zeros((0, *channels), system.B.real.dtype)
     if system.structure == "bank":
         inner, outer = _power_tables(system.lam, length)
         weighted = (C * system.B)[None] * outer  # (J, H, N)
@@ -307,6 +312,10 @@ def apply(
     """
     _check_input(system, u)
     algo = resolve_algorithm(algorithm, system)
+    if u.shape[0] == 0:
+        # An empty sequence has an empty output, whatever the algorithm (the kernels and the
+        # FFT would otherwise each fail their own way on a zero-length axis).
+        return jnp.zeros_like(u)
     if algo == "convolution":
         length = u.shape[0]
         anticausal = kernel(system, length, reverse=True) if system.bidirectional else None
@@ -350,6 +359,9 @@ def hidden_states(
     """
     _check_input(system, u)
     algo = resolve_algorithm(algorithm, system)
+    if u.shape[0] == 0:
+        empty = jnp.zeros((0, system.state_size), u.dtype)
+        return jax.lax.complex(empty, empty)
     if algo == "convolution":
         algo = _recurrence_for(None)
     elif algo == "chunked":
@@ -360,6 +372,12 @@ def hidden_states(
 
 
 def _check_input(system: DiscreteSystem, u: Array) -> None:
+    # Tracers are jax.Array instances too, so this passes under jit and vmap.
+    if not isinstance(u, (jax.Array, np.ndarray)):
+        raise TypeError(
+            f"Expected the input sequence as a JAX or NumPy array of shape (L, H) with "
+            f"H = {system.d_model}, got a {type(u).__name__}. Convert it with jnp.asarray(u)."
+        )
     if u.ndim != 2 or u.shape[1] != system.d_model:
         raise ValueError(
             f"Expected one unbatched sequence of shape (L, H) with H = {system.d_model}, got "

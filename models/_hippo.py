@@ -30,13 +30,14 @@ official kernel). Both map Re(Lambda) < 0 to |lambda| < 1.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Literal
 
 import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 from jaxtyping import Array, Complex, Float
+
+from . import _validate
 
 Discretisation = Literal["zoh", "bilinear"]
 DISCRETISATIONS: tuple[str, ...] = ("zoh", "bilinear")
@@ -103,8 +104,5 @@ def discretise(
 
 def timescale_shift(factor: float) -> float:
     """log(factor): what rescaling every timescale Delta by ``factor`` adds to log Delta."""
-    if isinstance(factor, bool) or not isinstance(factor, numbers.Real) or not (
-        math.isfinite(factor) and factor > 0
-    ):
-        raise ValueError(f"A timescale factor must be a finite number > 0, got {factor!r}.")
+    _validate.finite("A timescale factor", factor, low=0.0, closed=False)
     return math.log(factor)

@@ -54,7 +54,10 @@ class LRUConfig:
         d_state: P, the number of complex states.
         r_min, r_max: the ring |lambda| in [r_min, r_max] at initialisation. The paper's code
             defaults to [0, 1], but r = 1 means |lambda| = 1 (nu_log = -inf), so r_max < 1 here;
-            the default [0.9, 0.999] is the paper's sCIFAR and Pathfinder setting.
+            the default [0.9, 0.999] is the paper's sCIFAR and Pathfinder setting. Validated,
+            not clamped: r_max must not exceed 1 - 1e-6 (`models._validate.MAX_RADIUS`), the
+            largest |lambda| that float32 keeps below 1 with a finite normaliser gamma and
+            gradient (the paper's code neither clamps nor checks it).
         max_phase: the phases arg(lambda) are initialised uniform in (0, max_phase].
         normaliser: ``"learned"`` (gamma_log initialised to log sqrt(1 - |lambda|^2), then
             trained) or ``"none"`` (no gamma factor: the ablation).
@@ -76,7 +79,7 @@ class LRUConfig:
         _validate.positive_int("LRUConfig.d_state", self.d_state)
         # r_min = 0 is the paper's ListOps setting; r_max < 1 keeps nu_log finite.
         _validate.in_range("LRUConfig.r_min", self.r_min, 0.0, 1.0)
-        _validate.in_range("LRUConfig.r_max", self.r_max, 0.0, 1.0, closed=False)
+        _validate.radius("LRUConfig.r_max", self.r_max)
         _validate.ordered("LRUConfig.r_min", self.r_min, "r_max", self.r_max)
         _validate.in_range("LRUConfig.max_phase", self.max_phase, 0.0, 2 * math.pi)
         if self.max_phase <= 0.0:

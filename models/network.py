@@ -130,9 +130,7 @@ class NetworkConfig:
         _validate.choice("NetworkConfig.prenorm", self.prenorm, (True, False))
         _validate.choice("NetworkConfig.activation", self.activation, ACTIVATIONS)
         _validate.choice("NetworkConfig.pooling", self.pooling, POOLINGS)
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)):
-            raise ValueError(f"NetworkConfig.dropout must be a number, got {self.dropout!r}.")
-        _validate.in_range("NetworkConfig.dropout", self.dropout, 0.0, 1.0)
+        _validate.number("NetworkConfig.dropout", self.dropout, low=0.0, high=1.0)
         if self.dropout == 1.0:
             raise ValueError("NetworkConfig.dropout=1.0 drops everything; use a rate in [0, 1).")
         # Unknown or invalid layer options fail here, at construction, naming what is accepted.

@@ -71,7 +71,10 @@ class RotRNNConfig:
             N = 128, 32 heads), which presets set.
         gamma_init: ``"loglog_uniform"`` (log(-log gamma) uniform) or ``"ring"`` (gamma^2
             uniform, LRU style); the authors' code has both and the paper's choice is unknown.
-        gamma_min, gamma_max: the range of the decays gamma at initialisation.
+        gamma_min, gamma_max: the range of the decays gamma at initialisation. Validated, not
+            clamped: gamma_max must not exceed 1 - 1e-6 (`models._validate.MAX_RADIUS`), the
+            largest decay that float32 keeps below 1 with a finite normaliser xi and gradient
+            (the authors' code neither clamps nor checks it).
         max_phase: angles theta are initialised uniform in [0, max_phase].
         normalise: True for xi_h as above; False fixes xi_h = 1 (the stability ablation).
         bidirectional: add a reverse-time scan with its own output matrix, outputs summed.
@@ -107,7 +110,7 @@ class RotRNNConfig:
             )
         _validate.choice("RotRNNConfig.gamma_init", self.gamma_init, GAMMA_INITS)
         _validate.in_range("RotRNNConfig.gamma_min", self.gamma_min, 0.0, 1.0, closed=False)
-        _validate.in_range("RotRNNConfig.gamma_max", self.gamma_max, 0.0, 1.0, closed=False)
+        _validate.radius("RotRNNConfig.gamma_max", self.gamma_max)
         _validate.ordered("RotRNNConfig.gamma_min", self.gamma_min, "gamma_max", self.gamma_max)
         _validate.in_range("RotRNNConfig.max_phase", self.max_phase, 0.0, 2 * math.pi)
         _validate.choice("RotRNNConfig.normalise", self.normalise, (False, True))

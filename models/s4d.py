@@ -44,6 +44,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from . import _validate
@@ -76,7 +77,12 @@ class S4DConfig:
         d_state: N, states per channel before conjugate-symmetric halving; even.
         init: "lin" (S4D-Lin) or "inv" (S4D-Inv) imaginary parts.
         discretisation: "zoh" (the code's default) or "bilinear".
-        dt_min, dt_max: the range of the log-uniform initial timescales.
+        dt_min, dt_max: the range of the log-uniform initial timescales. Validated, not
+            clamped (the authors' code does neither): dt_min >= about 2e-6
+            (`models._validate.MIN_TIMESCALE`, below which float32 rounds lambda to 1 and
+            B_bar to 0) and dt_max finite (an infinite one gives NaN outputs); with
+            ``"bilinear"``, every initial |lambda| at most 1 - 1e-6 (S4D-Inv's large Im(a)
+            reach 1 in float32 from Delta of about 1 at N = 256).
         train_B: train B (initialised to 1), as the authors' full kernel (`SSMKernelDiag`)
             does, in the A/Delta group; False fixes B = 1, as their minimal `s4d.py` does.
         bidirectional: add a reverse-time scan with its own C.
@@ -105,6 +111,9 @@ class S4DConfig:
         _validate.choice("S4DConfig.init", self.init, INITS)
         _validate.choice("S4DConfig.discretisation", self.discretisation, DISCRETISATIONS)
         _validate.timescales("S4DConfig", self.dt_min, self.dt_max)
+        if self.discretisation == "bilinear":
+            a = -0.5 + 1j * np.asarray(_imaginary_parts(self.init, self.d_state))
+            _validate.bilinear_radius("S4DConfig", a, self.dt_min, self.dt_max)
         _validate.choice("S4DConfig.algorithm", self.algorithm, _BANK_ALGORITHMS)
 
 

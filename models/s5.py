@@ -74,7 +74,11 @@ class S5Config:
         C_init: how C is drawn (module docstring); the official run scripts set it per task
             (e.g. "lecun_normal" for ListOps, Image, Speech; "complex_normal" for Path-X).
         discretisation: "zoh" or "bilinear".
-        dt_min, dt_max: the range of the log-uniform initial timescales.
+        dt_min, dt_max: the range of the log-uniform initial timescales. Validated, not
+            clamped: dt_min >= about 2e-6 (`models._validate.MIN_TIMESCALE`, below which
+            float32 rounds lambda to 1 and B_bar to 0) and dt_max finite (an infinite one gives
+            NaN outputs); with ``"bilinear"``, every initial |lambda| at most 1 - 1e-6.
+            ``clip_eigs`` is the official code's clamp of Re(Lambda) in training.
         clip_eigs: clip Re(Lambda) at -1e-4 on every call, which keeps |lambda| < 1 however
             training moves Lambda (the official option, recommended there for long sequences).
         bidirectional: add a reverse-time scan with its own C~.
@@ -110,6 +114,9 @@ class S5Config:
         _validate.choice("S5Config.C_init", self.C_init, C_INITS)
         _validate.choice("S5Config.discretisation", self.discretisation, DISCRETISATIONS)
         _validate.timescales("S5Config", self.dt_min, self.dt_max)
+        if self.discretisation == "bilinear":
+            Lambda, _ = block_hippo_n(self.d_state, self.blocks, self.conj_sym)
+            _validate.bilinear_radius("S5Config", Lambda, self.dt_min, self.dt_max)
         _validate.choice("S5Config.algorithm", self.algorithm, S5_ALGORITHMS)
 
 

@@ -45,10 +45,10 @@ def uniforms(generator: np.random.Generator, block: int = 1 << 14) -> Iterator[f
 
 def integer(where: str, value: Any, *, low: int = 0, high: int | None = None) -> None:
     """``value`` is an int (not a bool) in ``[low, high]``."""
+    bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{where} must be an integer, got {value!r}.")
+        raise ValueError(f"{where} must be an integer {bounds}, got {value!r}.")
     if value < low or (high is not None and value > high):
-        bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ValueError(f"{where}={value!r} is not accepted; it must be an integer {bounds}.")
 
 
@@ -59,11 +59,11 @@ def optional_integer(where: str, value: Any, *, low: int = 1) -> None:
 
 def number(where: str, value: Any, *, low: float, high: float, closed: bool = True) -> None:
     """``value`` is a real number in ``[low, high]`` (``(low, high)`` if not ``closed``)."""
+    bounds = f"[{low}, {high}]" if closed else f"({low}, {high})"
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise ValueError(f"{where} must be a number, got {value!r}.")
+        raise ValueError(f"{where} must be a number in {bounds}, got {value!r}.")
     ok = low <= value <= high if closed else low < value < high
     if not ok:
-        bounds = f"[{low}, {high}]" if closed else f"({low}, {high})"
         raise ValueError(f"{where}={value!r} is not accepted; it must lie in {bounds}.")
 
 

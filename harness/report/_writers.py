@@ -9,12 +9,15 @@ results.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from models import _validate
 
 from . import style
 from ._artifacts import Figure, Table
@@ -45,6 +48,38 @@ def check_name(name: str) -> str:
             "'_' and '-', starting with a letter or digit (e.g. 'accuracy_by_task')."
         )
     return name
+
+
+def check_out_dir(out_dir: str | os.PathLike[str]) -> Path:
+    """``out_dir`` as a `Path` if a report can be written there, else a `ValueError` saying why.
+
+    Checked before anything runs (``report --run`` would otherwise run every study first): the
+    path must not be a file, none of its parents may be a file, and the nearest folder that
+    exists must be writable (the report is written beside ``out_dir`` and swapped into place).
+    Whether an existing folder may be replaced (empty, or a previous report) is the renderer's
+    check, `harness.report.render`.
+    """
+    path = Path(out_dir)
+    if path.exists() and not path.is_dir():
+        raise ValueError(
+            f"--out {path} is a file; pass a folder for the report (new, empty, or a previous "
+            "report), e.g. --out reports."
+        )
+    # The folder that will hold the report's temporary copy: out_dir's nearest existing parent.
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(
+            f"--out {path}: {parent} is a file, so no folder can be made under it; pass a "
+            "folder path whose parents are folders."
+        )
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(
+            f"--out {path}: the folder {parent} is not writable, and the report is written "
+            "beside its destination. Pass a folder you can write with --out."
+        )
+    return path
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,7 +202,7 @@ def _check_table(table: Table) -> None:
                 f"{table.stderr.index.equals(frame.index)}."
             )
     digits = table.digits.values() if isinstance(table.digits, Mapping) else [table.digits]
-    if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in digits):
+    if not all(_validate.is_integer(d) and d >= 0 for d in digits):
         raise ValueError(
             f"Table {table.name!r}: digits must be an integer >= 0 or a mapping of columns to "
             f"such integers, got {table.digits!r}."

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from .. import config as _config
+from ..errors import Diverged as Diverged  # re-exported: its old import place
 
 # Presets from the smallest scale to the largest (the report shows the largest in the store).
 PRESET_NAMES: tuple[str, ...] = ("smoke", "cpu", "cpu-full", "gpu")
@@ -17,17 +18,6 @@ PRESET_FALLBACK: dict[str, str] = {"cpu-full": "cpu"}
 
 C = TypeVar("C")  # the study's config dataclass
 S = TypeVar("S")  # the study's run spec dataclass
-
-
-class Diverged(Exception):
-    """Raised by a run whose loss or state went non-finite; recorded with status 'diverged'.
-
-    ``rows`` are the metric rows measured before the divergence (kept in the store).
-    """
-
-    def __init__(self, message: str, rows: Sequence[Mapping[str, Any]] = ()):
-        super().__init__(message)
-        self.rows = list(rows)
 
 
 def enters_all(model: Any) -> str | None:
