@@ -9,10 +9,10 @@ Each class is one kind of failure, and the command line maps each to an exit sta
   finished runs are recorded).
 - `Diverged`: raised by a run whose loss or state went non-finite during training; the runner
   records it with status ``diverged`` (a result, not a failure).
+- `ReportError`: the report cannot be written where it was asked to be (exit 2).
 
-`ReportError` (a report that cannot be written where asked) lives with the report writer,
-`harness.report`. The old import places (`harness.config.ConfigError`,
-`harness.store.StoreError`, `harness.executors.ExecutorError`, `harness.studies.Diverged`)
+The old import places (`harness.config.ConfigError`, `harness.store.StoreError`,
+`harness.executors.ExecutorError`, `harness.studies.Diverged`, `harness.report.ReportError`)
 re-export these classes, so both spellings name the same class.
 """
 
@@ -33,6 +33,10 @@ class StoreError(RuntimeError):
 class ExecutorError(RuntimeError):
     """An executor that cannot start (unknown name, Ray missing or unreachable) or whose worker
     process died during a grid."""
+
+
+class ReportError(RuntimeError):
+    """The report cannot be written where it was asked to be."""
 
 
 class Diverged(Exception):

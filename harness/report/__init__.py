@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import studies
+from ..errors import ReportError as ReportError  # re-exported: its old import place
 from ..store import Store
 from . import _provenance, _published, _writers
 from ._artifacts import Artifact, Figure, Finding, Missing, Table
@@ -66,10 +67,6 @@ hand: the next render replaces the whole folder.
 - `provenance.json`: per table and figure, the commit, hardware, process settings, seeds, preset
   and the sha256 of its files, for citing.
 """
-
-
-class ReportError(RuntimeError):
-    """The report cannot be written where it was asked to be."""
 
 
 @dataclasses.dataclass(frozen=True)

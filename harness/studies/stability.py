@@ -440,7 +440,7 @@ def run(spec: StabilityRun) -> list[dict[str, Any]]:
         )
         rows = probe(0, network, state)
         if not _finite(rows):
-            raise Diverged("non-finite state norm or eigenvalue at initialisation", rows)
+            raise Diverged("non-finite state norm or eigenvalue at initialisation", rows, step=0)
         return rows
     probe = Probe(task, spec.probe_size, spec.profile_points, statistics=spec.statistics)
     result = training.train(spec.network, task, spec.train, seed=spec.seed, on_eval=probe)
