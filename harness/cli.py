@@ -38,6 +38,7 @@ USAGE_ERROR = 2
 _PRESET_LINES = {
     "smoke": "seconds: tiny sizes, used by the tests",
     "cpu": "minutes on two CPU cores: the default of `make report`",
+    "cpu-full": "hours on two CPU cores: five seeds, more steps and tasks, every task tuned",
     "gpu": "the papers' configurations, for an accelerator",
 }
 _TRAIN_KEYS = ("model", "task", "seed", "preset")
