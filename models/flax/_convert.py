@@ -274,7 +274,7 @@ def _check_layout(layout: str) -> None:
 
 
 def to_flax_params(
-    layer: models.AbstractRecurrentLayer, *, layout: Layout = "ours", config: Any = None
+    layer: models.AbstractRecurrentLayer, *, layout: str = "ours", config: Any = None
 ) -> Params:
     """The Flax parameter dict of ``layer`` in ``layout`` (module docstring: the mapping table).
 
@@ -304,7 +304,7 @@ def to_flax_params(
 
 
 def from_flax_params(
-    name: str, params: Mapping[str, Array], config: Any, *, layout: Layout = "ours"
+    name: str, params: Mapping[str, Array], config: Any, *, layout: str = "ours"
 ) -> models.AbstractRecurrentLayer:
     """The Equinox layer ``name`` holding ``params`` (a dict in ``layout``) under ``config``.
 

@@ -38,7 +38,7 @@ from models.lru import LRUConfig
 from models.rotrnn import RotRNNConfig
 from models.s5 import S5Config
 
-from ._convert import Layout, from_flax_params, shaped_layer, to_flax_params
+from ._convert import Layout, field_shapes, from_flax_params, shaped_layer, to_flax_params
 
 
 def _declare(
@@ -114,7 +114,7 @@ class Layer(nn.Module):
         def draw(key: PRNGKeyArray) -> dict[str, Array]:
             return to_flax_params(models.from_config(self.model, config, key=key))
 
-        names = tuple(to_flax_params(shaped_layer(self.model, config)))
+        names = tuple(field_shapes(self.model, config))
         params = _declare(self, draw, names)
         return _call(self.model, config, params, "ours", u)
 
