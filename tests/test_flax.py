@@ -8,6 +8,7 @@ bits in float32 on the same algorithm, <= 1e-12 relative in float64, under jit, 
 
 from __future__ import annotations
 
+import functools
 import math
 import pathlib
 import re
@@ -73,114 +74,103 @@ def dropin(name: str, config):
     return None
 
 
-def run_equinox(layer, u, dy):
+def equinox_vjp(layer):
+    """(u, dy) -> (y, gradients by field name) of the batched Equinox layer, traceable."""
     params, static = eqx.partition(layer, eqx.is_inexact_array)
 
-    @jax.jit
     def f(p, u, dy):
         y, vjp = jax.vjp(lambda p: jax.vmap(eqx.combine(p, static))(u), p)
-        return y, vjp(dy)[0]
+        return y, to_flax_params(vjp(dy)[0])
 
-    y, grads = f(params, u, dy)
-    return y, to_flax_params(grads)
-
-
-def run_linen(module, params, u, dy):
-    @jax.jit
-    def f(p, u, dy):
-        y, vjp = jax.vjp(lambda p: jax.vmap(lambda x: module.apply({"params": p}, x))(u), p)
-        return y, vjp(dy)[0]
-
-    return f(params, u, dy)
+    return functools.partial(f, params)
 
 
-def run_nnx(module, u, dy):
-    graphdef, state = nnx.split(module)
+def linen_vjp(module, params, u, dy):
+    y, vjp = jax.vjp(lambda p: jax.vmap(lambda x: module.apply({"params": p}, x))(u), params)
+    return y, vjp(dy)[0]
 
-    @jax.jit
-    def f(state, u, dy):
-        y, vjp = jax.vjp(lambda s: jax.vmap(nnx.merge(graphdef, s))(u), state)
-        return y, vjp(dy)[0]
 
-    y, grads = f(state, u, dy)
-    return y, nnx.to_pure_dict(grads)
+def nnx_vjp(graphdef, state, u, dy):
+    y, vjp = jax.vjp(lambda s: jax.vmap(nnx.merge(graphdef, s))(u), state)
+    return y, nnx.to_pure_dict(vjp(dy)[0])
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("bidirectional", [False, True])
 @pytest.mark.parametrize("name", MODELS)
-def test_parity(name, bidirectional, dtype):
+def test_parity(name, dtype):
+    """Both directions' variants in one jitted program per model and dtype (compilation, not
+    arithmetic, is what costs time at these shapes); every parameter is an argument, so no
+    implementation's arithmetic is constant-folded."""
     with precision(dtype):
-        layer = cast(build(name, bidirectional), dtype)
         u = inputs(1, (BATCH, L, H), dtype)
         dy = inputs(2, (BATCH, L, H), dtype)
-        y, grads = run_equinox(layer, u, dy)
-        names = set(grads)
+        cases, layers, states = {}, {}, {}
+        for bidirectional in (False, True):
+            layer = cast(build(name, bidirectional), dtype)
+            config = models.make_config(name, d_model=H, d_state=D_STATE[name],
+                                        bidirectional=bidirectional)
+            generic = linen.Layer(model=name, d_model=H, d_state=D_STATE[name],
+                                  options={"bidirectional": bidirectional})
+            module = mnnx.Layer(name, d_model=H, d_state=D_STATE[name], rngs=nnx.Rngs(5),
+                                bidirectional=bidirectional)
+            for key, value in to_flax_params(layer).items():
+                getattr(module, key)[...] = value
+            graphdef, states[bidirectional] = nnx.split(module)
+            layers[bidirectional] = layer
+            cases[bidirectional] = (config, generic, graphdef, dropin(name, config))
 
-        generic = linen.Layer(model=name, d_model=H, d_state=D_STATE[name],
-                              options={"bidirectional": bidirectional})
-        y_linen, g_linen = run_linen(generic, to_flax_params(layer), u, dy)
+        @jax.jit
+        def everything(layers, states, u, dy):
+            out = {}
+            for bidirectional, (config, generic, graphdef, drop) in cases.items():
+                layer = layers[bidirectional]
+                results = {
+                    "equinox": equinox_vjp(layer)(u, dy),
+                    "linen": linen_vjp(generic, to_flax_params(layer), u, dy),
+                    "nnx": nnx_vjp(graphdef, states[bidirectional], u, dy),
+                }
+                if drop is not None:
+                    published = to_flax_params(layer, layout="published", config=config)
+                    y, g = linen_vjp(drop, published, u, dy)
+                    ours = from_flax_params(name, g, config, layout="published")
+                    results["drop-in"] = (y, to_flax_params(ours))
+                out[bidirectional] = results
+            return out
 
-        module = mnnx.Layer(name, d_model=H, d_state=D_STATE[name], rngs=nnx.Rngs(5),
-                            bidirectional=bidirectional)
-        for key, value in to_flax_params(layer).items():
-            getattr(module, key)[...] = value
-        y_nnx, g_nnx = run_nnx(module, u, dy)
-
-        results = {"linen": (y_linen, g_linen), "nnx": (y_nnx, g_nnx)}
-        config = models.make_config(name, d_model=H, d_state=D_STATE[name],
-                                    bidirectional=bidirectional)
-        drop = dropin(name, config)
-        if drop is not None:
-            published = to_flax_params(layer, layout="published", config=config)
-            y_drop, g_drop = run_linen(drop, published, u, dy)
-            ours = to_flax_params(from_flax_params(name, g_drop, config, layout="published"))
-            results["drop-in"] = (y_drop, ours)
-
-        for kind, (y_k, g_k) in results.items():
-            assert set(g_k) == names, kind
-            assert_same(y_k, y, dtype, f"{kind} output")
-            for key in names:
-                assert_same(g_k[key], grads[key], dtype, f"{kind} gradient of {key}")
+        for bidirectional, results in everything(layers, states, u, dy).items():
+            y, grads = results.pop("equinox")
+            assert len(results) == (2 if name == "s4d" or (name, bidirectional) == ("lru", True)
+                                    else 3)
+            for kind, (y_k, g_k) in results.items():
+                what = f"{kind}, bidirectional={bidirectional}"
+                assert set(g_k) == set(grads), what
+                assert_same(y_k, y, dtype, f"{what}: output")
+                for key in grads:
+                    assert_same(g_k[key], grads[key], dtype, f"{what}: gradient of {key}")
 
 
 # --------------------------------------------------------------------------------------------
 # Initialisation
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", ["lru", "s5"])
 def test_linen_init_is_the_layers(name):
+    # LRU has correlated fields (its normaliser is a function of its eigenvalues), S5
+    # deterministic ones (the HiPPO-N eigenvalues); `lazy_init` compiles the initialisers once
+    # and computes no output.
     module = linen.Layer(model=name, d_model=H, d_state=D_STATE[name])
-    params = module.init(jr.PRNGKey(0), jnp.zeros((L, H)))["params"]
-    expected = mflax.field_shapes(name, module.config())
-    assert {k: v.shape for k, v in params.items()} == expected
+    u = jax.ShapeDtypeStruct((L, H), jnp.float32)
+    params = module.lazy_init(jr.PRNGKey(0), u)["params"]
+    other = module.lazy_init(jr.PRNGKey(1), u)["params"]
+    assert {k: v.shape for k, v in params.items()} == mflax.field_shapes(name, module.config())
     layer = from_flax_params(name, params, module.config())
-    # Deterministic fields equal models.build's; the draw is one layer (correlated fields agree).
-    reference = build(name, False)
     if name == "lru":
         gamma = 0.5 * jnp.log(-jnp.expm1(-2.0 * jnp.exp(layer.nu_log)))
         np.testing.assert_allclose(layer.gamma_log, gamma, rtol=1e-6)
-        assert not np.array_equal(layer.nu_log, reference.nu_log)  # a fresh draw
-    elif name == "s4d":
-        np.testing.assert_array_equal(layer.A_imag, reference.A_imag)
-        np.testing.assert_array_equal(layer.B_re, reference.B_re)
-    elif name == "s5":
-        np.testing.assert_array_equal(layer.Lambda_im, reference.Lambda_im)
-    # A second init with the same key gives the same bits; another key another draw.
-    again = module.init(jr.PRNGKey(0), jnp.zeros((L, H)))["params"]
-    other = module.init(jr.PRNGKey(1), jnp.zeros((L, H)))["params"]
-    assert all(np.array_equal(params[k], again[k]) for k in params)
+    else:
+        np.testing.assert_array_equal(layer.Lambda_im, build(name, False).Lambda_im)
+    # Another key is another draw.
     assert any(not np.array_equal(params[k], other[k]) for k in params if params[k].size > 1)
-
-
-def test_dropin_lru_reads_r_max_one_as_open_ring():
-    module = linen.LRU(d_hidden=64, d_model=H)  # minimal-LRU's defaults r_min=0, r_max=1
-    assert module.config().r_max == float(np.nextafter(np.float32(1), np.float32(0)))
-    params = module.init(jr.PRNGKey(0), jnp.zeros((L, H)))["params"]
-    radius = np.exp(-np.exp(np.asarray(params["nu_log"], np.float64)))
-    assert np.all(np.isfinite(params["nu_log"])) and np.all(radius < 1.0)
-    assert sorted(params) == ["B_im", "B_re", "C_im", "C_re", "D", "gamma_log", "nu_log",
-                              "theta_log"]
 
 
 def test_dropin_s5_init_uses_callers_eigenpairs():
@@ -190,7 +180,8 @@ def test_dropin_s5_init_uses_callers_eigenpairs():
         C_init="complex_normal", discretization="bilinear", dt_min=0.01, dt_max=0.1,
         conj_sym=True, clip_eigs=False, bidirectional=True,
     )(step_rescale=1.0)
-    params = ssm.init(jr.PRNGKey(0), jnp.zeros((L, H)))["params"]
+    u = jax.ShapeDtypeStruct((L, H), jnp.float32)
+    params = ssm.lazy_init(jr.PRNGKey(0), u)["params"]
     assert {k: v.shape for k, v in params.items()} == {
         "Lambda_re": (4,), "Lambda_im": (4,), "B": (4, H, 2), "C": (H, 8, 2), "D": (H,),
         "log_step": (4, 1)}
@@ -200,11 +191,12 @@ def test_dropin_s5_init_uses_callers_eigenpairs():
     with pytest.raises(ValueError, match="Vinv is not V"):
         linen.S5SSM(Lambda_re_init=Lambda.real, Lambda_im_init=Lambda.imag, V=V, Vinv=V.T * 2,
                     H=H, P=4, C_init="lecun_normal", discretization="zoh", dt_min=0.001,
-                    dt_max=0.1).init(jr.PRNGKey(0), jnp.zeros((L, H)))
+                    dt_max=0.1).lazy_init(jr.PRNGKey(0), u)
 
 
 # --------------------------------------------------------------------------------------------
-# The drop-ins against the published codebases' own equations (float64 loops)
+# The drop-ins against the published codebases' own equations (float64 loops); parameters
+# from an eager build converted to the published layout (the initialisers are tested above)
 
 
 def minimal_lru_reference(p: dict, u: np.ndarray) -> np.ndarray:
@@ -291,10 +283,11 @@ def rotrnn_reference(p: dict, u: np.ndarray, bidirectional: bool) -> np.ndarray:
 
 def test_dropin_lru_against_minimal_lru_equations():
     with precision("float64"):
-        module = linen.LRU(d_hidden=6, d_model=H, r_min=0.4, r_max=0.99)
+        layer = cast(build("lru", False, seed=2, r_min=0.4, r_max=0.99), "float64")
+        module = linen.LRU(d_hidden=D_STATE["lru"], d_model=H, r_min=0.4, r_max=0.99)
+        params = to_flax_params(layer, layout="published")
         u = inputs(3, (L, H), "float64")
-        params = module.init(jr.PRNGKey(2), u)["params"]
-        y = module.apply({"params": params}, u)
+        y = jax.jit(module.apply)({"params": params}, u)
         np.testing.assert_allclose(y, minimal_lru_reference(params, np.asarray(u)),
                                    **tol("float64"))
 
@@ -314,6 +307,14 @@ S5_CASES = [
 @pytest.mark.parametrize("case", S5_CASES, ids=lambda c: "-".join(str(v) for v in c.values()))
 def test_dropin_s5_against_s5_equations(case):
     with precision("float64"):
+        config = models.make_config(
+            "s5", d_model=H, d_state=8, blocks=2, conj_sym=case["conj_sym"],
+            C_init=case["C_init"], discretisation=case["discretization"], dt_min=0.05,
+            dt_max=0.5, clip_eigs=case["clip_eigs"], bidirectional=case["bidirectional"])
+        layer = cast(models.from_config("s5", config, key=jr.PRNGKey(3)), "float64")
+        params = to_flax_params(layer, layout="published", config=config)
+        if case["clip_eigs"]:  # push one eigenvalue over the clip, so that clipping matters
+            params = dict(params, Lambda_re=params["Lambda_re"].at[0].set(0.3))
         Lambda, V = block_hippo_n(8, 2, case["conj_sym"])
         module = linen.S5SSM(
             Lambda_re_init=Lambda.real, Lambda_im_init=Lambda.imag, V=V, Vinv=V.conj().T, H=H,
@@ -322,10 +323,7 @@ def test_dropin_s5_against_s5_equations(case):
             bidirectional=case["bidirectional"], step_rescale=case["step_rescale"],
         )
         u = inputs(4, (L, H), "float64")
-        params = module.init(jr.PRNGKey(3), u)["params"]
-        if case["clip_eigs"]:  # push one eigenvalue over the clip, so that clipping matters
-            params = dict(params, Lambda_re=params["Lambda_re"].at[0].set(0.3))
-        y = module.apply({"params": params}, u)
+        y = jax.jit(module.apply)({"params": params}, u)
         expected = s5_reference(params, np.asarray(u), **{k: v for k, v in case.items()
                                                           if k != "C_init"})
         np.testing.assert_allclose(y, expected, **tol("float64"))
@@ -334,11 +332,13 @@ def test_dropin_s5_against_s5_equations(case):
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_dropin_rotrnn_against_authors_equations(bidirectional):
     with precision("float64"):
+        layer = models.build("rotrnn", d_model=H, d_state=8, heads=2, key=jr.PRNGKey(4),
+                             bidirectional=bidirectional)
+        params = to_flax_params(cast(layer, "float64"), layout="published")
         module = linen.RotRNN(rotrnn_dim=8, model_dim=H, n_heads=2, bidirectional=bidirectional,
                               step_rescale=3.0)  # step_rescale: accepted and ignored
         u = inputs(5, (L, H), "float64")
-        params = module.init(jr.PRNGKey(4), u)["params"]
-        y = module.apply({"params": params}, u)
+        y = jax.jit(module.apply)({"params": params}, u)
         np.testing.assert_allclose(y, rotrnn_reference(params, np.asarray(u), bidirectional),
                                    **tol("float64"))
 
@@ -412,12 +412,14 @@ def test_converter_errors_name_the_problem():
                     dt_max=0.1)
 
 
+
+
 # --------------------------------------------------------------------------------------------
 # Linen batching with nn.vmap (the published pattern), on the native CPU kernels
 
-
-VMAP_CASES = [("s4d", "native"), ("lru", "native"), ("lru", "fused"), ("rotrnn", "fused"),
-              ("s5", "fused")]
+# The three native kernels: the bank kernel (S4D "native"), the MIMO scan ("native") and the
+# fused MIMO kernel ("fused").
+VMAP_CASES = [("s4d", "native"), ("lru", "native"), ("rotrnn", "fused")]
 
 
 @pytest.mark.parametrize("name,algorithm", VMAP_CASES)
@@ -426,35 +428,42 @@ def test_nn_vmap_batches_with_native_kernels(name, algorithm):
                       split_rngs={"params": False})
     options = {"algorithm": algorithm, "bidirectional": True}
     module = batched(model=name, d_model=H, d_state=D_STATE[name], options=options)
+    layer = build(name, True, algorithm=algorithm)
+    assert layer.resolved_algorithm() == algorithm
     u, dy = inputs(6, (BATCH, L, H)), inputs(7, (BATCH, L, H))
-    params = module.init(jr.PRNGKey(0), u)["params"]
-    single = linen.Layer(model=name, d_model=H, d_state=D_STATE[name], options=options)
-    assert {k: v.shape for k, v in params.items()} == mflax.field_shapes(name, single.config())
 
     @jax.jit
-    def f(p, u, dy):
-        y, vjp = jax.vjp(lambda p: module.apply({"params": p}, u), p)
-        return y, vjp(dy)[0]
+    def both(layer, u, dy):
+        y, vjp = jax.vjp(lambda p: module.apply({"params": p}, u), to_flax_params(layer))
+        return (y, vjp(dy)[0]), equinox_vjp(layer)(u, dy)
 
-    y, grads = f(params, u, dy)
-    layer = from_flax_params(name, params, single.config())
-    assert layer.resolved_algorithm() == algorithm
-    y_eqx, g_eqx = run_equinox(layer, u, dy)
+    (y, grads), (y_eqx, g_eqx) = both(layer, u, dy)
     assert_same(y, y_eqx, "float32", "nn.vmap output")
-    for key in grads:
+    for key in g_eqx:
         assert_same(grads[key], g_eqx[key], "float32", f"nn.vmap gradient of {key}")
 
 
 def test_dropin_lru_in_minimal_lru_batching_pattern():
+    # minimal-LRU's BatchClassificationModel pattern, with its defaults r_min=0, r_max=1 (read
+    # as the largest float32 below 1: `models.flax.linen.LRU`).
     batched = nn.vmap(linen.LRU, in_axes=0, out_axes=0,
                       variable_axes={"params": None, "dropout": None},
                       split_rngs={"params": False, "dropout": True})
-    module = batched(d_hidden=4, d_model=H, r_min=0.5, r_max=0.9)
+    module = batched(d_hidden=D_STATE["lru"], d_model=H)
+    assert linen.LRU(d_hidden=4, d_model=H).config().r_max == float(
+        np.nextafter(np.float32(1), np.float32(0)))
     u = inputs(8, (BATCH, L, H))
-    variables = module.init({"params": jr.PRNGKey(0), "dropout": jr.PRNGKey(1)}, u)
+    variables = module.lazy_init({"params": jr.PRNGKey(0), "dropout": jr.PRNGKey(1)}, u)
+    params = variables["params"]
+    assert {k: v.shape for k, v in params.items()} == {
+        "nu_log": (4,), "theta_log": (4,), "gamma_log": (4,), "B_re": (4, H), "B_im": (4, H),
+        "C_re": (H, 4), "C_im": (H, 4), "D": (H,)}  # one set of parameters for the batch
+    assert np.all(np.isfinite(params["nu_log"]))
     y = jax.jit(module.apply)(variables, u)
-    single = linen.LRU(d_hidden=4, d_model=H, r_min=0.5, r_max=0.9)
-    assert_same(y[1], jax.jit(single.apply)(variables, u[1]), "float32", "sequence 1")
+    config = linen.LRU(d_hidden=4, d_model=H).config()
+    layer = from_flax_params("lru", params, config, layout="published")
+    expected = eqx.filter_jit(lambda layer, u: jax.vmap(lambda x: layer(x))(u))(layer, u)
+    assert_same(y, expected, "float32", "batched drop-in")
 
 
 # --------------------------------------------------------------------------------------------
@@ -466,9 +475,10 @@ def test_nnx_state_split_merge_and_training_loop():
     state = nnx.state(model, nnx.Param)
     assert set(nnx.to_pure_dict(state)) == set(to_flax_params(model.layer()))
     graphdef, full = nnx.split(model)
+    merged = nnx.to_pure_dict(nnx.state(nnx.merge(graphdef, full), nnx.Param))
+    assert all(merged[k] is v for k, v in nnx.to_pure_dict(state).items())
     u = inputs(9, (BATCH, L, H))
     target = jnp.roll(u, 1, axis=1)  # learn to delay the input by one step
-    assert_same(jax.vmap(nnx.merge(graphdef, full))(u), jax.vmap(model)(u), "float32", "merge")
 
     optimizer = nnx.Optimizer(model, optax.adam(1e-2), wrt=nnx.Param)
 
@@ -484,10 +494,13 @@ def test_nnx_state_split_merge_and_training_loop():
     losses = [float(step(model, optimizer)) for _ in range(30)]
     assert losses[-1] < 0.7 * losses[0], losses
     # The gradient nnx.grad gives is the Equinox layer's.
-    grads = nnx.to_pure_dict(nnx.grad(loss_fn)(model))
-    layer = model.layer()
-    expected = to_flax_params(eqx.filter_grad(
-        lambda l: jnp.mean((jax.vmap(l)(u) - target) ** 2))(layer))
+    @nnx.jit
+    def both_gradients(model):
+        layer_grads = eqx.filter_grad(lambda l: jnp.mean((jax.vmap(l)(u) - target) ** 2))
+        return (nnx.to_pure_dict(nnx.grad(loss_fn)(model)),
+                to_flax_params(layer_grads(model.layer())))
+
+    grads, expected = both_gradients(model)
     for key in expected:
         np.testing.assert_allclose(grads[key], expected[key], rtol=1e-5, atol=1e-7)
 
@@ -496,8 +509,10 @@ def test_nnx_per_model_classes_and_bridge_cross_check():
     u = inputs(10, (L, H))
     for cls, name in [(mnnx.LRU, "lru"), (mnnx.RotRNN, "rotrnn"), (mnnx.S4D, "s4d"),
                       (mnnx.S5, "s5")]:
-        module = cls(H, D_STATE[name], rngs=nnx.Rngs(1))
-        assert module.model == name and module(u).shape == (L, H)
+        module = cls(H, D_STATE[name], rngs=nnx.Rngs(1), bidirectional=True)
+        assert module.model == name and module.config.bidirectional
+        shapes = {k: v.shape for k, v in nnx.to_pure_dict(nnx.state(module, nnx.Param)).items()}
+        assert shapes == mflax.field_shapes(name, module.config)
     # flax's own bridge wraps our linen module; with the same params it gives the same output.
     wrapped = nnx.bridge.ToNNX(linen.Layer(model="s5", d_model=H, d_state=4), rngs=nnx.Rngs(0))
     nnx.bridge.lazy_init(wrapped, u)
@@ -505,7 +520,8 @@ def test_nnx_per_model_classes_and_bridge_cross_check():
     ours = mnnx.S5(H, 4, rngs=nnx.Rngs(3))
     for key, value in params.items():
         getattr(ours, key)[...] = value
-    assert_same(ours(u), wrapped(u), "float32", "bridge")
+    assert_same(nnx.jit(lambda m, u: m(u))(ours, u), nnx.jit(lambda m, u: m(u))(wrapped, u),
+                "float32", "bridge")
     with pytest.raises(ValueError, match=r"Unknown option\(s\) \['bogus'\]"):
         mnnx.LRU(H, 4, rngs=nnx.Rngs(0), bogus=1)
 
