@@ -133,7 +133,7 @@ def _layer_from_ours(name: str, params: Mapping[str, Array], config: Any):
 def _check_entries(
     name: str, layout: str, params: Mapping[str, Any], expected: Mapping[str, tuple[int, ...]]
 ) -> None:
-    """The names and shapes of ``params`` are exactly ``expected``; else a ValueError saying which."""
+    """The names and shapes of ``params`` are exactly ``expected``, or a ValueError says which."""
     missing = sorted(set(expected) - set(params))
     unknown = sorted(set(params) - set(expected))
     if missing or unknown:
@@ -325,7 +325,9 @@ def from_flax_params(
             f"{type(config).__name__}."
         )
     if not isinstance(params, Mapping):
-        raise TypeError(f"params must be a mapping of names to arrays, got {type(params).__name__}.")
+        raise TypeError(
+            f"params must be a mapping of names to arrays, got {type(params).__name__}."
+        )
     if layout == "published":
         if name == "lru":
             params = _lru_from_published(params, config)
