@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 _ROOT = Path(__file__).resolve().parent.parent
-_LIBRARIES = ("jax", "jaxlib", "equinox", "optax", "numpy", "pandas")
+_LIBRARIES = ("jax", "jaxlib", "equinox", "flax", "optax", "numpy", "pandas")
 # Process settings that change speed or memory (the Makefile sets the first two): recorded as
 # set, "" where unset.
 SETTINGS = ("GLIBC_TUNABLES", "OPENBLAS_NUM_THREADS", "XLA_FLAGS", "LD_PRELOAD")

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 CUSTOM = "custom"  # a run in no preset's grid (made with key=value overrides)
 UNKNOWN = "unknown"  # the study's grids could not be built, so the preset cannot be told
 # The libraries a reader most needs to reproduce a number, in the order they are named.
-_LIBRARIES: tuple[str, ...] = ("jax", "jaxlib", "equinox", "optax", "numpy", "pandas")
+_LIBRARIES: tuple[str, ...] = ("jax", "jaxlib", "equinox", "flax", "optax", "numpy", "pandas")
 
 
 @functools.cache
