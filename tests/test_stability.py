@@ -50,10 +50,12 @@ def _recurrence(lam: np.ndarray, B: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.stack(out)
 
 
-def _batch_norm(block, x: np.ndarray) -> np.ndarray:
-    """BatchNorm by hand with the batch's statistics over examples and steps, ``(n, L, H)``."""
-    mean = x.mean(axis=(0, 1))
-    var = ((x - mean) ** 2).mean(axis=(0, 1))
+def _batch_norm(block, x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """BatchNorm by hand with the batch's statistics over the valid steps of every example
+    (``mask`` ``(n, L)``), ``(n, L, H)``."""
+    weights = mask[..., None]
+    mean = (x * weights).sum(axis=(0, 1)) / mask.sum()
+    var = (((x - mean) ** 2) * weights).sum(axis=(0, 1)) / mask.sum()
     out = (x - mean) / np.sqrt(var + block.norm.eps)
     return out * np.asarray(block.norm.weight) + np.asarray(block.norm.bias)
 
@@ -66,7 +68,7 @@ def _direct_norms(network, state, inputs, lengths) -> np.ndarray:
     norms = []
     current = state
     for k, block in enumerate(network.blocks):
-        u = _batch_norm(block, np.asarray(e, dtype=np.float64)) * mask[..., None]
+        u = _batch_norm(block, np.asarray(e, dtype=np.float64), mask) * mask[..., None]
         system = block.layer.discrete_system()
         lam = np.asarray(system.lam, dtype=np.complex128).reshape(-1)
         B = np.asarray(system.B, dtype=np.complex128)
@@ -136,7 +138,7 @@ def test_rotrnn_norm_is_the_norm_of_its_real_state(smoke, getkey):
     block = network.blocks[0]
     e = jax.vmap(jax.vmap(network.encoder))(jnp.asarray(inputs))
     mask = (np.arange(e.shape[1])[None, :] < lengths[:, None]).astype(np.float64)
-    u = (_batch_norm(block, np.asarray(e, dtype=np.float64)) * mask[..., None])[0]
+    u = (_batch_norm(block, np.asarray(e, dtype=np.float64), mask) * mask[..., None])[0]
     layer = block.layer
     P = np.asarray(layer.rotation_basis(), dtype=np.float64)
     angles = np.asarray(layer.angles, dtype=np.float64)
