@@ -11,7 +11,15 @@ learning rate and no weight decay:
 with optional clipping of the global gradient norm before both. Batches are drawn without
 replacement from a permutation of the training split that depends only on (seed, epoch), so a
 run resumed from a checkpoint sees exactly the batches an uninterrupted one would; the last
-incomplete batch of an epoch is dropped (one compiled shape).
+incomplete batch of an epoch is dropped (one batch size). Each batch is cut to the shortest of
+a few bucket lengths that holds its longest example: only steps that are padding in every
+example go, and since padding is exact (`models.network`) the loss is unchanged up to float
+round-off, while a task compiles at most four shapes.
+
+Every number of the recipe (learning rates, weight decay, warm-up, steps, clipping threshold)
+is data in the optimiser's state, never a constant of the compiled step, so one compilation per
+(shape, structure) serves every seed and learning rate of a grid, in a process and, through the
+persistent compilation cache, across processes.
 
 Evaluation runs in inference mode (BatchNorm's running statistics, no dropout) over every example
 of a split exactly once. Model selection is on validation (accuracy, or loss for regression);

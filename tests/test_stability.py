@@ -51,11 +51,11 @@ def _recurrence(lam: np.ndarray, B: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 
 def _batch_norm(block, x: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """BatchNorm by hand with the batch's statistics over examples and valid steps (``mask``
-    ``(n, L)``), as `models.network` takes them, ``(n, L, H)``."""
-    weights = mask[..., None] / mask.sum()
-    mean = (x * weights).sum(axis=(0, 1))
-    var = (((x - mean) ** 2) * weights).sum(axis=(0, 1))
+    """BatchNorm by hand with the batch's statistics over the valid steps of every example
+    (``mask`` ``(n, L)``), ``(n, L, H)``."""
+    weights = mask[..., None]
+    mean = (x * weights).sum(axis=(0, 1)) / mask.sum()
+    var = (((x - mean) ** 2) * weights).sum(axis=(0, 1)) / mask.sum()
     out = (x - mean) / np.sqrt(var + block.norm.eps)
     return out * np.asarray(block.norm.weight) + np.asarray(block.norm.bias)
 

@@ -91,7 +91,8 @@ def test_a_cut_batch_gives_the_loss_metrics_and_statistics_of_the_padded_one(cas
     assert longest <= cut < L  # the cut drops steps
     forward = eqx.filter_jit(lambda net, state, batch: T.batch_sums(
         net, state, batch, jnp.ones(12), jr.PRNGKey(3)))
-    full, full_correct, full_count, full_state = forward(net, fresh(state), T.to_batch(split, index))
+    padded_batch = T.to_batch(split, index)
+    full, full_correct, full_count, full_state = forward(net, fresh(state), padded_batch)
     cut_batch = T.to_batch(split, index, cut)
     assert cut_batch.inputs.shape[1 + info.pair] == cut
     short, short_correct, short_count, short_state = forward(net, fresh(state), cut_batch)

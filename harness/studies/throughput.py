@@ -23,6 +23,13 @@ recurrence form, minimum bytes). XLA's own cost analysis is recorded beside it (
 ``xla_bytes``); the network's rows carry the layers' count only (``count_source`` says so), so
 their fraction is an upper bound on how close the whole network runs to its roofline.
 
+Scope ``"step"`` times what a training run waits for: the network's training step of each
+(model, task) of the accuracy study at ``step_preset``, at that study's shapes, on the run's
+own batches (cut to their length bucket), in parts timed alternately (`TrainingStep`: the
+layers, the optimiser, the rest of the step, the host, an evaluation pass), with the compile
+time and its estimated share of a run, throughput in real (unpadded) tokens, and the roofline
+fraction of the whole step (`step_counts`).
+
 Sizes: ``"paper"`` is each layer at the width and state size of one published configuration
 (its registration's `models.PaperSize`; ours are the LRA ListOps rows, all at H = 128);
 ``"matched"`` keeps the paper's options and picks the ``d_state`` whose parameter count is
