@@ -108,11 +108,12 @@ class AccuracyConfig:
     left_out: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
-        if not self.models:
-            raise ValueError(f"models must name at least one; accepted: "
-                             f"{', '.join(models.names())} or an import path module:factory.")
-        for name in self.models:
-            models.resolve(name)  # a registered name, or an import path that registers one
+        paths = [m for m in self.models if ":" in m]
+        for path in paths:
+            models.resolve(path)  # an outside layer's import path registers it (or says why not)
+        names = tuple(m for m in self.models if m not in paths)
+        if names or not paths:
+            _nonempty_known("models", names, models.names())
         _nonempty_known("tasks", self.tasks, tasks.names())
         if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
                                  for s in self.seeds):

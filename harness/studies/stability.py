@@ -494,5 +494,7 @@ STUDY = Study(
     presets=PRESETS,
     grid=grid,
     run=run,
+    # 2: BatchNorm's statistics over valid steps only (`models.network`), which the probe uses.
+    version=2,
     skip_reason=skip_reason,
 )
