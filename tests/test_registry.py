@@ -215,3 +215,18 @@ def test_benchmark_shapes_keep_the_published_times():
     assert (lru.d_state, lru.structure) == (128, "scan")
     assert lru.published_ms(1024) == (67.0, 217.0) and lru.published_ms(2048) is None
     assert models.info("s4d").benchmark.structure == "convolution"
+
+
+def test_every_study_pickles_for_the_worker_processes():
+    # The processes executor sends the study to its workers: a closure as skip_reason would
+    # fail there (and only there, after the grid started).
+    import pickle
+
+    from harness import studies
+
+    for name in studies.names():
+        study = studies.get(name)
+        clone = pickle.loads(pickle.dumps(study))
+        assert clone.name == name
+        for info in models.infos():
+            assert clone.skip_reason(info) == study.skip_reason(info)

@@ -25,17 +25,24 @@ def enters_all(model: Any) -> str | None:
     return None
 
 
-def requires(*capabilities: str) -> Callable[[Any], str | None]:
-    """A `Study.skip_reason` for a study that reads these capabilities of a layer
-    (`models.CAPABILITIES`): the reason names the ones a model's registration lacks."""
+@dataclasses.dataclass(frozen=True)
+class _Requires:
+    """A `Study.skip_reason` naming the capabilities a model's registration lacks (a plain
+    object rather than a closure, so that a study pickles to the worker processes)."""
 
-    def skip_reason(model: Any) -> str | None:
-        lacking = [c for c in capabilities if not model.has(c)]
+    capabilities: tuple[str, ...]
+
+    def __call__(self, model: Any) -> str | None:
+        lacking = [c for c in self.capabilities if not model.has(c)]
         if not lacking:
             return None
         return f"{model.label} declares no {', '.join(lacking)}, which this study reads"
 
-    return skip_reason
+
+def requires(*capabilities: str) -> Callable[[Any], str | None]:
+    """A `Study.skip_reason` for a study that reads these capabilities of a layer
+    (`models.CAPABILITIES`): the reason names the ones a model's registration lacks."""
+    return _Requires(tuple(capabilities))
 
 
 @dataclasses.dataclass(frozen=True)
