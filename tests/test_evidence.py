@@ -112,18 +112,24 @@ def test_select_uses_validation_only():
 
 
 def test_grid_tunes_the_named_tasks_at_every_pair():
-    config = accuracy_study.STUDY.config("cpu")
-    specs = accuracy_study.grid(config)
-    pairs = len(config.lr_grid) * len(config.recurrent_lr_grid)
-    recipe = (config.train.lr, config.train.recurrent_lr)
-    extra = pairs - (recipe in [(a, b) for a in config.lr_grid for b in config.recurrent_lr_grid])
-    cells = len(config.models) * len(config.seeds)
-    expected = sum(cells * (1 + extra if t in config.tune_tasks else 1) for t in config.tasks)
-    assert len(specs) == expected
-    assert len({accuracy_study.STUDY.run_id(s) for s in specs}) == len(specs)
-    tuned = {(s.train.lr, s.train.recurrent_lr) for s in specs if s.task == "listops"}
-    assert tuned == {recipe} | {(a, b) for a in config.lr_grid for b in config.recurrent_lr_grid}
-    assert {(s.train.lr, s.train.recurrent_lr) for s in specs if s.task == "digits"} == {recipe}
+    for preset, pairing in (("cpu", "paired"), ("cpu-full", "product")):
+        config = accuracy_study.STUDY.config(preset)
+        assert config.lr_pairing == pairing
+        specs = accuracy_study.grid(config)
+        recipe = (config.train.lr, config.train.recurrent_lr)
+        grid = (set(zip(config.lr_grid, config.recurrent_lr_grid)) if pairing == "paired" else
+                {(a, b) for a in config.lr_grid for b in config.recurrent_lr_grid})
+        cells = len(config.models) * len(config.seeds)
+        expected = sum(cells * len(grid | {recipe}) if t in config.tune_tasks else cells
+                       for t in config.tasks)
+        assert len(specs) == expected
+        assert len({accuracy_study.STUDY.run_id(s) for s in specs}) == len(specs)
+        for task in config.tasks:
+            rates = {(s.train.lr, s.train.recurrent_lr) for s in specs if s.task == task}
+            assert rates == (grid | {recipe} if task in config.tune_tasks else {recipe})
+    with pytest.raises(ValueError, match="paired.*one length"):
+        accuracy_study.AccuracyConfig(tasks=("digits",), tune_tasks=("digits",), lr_grid=(1e-3,),
+                                      recurrent_lr_grid=(1e-3, 1e-2), lr_pairing="paired")
     with pytest.raises(ValueError, match="tune_tasks.*distinct members"):
         accuracy_study.AccuracyConfig(tasks=("digits",), tune_tasks=("listops",),
                                       lr_grid=(1e-3,), recurrent_lr_grid=(1e-3,))
