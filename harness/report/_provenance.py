@@ -73,13 +73,31 @@ def with_presets(frame: pd.DataFrame, study_name: str) -> pd.DataFrame:
     return frame.assign(preset=frame["run_id"].map(labels))
 
 
-def pick_preset(presets: Iterable[str]) -> str | None:
-    """The largest-scale preset among ``presets`` (gpu over cpu over smoke), else None.
+def pick_preset(
+    presets: Iterable[str], study_name: str | None = None, run_ids: Iterable[str] = ()
+) -> str | None:
+    """The preset a report shows among ``presets`` (labels; ``smoke+cpu`` counts for both).
 
-    A label ``smoke+cpu`` counts for both. ``custom`` (then ``unknown``) runs are chosen only
-    when no preset's runs exist.
+    Given the study and the run ids present, the preset whose grid the store holds the largest
+    share of, then the larger grid, then the smaller-scale preset: a complete cpu grid beside
+    the few cpu-full runs that share its specs is shown as cpu; a complete cpu-full grid beside
+    a complete cpu grid as cpu-full; a study whose cpu-full is its cpu (`PRESET_FALLBACK`) as
+    cpu. Without them, or when the grids cannot be built, the largest-scale preset (gpu over
+    cpu-full over cpu over smoke). ``custom`` (then ``unknown``) runs are chosen only when no
+    preset's runs exist.
     """
     present = {part for label in presets for part in str(label).split("+")}
+    candidates = [p for p in PRESET_NAMES if p in present]
+    grids = _grid_ids(study_name) if study_name is not None and candidates else None
+    if grids is not None:
+        held = set(run_ids)
+
+        def share(preset: str) -> tuple[float, int, int]:
+            grid = grids[preset]
+            return (len(grid & held) / max(len(grid), 1), len(grid),
+                    -PRESET_NAMES.index(preset))
+
+        return max(candidates, key=share)
     for preset in (*reversed(PRESET_NAMES), CUSTOM, UNKNOWN):
         if preset in present:
             return preset
@@ -92,13 +110,13 @@ def in_preset(labels: pd.Series, preset: str) -> pd.Series:
 
 
 def largest_preset(frame: pd.DataFrame, study_name: str) -> tuple[pd.DataFrame, str | None]:
-    """The rows of ``frame`` in its largest-scale preset (`pick_preset`), with a ``preset``
+    """The rows of ``frame`` in the preset `pick_preset` shows, with a ``preset``
     column, and that preset (None for an empty frame). A report never mixes presets: smoke, cpu
     and gpu rows measure different configurations."""
     if frame.empty:
         return frame, None
     frame = with_presets(frame, study_name)
-    preset = pick_preset(frame["preset"].unique())
+    preset = pick_preset(frame["preset"].unique(), study_name, frame["run_id"].unique())
     return frame[in_preset(frame["preset"], preset)], preset
 
 

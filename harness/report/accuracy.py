@@ -139,9 +139,10 @@ def _selected(store: Store) -> tuple[pd.DataFrame, pd.DataFrame, str | None, str
     if runs.empty:
         return rows, runs, None, ""
     runs = with_presets(runs, STUDY)
-    preset = pick_preset(runs.loc[runs["status"] == "done", "preset"].unique())
+    done = runs[runs["status"] == "done"]
+    preset = pick_preset(done["preset"].unique(), STUDY, done["run_id"])
     if preset is None:
-        preset = pick_preset(runs["preset"].unique())
+        preset = pick_preset(runs["preset"].unique(), STUDY, runs["run_id"])
     keep = in_preset(runs["preset"], preset)
     left_out = runs[~keep]
     note = ""

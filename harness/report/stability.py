@@ -67,7 +67,7 @@ def _selected(store: Store) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
     if rows.empty:
         return rows, runs, None
     rows = with_presets(rows, "stability")
-    preset = pick_preset(rows["preset"].unique())
+    preset = pick_preset(rows["preset"].unique(), "stability", rows["run_id"].unique())
     rows = rows[in_preset(rows["preset"], preset)]
     runs = with_presets(runs, "stability")
     runs = runs[in_preset(runs["preset"], preset)]

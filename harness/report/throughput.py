@@ -69,7 +69,8 @@ def section(store: Store) -> list[Artifact]:
         else:
             out.append(_figure(layer, preset, name, column, label))
     out.append(_summary(frame, preset))
-    out.append(_training_step(frame, preset))
+    if _measures_steps(preset) or ("scope" in frame and (frame["scope"] == "step").any()):
+        out.append(_training_step(frame, preset))
     out.append(_all(frame, preset))
     return out
 
@@ -170,6 +171,17 @@ def _summary(frame: pd.DataFrame, preset: str | None) -> Artifact:
         digits=3,
         runs=tuple(sorted(set(used))),
     )
+
+
+def _measures_steps(preset: str | None) -> bool:
+    """Whether ``preset``'s throughput grid times the training step (True when it cannot be
+    told): a preset that does not is not missing the step table, it does not make it."""
+    from .. import studies
+
+    try:
+        return "step" in studies.get("throughput").config(preset).scopes
+    except Exception:
+        return True
 
 
 def _training_step(frame: pd.DataFrame, preset: str | None) -> Artifact:
