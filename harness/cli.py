@@ -311,6 +311,7 @@ def _cmd_train(args) -> int:
             tasks=(request.get("task", base.tasks[0]),),
             seeds=(seed,),
             depths=(),
+            tune_tasks=(),  # one run at the recipe's learning rates, not the tuning grid
             recipes=(*base.recipes, Recipe(overrides=extra, source="command line")),
         )
     except ValueError as e:

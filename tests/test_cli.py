@@ -39,7 +39,7 @@ def test_list_names_every_model_task_and_study(capsys):
     [
         (["study", "nope"], "Unknown study 'nope'; accepted: accuracy"),
         (["study", "accuracy", "--preset", "huge"],
-         "Unknown preset 'huge'; accepted: smoke, cpu, gpu"),
+         "Unknown preset 'huge'; accepted: smoke, cpu, cpu-full, gpu"),
         (["study", "accuracy", "--preset", "smoke", "colour=red"], "Unknown key 'colour'"),
         (["study", "accuracy", "--preset", "smoke", "train.steps=abc"], "is not an integer"),
         (["study", "accuracy", "--preset", "smoke", "models=gru"], "Unknown models ['gru']"),
@@ -77,7 +77,7 @@ def test_smoke_study_fills_the_store_and_a_rerun_skips_it(capsys, tmp_path):
     final = frame[frame["kind"] == "final"].iloc[0]
     assert final["cfg.network.layer"] == "lru" and final["cfg.task"] == "digits"
     assert 0.0 <= final["test_accuracy"] <= 1.0 and final["params"] > 0
-    assert final["prov.backend"] == "cpu" and final["prov.study_version"] == 1
+    assert final["prov.backend"] == "cpu" and final["prov.study_version"] == 2
     assert list(frame[frame["kind"] == "eval"]["step"]) == [2, 4]
     assert main(argv) == 0
     assert "1 runs, 1 already recorded; this time: nothing to run" in capsys.readouterr().out

@@ -642,7 +642,7 @@ def _informative_table(informative: pd.DataFrame, scale: str, run_ids: tuple[str
         ),
         frame=frame,
         stderr=se,
-        digits={c: (1 if "margin" in c or c == "baseline" else 2) for c in frame.columns
+        digits={c: (1 if "margin" in c else 3) for c in frame.columns
                 if frame[c].dtype.kind == "f"},
         runs=run_ids,
     )
