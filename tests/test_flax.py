@@ -445,13 +445,14 @@ def test_nn_vmap_batches_with_native_kernels(name, algorithm):
 
 def test_dropin_lru_in_minimal_lru_batching_pattern():
     # minimal-LRU's BatchClassificationModel pattern, with its defaults r_min=0, r_max=1 (read
-    # as the largest float32 below 1: `models.flax.linen.LRU`).
+    # as the largest radius our LRU accepts in float32: `models.flax.linen.LRU`).
     batched = nn.vmap(linen.LRU, in_axes=0, out_axes=0,
                       variable_axes={"params": None, "dropout": None},
                       split_rngs={"params": False, "dropout": True})
     module = batched(d_hidden=D_STATE["lru"], d_model=H)
-    assert linen.LRU(d_hidden=4, d_model=H).config().r_max == float(
-        np.nextafter(np.float32(1), np.float32(0)))
+    from models._validate import MAX_RADIUS
+
+    assert linen.LRU(d_hidden=4, d_model=H).config().r_max == MAX_RADIUS
     u = inputs(8, (BATCH, L, H))
     variables = module.lazy_init({"params": jr.PRNGKey(0), "dropout": jr.PRNGKey(1)}, u)
     params = variables["params"]

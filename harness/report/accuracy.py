@@ -648,13 +648,19 @@ def _informative_table(informative: pd.DataFrame, scale: str, run_ids: tuple[str
     )
 
 
+def _metric(rows: pd.DataFrame, regression: bool, split: str = "test") -> np.ndarray:
+    """Each run's metric on ``split`` (``"test"``, or ``"val"`` at the selected step) in its
+    table's units: the loss (MSE) for a regression task, else the accuracy in percent."""
+    accuracy, loss = (TEST, TEST_LOSS) if split == "test" else (BEST_VAL, VAL_LOSS)
+    if regression:
+        return pd.to_numeric(rows[loss], errors="coerce").to_numpy(dtype=float)
+    return 100.0 * pd.to_numeric(rows[accuracy], errors="coerce").to_numpy(dtype=float)
+
+
 def _seed_scores(final: pd.DataFrame, task: str, labels: _Labels) -> pd.DataFrame:
     """One column per series (model, depth), one row per seed: the test metric of the task."""
     of_task = final[final["task"] == task]
-    regression = _is_regression(of_task)
-    value = (pd.to_numeric(of_task[TEST_LOSS], errors="coerce") if regression
-             else 100.0 * pd.to_numeric(of_task[TEST], errors="coerce"))
-    frame = of_task.assign(value=value.to_numpy(),
+    frame = of_task.assign(value=_metric(of_task, _is_regression(of_task)),
                            series=[labels(m, d) for m, d in zip(of_task["model"],
                                                                 of_task["depth"])])
     table = frame.pivot_table(index="seed", columns="series", values="value", aggfunc="mean")
@@ -946,11 +952,10 @@ def _by_task_figure(
                    error_kw={"elinewidth": 0.8})
             chosen = ((final["model"] == model) & (final["depth"] == depth)
                       & (final["task"] == task))
-            column = TEST_LOSS if regression else TEST
-            seeds = pd.to_numeric(final.loc[chosen, column], errors="coerce").dropna()
-            seeds = seeds if regression else 100.0 * seeds
+            seeds = _metric(final.loc[chosen], regression)
+            seeds = seeds[np.isfinite(seeds)]
             spread = np.linspace(-0.2, 0.2, seeds.size) if seeds.size > 1 else [0.0]
-            ax.plot(j + np.asarray(spread), seeds.to_numpy(), linestyle="none",
+            ax.plot(j + np.asarray(spread), seeds, linestyle="none",
                     marker=style.model_marker(model), markersize=2.5, markerfacecolor="white",
                     markeredgecolor="black", markeredgewidth=0.5)
             at_recipe = recipe[(recipe["model"] == model) & (recipe["depth"] == depth)
@@ -1054,9 +1059,7 @@ def _sensitivity_figure(final: pd.DataFrame, baselines: dict[str, float], labels
     for ax, task in zip(axes.flat, tuned_tasks):
         of_task = final[final["task"] == task]
         regression = _is_regression(of_task)
-        value = (pd.to_numeric(of_task[VAL_LOSS], errors="coerce") if regression
-                 else 100.0 * pd.to_numeric(of_task[BEST_VAL], errors="coerce"))
-        of_task = of_task.assign(value=value.to_numpy())
+        of_task = of_task.assign(value=_metric(of_task, regression, "val"))
         rlrs = sorted(of_task["rlr"].dropna().unique())
         for model, depth in _Labels.order(of_task):
             mine = of_task[(of_task["model"] == model) & (of_task["depth"] == depth)]
@@ -1107,9 +1110,7 @@ def _cost_figure(final: pd.DataFrame, baselines: dict[str, float], labels: _Labe
     for column, task in enumerate(tasks):
         of_task = final[final["task"] == task]
         regression = _is_regression(of_task)
-        value = (pd.to_numeric(of_task[TEST_LOSS], errors="coerce") if regression
-                 else 100.0 * pd.to_numeric(of_task[TEST], errors="coerce"))
-        of_task = of_task.assign(value=value.to_numpy())
+        of_task = of_task.assign(value=_metric(of_task, regression))
         wall = pd.to_numeric(of_task[WALL], errors="coerce")
         if COMPILE in of_task.columns:
             wall = wall - pd.to_numeric(of_task[COMPILE], errors="coerce").fillna(0.0)

@@ -157,7 +157,7 @@ class ThroughputConfig:
                     f"values (the accuracy study's presets): {list(presets)}."
                 )
             known = accuracy.STUDY.presets[self.step_preset].tasks
-            _choices("throughput.step_tasks", self.step_tasks or known, known)
+            choices("throughput.step_tasks", self.step_tasks or known, known)
         if not self.pairs():
             raise ValueError(
                 f"throughput: every (seq_len, batch) exceeds max_tokens={self.max_tokens}; "

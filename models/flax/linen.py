@@ -120,8 +120,11 @@ class Layer(nn.Module):
 
 
 def _open_ring(r_max: float) -> float:
-    """minimal-LRU's default r_max = 1 as the largest float32 below 1 (see `LRU`)."""
-    return float(np.nextafter(np.float32(1.0), np.float32(0.0))) if r_max == 1.0 else r_max
+    """minimal-LRU's default r_max = 1 as the largest radius our LRU accepts in float32,
+    `models._validate.MAX_RADIUS` (see `LRU`)."""
+    from models._validate import MAX_RADIUS
+
+    return MAX_RADIUS if r_max == 1.0 else r_max
 
 
 class LRU(nn.Module):
@@ -133,8 +136,9 @@ class LRU(nn.Module):
 
     The published default ``r_max=1``: its ring draws |lambda|^2 = u (r_max^2 - r_min^2) +
     r_min^2 with u in [0, 1), which never reaches 1; ours draws u in (0, 1], and r = 1 would
-    give |lambda| = 1 (nu_log = -inf), which `LRUConfig` rejects. So r_max = 1 is read as the
-    largest float32 below 1 (1 - 2^-24): the two rings differ by at most 6e-8 in |lambda|.
+    give |lambda| = 1 (nu_log = -inf), which `LRUConfig` rejects. So r_max = 1 is read as
+    1 - 1e-6, the largest radius `LRUConfig` accepts (the largest |lambda| float32 keeps safely
+    below 1): the two rings differ by at most 1e-6 in |lambda|.
 
     Attributes (minimal-LRU's): d_hidden (P states), d_model (H), r_min, r_max, max_phase.
     ``algorithm`` (ours, last, so positional calls are unchanged): the engine algorithm.
