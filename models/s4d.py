@@ -173,7 +173,9 @@ class S4D(AbstractRecurrentLayer):
             raise TypeError(f"S4D needs an S4DConfig, got {type(config).__name__}.")
         k_C, k_C_reverse, k_D, k_Delta = jr.split(key, 4)
         shape = (config.d_model, config.d_state // 2)
-        self.A_real_log = jnp.full(shape, math.log(0.5))  # Re(a) = -exp(log 1/2) = -1/2
+        # Re(a) = -exp(log 1/2) = -1/2. A float dtype, not a Python scalar's weak type: the
+        # first training step would otherwise compile twice (weak in, strong out).
+        self.A_real_log = jnp.full(shape, math.log(0.5), dtype=float)
         self.A_imag = jnp.broadcast_to(_imaginary_parts(config.init, config.d_state), shape)
         if config.train_B:
             self.B_re, self.B_im = jnp.ones(shape), jnp.zeros(shape)

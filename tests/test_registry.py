@@ -51,6 +51,15 @@ def test_call_maps_one_sequence_to_one_sequence(built):
         assert not np.allclose(y_changed[-1], np.asarray(y[-1]))
 
 
+def test_parameters_are_strongly_typed(built):
+    """No parameter carries a Python scalar's weak type: a training step's outputs are strongly
+    typed, so a weak-typed initial parameter would compile the first step twice."""
+    _, layer, _, _ = built
+    leaves = jax.tree_util.tree_leaves_with_path(eqx.filter(layer, eqx.is_inexact_array))
+    weak = [jax.tree_util.keystr(path) for path, leaf in leaves if leaf.weak_type]
+    assert not weak, f"weak-typed parameters: {weak}"
+
+
 def test_vmap_jit_and_gradients(built):
     """Batching is jax.vmap; under jit the outputs agree with eager ones; gradients are finite."""
     _, layer, u, y = built
