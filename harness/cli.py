@@ -26,6 +26,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -372,14 +373,17 @@ def _cmd_report(args) -> int:
         _check_preset(args.preset)
         executor = _executor(args)
         store = _prepare(args.store)
-        for name in studies.names():
-            try:
-                study = _study(name)
-            except UsageError as e:
-                print(f"note: skipping study {name!r}: {e}")
-                continue
-            summary = run_study(study, study.config(args.preset), store=store, executor=executor)
-            _print_summary(summary)
+        # One set of worker processes for every study (`ProcessExecutor.__enter__`).
+        with executor if isinstance(executor, AbstractContextManager) else nullcontext():
+            for name in studies.names():
+                try:
+                    study = _study(name)
+                except UsageError as e:
+                    print(f"note: skipping study {name!r}: {e}")
+                    continue
+                summary = run_study(study, study.config(args.preset), store=store,
+                                    executor=executor)
+                _print_summary(summary)
     # Rendering reads the store and never creates or changes it; a damaged store stops here,
     # before anything is written (the report sections would otherwise each fail on their own).
     store = Store(args.store, create=False, readonly=True)

@@ -111,13 +111,8 @@ def _watch_driver(driver: int) -> None:
 
 
 def _seed_major(specs: list[Any]) -> list[Any]:
-    """``specs`` with every run of the first seed first, then the next seed's, and so on.
-
-    Runs that differ only in their seed compile the same programs. Side by side on two workers
-    they would compile them twice at once (measured: a stability grid ran no faster than in one
-    process); seed-major, the first seed's runs compile different programs in parallel and the
-    later seeds find them compiled (in the worker, or in the persistent cache on disk).
-    """
+    """``specs`` with every run of the first seed first, then the next seed's, and so on (the
+    grid's order within a seed)."""
     def seed(spec: Any) -> int:
         value = getattr(spec, "seed", None)
         return value if isinstance(value, int) else 0
@@ -125,16 +120,43 @@ def _seed_major(specs: list[Any]) -> list[Any]:
     return sorted(specs, key=seed)  # stable: the grid's order within a seed
 
 
+def schedule(study: Study, specs: list[Any]) -> list[Any]:
+    """The order in which workers take ``specs``: each program group compiled once, in parallel.
+
+    Runs with the same `Study.programs` key compile the same programs (they differ only in
+    data: the seed, the learning rates). Two workers that start two runs of one group at once
+    both compile its programs, neither finding them in the persistent cache. So the first run
+    of every group goes first, the workers compiling different programs side by side, and the
+    other runs follow, seed-major, finding them compiled (`docs/performance.md` has the
+    measurement). A study without ``programs`` is taken seed-major: runs that differ only in
+    their seed are taken as one group.
+    """
+    ordered = _seed_major(specs)
+    if study.programs is None:
+        return ordered
+    seen: set[Any] = set()
+    first, rest = [], []
+    for spec in ordered:
+        key = study.programs(spec)
+        (rest if key in seen else first).append(spec)
+        seen.add(key)
+    return first + rest
+
+
 class ProcessExecutor:
     """Runs up to ``workers`` pending runs at once, each in a worker process on this machine.
 
     Workers are started with ``spawn`` (JAX and ``fork`` do not mix) and live for the whole
-    grid, so a worker compiles a program once and its later runs of the same shapes reuse it.
-    Outcomes come back in the order runs finish. If a worker process dies (killed, out of
-    memory), the runs finished so far are already recorded and the grid stops with an
-    `ExecutorError`; rerunning resumes it. If the driver is interrupted (Ctrl-C, SIGTERM through
-    `harness.cli`), it ends its workers before it exits; if it is killed outright, the workers
-    end with it (`_worker_init`). Either way no worker outlives the grid.
+    grid, so a worker compiles a program once and its later runs of the same shapes reuse it;
+    inside ``with executor:`` they live until the block ends, serving every grid run in it
+    (``report --run`` runs its studies so: no start-up per study, and programs compiled for
+    one study, such as the training step the accuracy and stability studies share, stay in
+    the workers' memory for the next). Runs are taken in `schedule`'s order and outcomes come
+    back in the order runs finish. If a worker process dies (killed, out of memory), the runs
+    finished so far are already recorded and the grid stops with an `ExecutorError`; rerunning
+    resumes it. If the driver is interrupted (Ctrl-C, SIGTERM through `harness.cli`), it ends
+    its workers before it exits; if it is killed outright, the workers end with it
+    (`_worker_init`). Either way no worker outlives the grid.
     """
 
     def __init__(self, workers: int):
@@ -144,24 +166,47 @@ class ProcessExecutor:
         if not _validate.is_integer(workers) or workers < 1:
             raise ExecutorError(f"workers must be a positive integer, got {workers!r}.")
         self.workers = workers
+        self._kept: ProcessPoolExecutor | None = None  # the pool of a ``with`` block
+        self._keep = False
 
     @property
     def provenance(self) -> dict[str, Any]:
         """What each run's provenance records about where it ran (`harness.runner.run_study`)."""
         return {"executor": "processes", "concurrent_runs": self.workers}
 
-    def __call__(self, study: Study, specs: list[Any]) -> Iterator[Outcome]:
-        if not specs:
-            return
+    def __enter__(self) -> ProcessExecutor:
+        self._keep = True
+        return self
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
+        self._keep = False
+        pool, self._kept = self._kept, None
+        if pool is not None:
+            if kind is None:
+                pool.shutdown(wait=True)
+            else:
+                _end(pool)
+
+    def _pool(self, runs: int) -> ProcessPoolExecutor:
+        if self._kept is not None:
+            return self._kept
         pool = ProcessPoolExecutor(
-            max_workers=min(self.workers, len(specs)),
+            max_workers=self.workers if self._keep else min(self.workers, runs),
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_worker_init,
             initargs=(os.getpid(),),
         )
+        if self._keep:
+            self._kept = pool
+        return pool
+
+    def __call__(self, study: Study, specs: list[Any]) -> Iterator[Outcome]:
+        if not specs:
+            return
+        pool = self._pool(len(specs))
         finished = False
         try:
-            futures = [pool.submit(execute, study, spec) for spec in _seed_major(specs)]
+            futures = [pool.submit(execute, study, spec) for spec in schedule(study, specs)]
             for future in as_completed(futures):
                 try:
                     yield future.result()
@@ -172,22 +217,27 @@ class ProcessExecutor:
                     ) from None
             finished = True
         finally:
-            if finished:
+            if not finished:
+                self._kept = None
+                _end(pool)
+            elif pool is not self._kept:
                 pool.shutdown(wait=True)
-            else:
-                # Interrupted or broken: stop the runs in flight now rather than let them finish
-                # unseen (Python 3.11's executor has no public way to end its workers).
-                workers = list((getattr(pool, "_processes", None) or {}).values())
-                pool.shutdown(wait=False, cancel_futures=True)
-                for process in workers:
-                    process.terminate()
-                # Wait for them, so that none outlives the driver's exit (a run in a C++
-                # kernel finishes its call before SIGTERM's default action can end it).
-                for process in workers:
-                    process.join(timeout=5.0)
-                    if process.is_alive():
-                        process.kill()
-                        process.join(timeout=5.0)
+
+
+def _end(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool``'s runs in flight now rather than let them finish unseen (Python 3.11's
+    executor has no public way to end its workers), and wait until no worker is left."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in workers:
+        process.terminate()
+    # Wait for them, so that none outlives the driver's exit (a run in a C++ kernel finishes
+    # its call before SIGTERM's default action can end it).
+    for process in workers:
+        process.join(timeout=5.0)
+        if process.is_alive():
+            process.kill()
+            process.join(timeout=5.0)
 
 
 def _import_ray() -> Any:

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from harness.cli import main
-from harness.executors import ExecutorError, ProcessExecutor, _seed_major
+from harness.executors import ExecutorError, ProcessExecutor, _seed_major, schedule
 from harness.runner import run_study
 from harness.store import Store
 from harness.studies import PRESET_NAMES, Study
@@ -150,6 +150,67 @@ def test_workers_take_the_runs_seed_major():
     ordered = _seed_major(specs)
     assert [s.seed for s in ordered] == [0, 0, 1, 1, 2]
     assert ordered[0] is specs[1] and ordered[1] is specs[4]  # the grid's order within a seed
+
+
+@dataclasses.dataclass(frozen=True)
+class Tuned:
+    model: str
+    lr: float
+    seed: int
+
+
+def _tuned_grid(config) -> list[Tuned]:
+    return [Tuned(m, lr, seed) for seed in (0, 1) for m in ("a", "b") for lr in (1.0, 2.0)]
+
+
+def _tuned_run(spec: Tuned) -> list[dict]:
+    return [{"value": spec.lr * (spec.seed + 1), "pid": os.getpid()}]
+
+
+def _model(spec: Tuned) -> str:
+    return spec.model
+
+
+# A grid whose runs of one model share their programs (the learning rate and seed are data).
+TUNED = Study("tuned", "a tuned grid", dict.fromkeys(PRESET_NAMES), _tuned_grid, _tuned_run,
+              programs=_model)
+
+
+def test_workers_take_one_run_of_every_program_group_first():
+    # Two workers starting a and a (two learning rates of one model) would both compile a's
+    # programs; a and b first compile different ones side by side.
+    ordered = schedule(TUNED, _tuned_grid(None))
+    assert [(s.model, s.lr, s.seed) for s in ordered[:2]] == [("a", 1.0, 0), ("b", 1.0, 0)]
+    assert [(s.model, s.lr, s.seed) for s in ordered[2:]] == [
+        ("a", 2.0, 0), ("b", 2.0, 0), ("a", 1.0, 1), ("a", 2.0, 1), ("b", 1.0, 1), ("b", 2.0, 1)]
+    assert sorted(map(repr, ordered)) == sorted(map(repr, _tuned_grid(None)))  # nothing lost
+    # Without a key the order is seed-major.
+    plain = Study("plain", "", dict.fromkeys(PRESET_NAMES), _tuned_grid, _tuned_run)
+    assert schedule(plain, _tuned_grid(None)) == _seed_major(_tuned_grid(None))
+
+
+def test_the_studies_group_runs_by_their_programs():
+    from harness.studies import accuracy, stability
+
+    specs = accuracy.STUDY.grid(accuracy.STUDY.presets["cpu"])
+    groups = {accuracy.programs(s) for s in specs}
+    # One group per (model, task): seeds and the tuning grid's learning rates are data.
+    assert len(groups) == len({(s.network.layer, s.task) for s in specs})
+    specs = stability.STUDY.grid(stability.STUDY.presets["cpu"])
+    config = stability.STUDY.presets["cpu"]
+    assert len({stability.programs(s) for s in specs}) == len(specs) // len(config.seeds)
+
+
+def test_workers_serve_every_grid_of_a_with_block(tmp_path):
+    store = Store(tmp_path / "s.sqlite")
+    with ProcessExecutor(2) as executor:
+        first = run_study(TUNED, None, store=store, executor=executor, progress=False)
+        again = run_study(TUNED, None, store=store, executor=executor, progress=False,
+                          fresh=True)
+        pids = set(store.read("tuned")["pid"])
+    assert first.counts == again.counts == {"done": 8}
+    assert len(pids) <= 2 and os.getpid() not in pids  # the same two workers throughout
+    assert executor._kept is None  # ended with the block
 
 
 def test_an_exclusive_study_runs_one_at_a_time_in_the_driver(capsys, tmp_path):

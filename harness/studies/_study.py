@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Generic, TypeVar
 
 from .. import config as _config
@@ -63,6 +63,10 @@ class Study(Generic[C, S]):
         skip_reason: `models.ModelInfo` -> why the model cannot enter this study (a capability
             its registration lacks), or ``None``; `requires` builds one. ``check-layer`` and
             the study's default model selection read it.
+        programs: spec -> a hashable key, equal for runs that compile the same programs (they
+            differ only in data such as the seed or the learning rates), or ``None``: runs
+            differing only in their seed. Worker processes use it to compile each program once
+            (`harness.executors.schedule`); it never changes what a run computes.
     """
 
     name: str
@@ -73,6 +77,7 @@ class Study(Generic[C, S]):
     version: int = 1
     exclusive: bool = False
     skip_reason: Callable[[Any], str | None] = enters_all
+    programs: Callable[[S], Hashable] | None = None
 
     def __post_init__(self):
         missing = [p for p in PRESET_NAMES if p not in self.presets and p not in PRESET_FALLBACK]

@@ -227,6 +227,15 @@ def grid(config: AccuracyConfig) -> list[RunSpec]:
     return specs
 
 
+def programs(spec: RunSpec) -> tuple[Any, ...]:
+    """What decides the programs a run compiles (`Study.programs`): the task and its shapes,
+    the network, the batch sizes and whether gradients are clipped; seeds, learning rates,
+    weight decay and schedule lengths are data of the compiled step."""
+    train = spec.train
+    return (spec.task, spec.task_options, spec.network, train.batch_size, train.eval_batch_size,
+            train.clip_norm is None)
+
+
 def candidates(config: AccuracyConfig, spec: RunSpec) -> list[tuple[float, float]]:
     """The (lr, recurrent_lr) pairs ``spec``'s task is trained at: the recipe's pair first, then
     on a task of ``tune_tasks`` the grid's pairs (`AccuracyConfig.lr_pairing`)."""
@@ -496,4 +505,5 @@ STUDY = Study(
     run=run,
     version=2,
     skip_reason=skip_reason,
+    programs=programs,
 )
