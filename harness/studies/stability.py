@@ -50,6 +50,7 @@ import optax
 
 import models
 import tasks
+from models import _validate
 from models.network import NetworkConfig
 
 from .. import train as training
@@ -98,7 +99,9 @@ class StabilityConfig:
         d_model, d_state: every layer's width and ``d_state`` (the layer's own convention:
             RotRNN's N real dimensions, the LRU's and S5's complex states, S4D's states per
             channel).
-        heads: the number of heads of every layer that has a ``heads`` option.
+        heads: the number of heads of every layer that has a ``heads`` option; 0 (the
+            default) takes each registration's ``width_options``, as the accuracy study does,
+            so that the networks measured here are the ones whose accuracy the report shows.
         steps, eval_every, batch_size, lr, recurrent_lr: the training recipe
             (`harness.train.TrainConfig`; the other fields keep its defaults).
         probe_size: examples in the fixed probe batch.
@@ -117,7 +120,7 @@ class StabilityConfig:
     seeds: tuple[int, ...] = (0, 1, 2)
     d_model: int = 32
     d_state: int = 32
-    heads: int = 8
+    heads: int = 0
     steps: int = 300
     eval_every: int = 50
     batch_size: int = 32
@@ -170,7 +173,8 @@ class StabilityConfig:
                 f"stability.train_tasks={self.train_tasks!r} must be distinct members of "
                 f"stability.tasks={self.tasks!r} (or empty: every task)."
             )
-        for name in ("d_model", "d_state", "heads", "steps", "eval_every", "batch_size",
+        _validate.non_negative_int("stability.heads", self.heads)
+        for name in ("d_model", "d_state", "steps", "eval_every", "batch_size",
                      "probe_size", "profile_points"):
             _positive_int(f"stability.{name}", getattr(self, name))
         for name in ("lr", "recurrent_lr"):
@@ -210,7 +214,7 @@ def grid(config: StabilityConfig) -> list[StabilityRun]:
         for name in config.variants:
             chosen = variant(name)
             options = build_options(chosen, config.d_model, config.d_state,
-                                    explicit={"heads": config.heads})
+                                    explicit={"heads": config.heads} if config.heads else {})
             for depth in config.depths:
                 network = NetworkConfig(
                     layer=chosen.model,
@@ -447,6 +451,15 @@ def run(spec: StabilityRun) -> list[dict[str, Any]]:
     return result.rows
 
 
+def programs(spec: StabilityRun) -> tuple[Any, ...]:
+    """What decides the programs a run compiles (`Study.programs`): everything but the seed
+    and the recipe's numbers, which are data of the compiled step."""
+    train = None if spec.train is None else (spec.train.batch_size, spec.train.eval_batch_size,
+                                             spec.train.clip_norm is None)
+    return (spec.task, spec.task_options, spec.network, train, spec.probe_size,
+            spec.profile_points, spec.statistics)
+
+
 def _positive_int(where: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{where} must be a positive integer, got {value!r}.")
@@ -465,8 +478,10 @@ PRESETS = {
     # learns beyond the majority class) at depths 1 and 2 and three seeds, 400 steps (RotRNN,
     # LRU and the LRU without gamma at depth 2, seed 0, 600 steps: every layer's norm moved by
     # less than 1% over the last 100 steps, as the cosine schedule decays; at 400 the schedule
-    # decays the same way), probed every 50; the depth sweep 1-8 at initialisation. Deeper
-    # trained networks and sequential digits are in cpu-full.
+    # decays the same way), probed every 50; the depth sweep 1-8 at initialisation. The
+    # networks are the accuracy study's (H = 32, d_state = 32, each registration's width
+    # options: RotRNN 4 heads of 8 states). Deeper trained networks and sequential digits are
+    # in cpu-full.
     "cpu": StabilityConfig(
         tasks=("listops",), depths=(1, 2, 4, 8), train_depths=(1, 2), seeds=(0, 1, 2),
         steps=400, eval_every=50,
@@ -497,4 +512,5 @@ STUDY = Study(
     # 2: BatchNorm's statistics over valid steps only (`models.network`), which the probe uses.
     version=2,
     skip_reason=skip_reason,
+    programs=programs,
 )
