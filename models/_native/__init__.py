@@ -62,7 +62,7 @@ TARGETS: dict[str, str] = {
 }
 CACHE_ENV = "LINRNN_NATIVE_CACHE"
 SWITCH_ENV = "LINRNN_NATIVE"
-FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC")
+FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-std=c++17", "-fPIC")  # compile and link
 _DEFAULT_CACHE = Path(__file__).resolve().parents[2] / ".cache" / "native"
 
 
@@ -150,15 +150,31 @@ def _build(compiler: str, library: Path) -> None:
     # never load a half-written file.
     with tempfile.TemporaryDirectory(dir=library.parent) as tmp:
         partial = Path(tmp) / library.name
-        command = [compiler, *FLAGS, "-isystem", jax.ffi.include_dir(),
-                   *(str(source) for source in SOURCES), *_blas()[0], "-o", str(partial)]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise NativeUnavailable(
-                f"compiling the native kernels failed ({' '.join(command)}):\n"
-                f"{done.stderr.strip()}"
-            )
+        blas = _blas()[0]
+        # One object per source, compiled side by side (the sources take about as long each),
+        # then linked.
+        objects = [Path(tmp) / f"{source.stem}.o" for source in SOURCES]
+        compiles = [[compiler, *FLAGS, "-c", "-isystem", jax.ffi.include_dir(),
+                     *blas, str(source), "-o", str(obj)]
+                    for source, obj in zip(SOURCES, objects)]
+        running = [(command, subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.PIPE, text=True))
+                   for command in compiles]
+        link = [compiler, *FLAGS, "-shared", *(str(obj) for obj in objects), *blas, "-o",
+                str(partial)]
+        for command, process in running:
+            _, stderr = process.communicate()
+            _raise_if_failed(command, process.returncode, stderr)
+        done = subprocess.run(link, capture_output=True, text=True, check=False)
+        _raise_if_failed(link, done.returncode, done.stderr)
         os.replace(partial, library)
+
+
+def _raise_if_failed(command: list[str], returncode: int, stderr: str) -> None:
+    if returncode != 0:
+        raise NativeUnavailable(
+            f"compiling the native kernels failed ({' '.join(command)}):\n{stderr.strip()}"
+        )
 
 
 @functools.cache
