@@ -129,3 +129,26 @@ def test_the_runner_skips_results_retries_failures_and_records_divergence(tmp_pa
     calls.clear()
     run_study(study, None, store=store, fresh=True, progress=False)
     assert calls == [1, 2, 3]
+
+
+def test_report_time_sums_what_the_store_recorded(tmp_path):
+    from benchmarks.report_time import study_times
+
+    store = Store(tmp_path / "store.sqlite")
+    times = [("a1", "acc", "12:00:00", "12:00:10", 10.0, 4.0),
+             ("a2", "acc", "12:00:00", "12:00:06", 6.0, 0.5),  # beside a1 on a second worker
+             ("t1", "thr", "12:00:10", "12:00:13", 3.0, None)]
+    for run_id, study, start, end, seconds, compiled in times:
+        final = {"kind": "final"} if compiled is None else {"kind": "final",
+                                                            "compile_seconds": compiled}
+        store.record(run_id=run_id, study=study, status="done", config={}, config_hash=run_id,
+                     seed=0, provenance={"seconds": seconds}, rows=[{"kind": "eval"}, final],
+                     started_at=f"2026-12-02T{start}", finished_at=f"2026-12-02T{end}")
+    store.record(run_id="f1", study="acc", status="failed", config={}, config_hash="f1", seed=0,
+                 provenance={"seconds": 99.0}, started_at="2026-12-02T11:00:00",
+                 finished_at="2026-12-02T13:00:00")
+    rows = {r["study"]: r for r in study_times(tmp_path / "store.sqlite")}
+    assert rows["acc"]["runs"] == 2 and rows["acc"]["wall_s"] == 10.0  # the failed run left out
+    assert rows["acc"]["run_s"] == 16.0 and rows["acc"]["compile_s"] == 4.5
+    assert rows["acc"]["compile_share"] == pytest.approx(4.5 / 16.0)
+    assert rows["thr"]["compile_share"] is None and rows["thr"]["wall_s"] == 3.0
