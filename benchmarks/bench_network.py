@@ -54,7 +54,7 @@ def reference_style(network: Any, model: str) -> Any:
     import equinox as eqx
 
     cls = _reference_layer_class()
-    layers = [cls(b.layer, common.BENCHMARKS[model].reference) for b in network.blocks]
+    layers = [cls(b.layer, common.BENCHMARKS[model].structure) for b in network.blocks]
     return eqx.tree_at(lambda n: [b.layer for b in n.blocks], network, layers)
 
 
@@ -124,7 +124,7 @@ def step_speedup(model: str, task: str, *, repeats: int = 10) -> dict:
         theirs_s.extend(roofline.time_calls(lambda: theirs.call("step"), warmup=0,
                                             repeats=1).times_s)
     ours_t, theirs_t = roofline.Timing(tuple(ours_s)), roofline.Timing(tuple(theirs_s))
-    jax.block_until_ready(ours.carried)
+    jax.block_until_ready(ours.stepper.carry())
     return {
         "step_median_s": ours_t.median_s,
         "baseline_median_s": theirs_t.median_s,
@@ -235,15 +235,18 @@ def step_roofline(model: str, task: str, *, repeats: int = 5) -> dict:
 
 
 def step_compile_seconds(model: str, task: str) -> float:
-    """XLA compile seconds of the step (tracing and lowering excluded), cache off."""
-    from harness import roofline, train as training
+    """XLA compile seconds of the step (tracing and lowering excluded), caches off (the
+    persistent one, and the process's: the step was compiled once already)."""
+    import time
+
+    import jax
+
+    from harness import roofline
 
     step = training_step(model, task)
-    lowered = training._train_step.lower(*step.carried, step.batches[0], step.key,
-                                         step.optimiser)
+    lowered = step.stepper.lowered(step.batches[0], step.key)
+    jax.clear_caches()
     with roofline.no_compilation_cache():
-        import time
-
         start = time.perf_counter()
         lowered.compile()
         return time.perf_counter() - start
@@ -324,18 +327,27 @@ def before_after(revision: str, models: tuple[str, ...], task: str, *, repeats: 
             params = eqx.filter(network, eqx.is_inexact_array)
             opt_state = (optimiser.init(params, spec.train) if label == "after"
                          else optimiser.init(params))
-            step = T.make_train_step(optimiser)
-            sampler = T.BatchSampler(split, spec.train.batch_size, spec.seed)
-            carried = [network, state, opt_state]
+            if hasattr(T, "Stepper"):  # the training loop's step since it was added
+                stepper = T.Stepper(optimiser, network, state, opt_state)
+                sampler = T.BatchSampler(split, spec.train.batch_size, spec.seed, device=False)
 
-            def call(step=step, sampler=sampler, carried=carried, label=label,
-                     counter=[0]):
-                s = counter[0]
-                counter[0] += 1
-                key = jr.fold_in(drop, s) if label == "before" else drop
-                out = step(*carried, sampler(s), key)
-                carried[:] = out[:3]
-                return out
+                def call(stepper=stepper, sampler=sampler, counter=[0]):
+                    s = counter[0]
+                    counter[0] += 1
+                    return stepper(sampler(s), drop)
+            else:
+                step = T.make_train_step(optimiser)
+                sampler = T.BatchSampler(split, spec.train.batch_size, spec.seed)
+                carried = [network, state, opt_state]
+
+                def call(step=step, sampler=sampler, carried=carried, label=label,
+                         counter=[0]):
+                    s = counter[0]
+                    counter[0] += 1
+                    key = jr.fold_in(drop, s) if label == "before" else drop
+                    out = step(*carried, sampler(s), key)
+                    carried[:] = out[:3]
+                    return out
 
             jax.block_until_ready(call())
             loops[label] = call

@@ -33,6 +33,7 @@ it is read one step late so that the next step is already queued.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -339,8 +340,7 @@ def batch_sums(
         )
 
 
-@eqx.filter_jit
-def _train_step(network, state, opt_state, batch, key, optimiser):
+def _train_step_body(network, state, opt_state, batch, key, optimiser):
     def loss_fn(net):
         # Dropout keys depend on the update count, so a resumed run draws the same ones.
         step_key = jr.fold_in(key, opt_state.count)
@@ -355,6 +355,9 @@ def _train_step(network, state, opt_state, batch, key, optimiser):
     updates, opt_state = optimiser.update(grads, opt_state, params)
     network = eqx.apply_updates(network, updates)
     return network, state, opt_state, loss, finite
+
+
+_train_step = eqx.filter_jit(_train_step_body)
 
 
 def make_train_step(optimiser: Optimiser) -> Callable[..., tuple]:
@@ -373,17 +376,70 @@ def make_train_step(optimiser: Optimiser) -> Callable[..., tuple]:
     return step
 
 
+class Stepper:
+    """The training loop's step on flat arrays: ``step(batch, key) -> (loss, finite)``.
+
+    The same computation as `make_train_step`'s step, compiled from the same body, but the
+    network, BatchNorm state and optimiser state live between steps as one flat list of arrays
+    (``carry()`` rebuilds them), so a step costs one call of a `jax.jit` function: no pytree of
+    modules is split into arrays and structure, hashed and rebuilt on every step, and the batch
+    goes in as host arrays. The compiled function is shared by every stepper with the same
+    structure (`_flat_step`), so seeds and hyperparameters, which are data, compile once.
+    """
+
+    def __init__(self, optimiser: Optimiser, network: Network, state: eqx.nn.State,
+                 opt_state: OptimiserState):
+        dynamic, static = eqx.partition((network, state, opt_state), eqx.is_array)
+        self._leaves, self._dynamic = jax.tree.flatten(dynamic)
+        static_leaves, static_def = jax.tree.flatten(static)
+        self._step = _flat_step(tuple(static_leaves), static_def, self._dynamic, optimiser)
+        self._static = static
+
+    def __call__(self, batch: Batch, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        self._leaves, loss, finite = self._step(self._leaves, batch, key)
+        return loss, finite
+
+    def carry(self) -> tuple[Network, eqx.nn.State, OptimiserState]:
+        """The current (network, state, opt_state)."""
+        return eqx.combine(jax.tree.unflatten(self._dynamic, self._leaves), self._static)
+
+    def lowered(self, batch: Batch, key: jax.Array) -> Any:
+        """The step lowered for ``batch``'s shape (``.compile()`` compiles it)."""
+        return self._step.lower(self._leaves, batch, key)
+
+    def compiled(self, batch: Batch, key: jax.Array) -> Any:
+        """The step compiled for ``batch``'s shape (``.cost_analysis()``: XLA's counts)."""
+        return self.lowered(batch, key).compile()
+
+
+@functools.cache
+def _flat_step(static_leaves: tuple, static_def: Any, dynamic_def: Any,
+               optimiser: Optimiser) -> Callable[..., tuple]:
+    body = _train_step_body
+
+    def flat_train_step(leaves, batch, key):
+        static = jax.tree.unflatten(static_def, static_leaves)
+        network, state, opt_state = eqx.combine(jax.tree.unflatten(dynamic_def, leaves), static)
+        network, state, opt_state, loss, finite = body(network, state, opt_state, batch, key,
+                                                       optimiser)
+        return jax.tree.leaves(eqx.filter((network, state, opt_state), eqx.is_array)), loss, finite
+
+    return jax.jit(flat_train_step)
+
+
 @eqx.filter_jit
 def _eval_sums(network, state, batch, weights):
     loss, correct, count, _ = batch_sums(network, state, batch, weights)
     return jnp.stack([loss, correct, count])
 
 
-def to_batch(split: Split, index: np.ndarray, length: int | None = None) -> Batch:
-    """The examples ``index`` of ``split`` as a device `Batch`, cut to ``length`` steps.
+def to_batch(split: Split, index: np.ndarray, length: int | None = None, *,
+             device: bool = True) -> Batch:
+    """The examples ``index`` of ``split`` as a `Batch`, cut to ``length`` steps.
 
     ``length`` must be at least the longest example of ``index`` (`trimmed_length`), so only
-    padding steps are dropped; None keeps the split's length.
+    padding steps are dropped; None keeps the split's length. ``device=False`` keeps the
+    arrays on the host, for a jitted function that transfers its arguments itself.
     """
     inputs, labels, lengths = split.inputs[index], split.labels[index], split.lengths[index]
     if length is not None:
@@ -391,6 +447,8 @@ def to_batch(split: Split, index: np.ndarray, length: int | None = None) -> Batc
         inputs = inputs[(slice(None),) * time + (slice(0, length),)]
         if labels.ndim == 2:  # per-step labels (n, L)
             labels = labels[:, :length]
+    if not device:
+        return Batch(inputs, labels, lengths)
     return Batch(*jax.device_put((inputs, labels, lengths)))
 
 
@@ -456,7 +514,8 @@ class BatchSampler:
     round-off, without the steps that are padding in every example of the batch.
     """
 
-    def __init__(self, split: Split, batch_size: int, seed: int, *, trim: bool = True):
+    def __init__(self, split: Split, batch_size: int, seed: int, *, trim: bool = True,
+                 device: bool = True):
         n = len(split)
         if n < batch_size:
             raise ValueError(
@@ -466,6 +525,7 @@ class BatchSampler:
         self.split, self.batch_size, self.seed = split, batch_size, seed
         self.per_epoch = n // batch_size
         self.buckets = bucket_lengths(split_length(split)) if trim else None
+        self.device = device  # False: host arrays (`to_batch`)
         self._epoch, self._order = -1, np.arange(0)
 
     def __call__(self, step: int) -> Batch:
@@ -480,7 +540,7 @@ class BatchSampler:
         length = None
         if self.buckets is not None:
             length = trimmed_length(self.split.lengths[index], self.buckets)
-        return to_batch(self.split, index, length)
+        return to_batch(self.split, index, length, device=self.device)
 
 
 # --------------------------------------------------------------------------------------------
@@ -562,8 +622,7 @@ def train(
     dropout_key = jr.fold_in(base, 1)
     optimiser = make_optimiser(network, config)
     opt_state = optimiser.init(eqx.filter(network, eqx.is_inexact_array), config)
-    step_fn = make_train_step(optimiser)
-    sampler = BatchSampler(train_split, config.batch_size, seed)
+    sampler = BatchSampler(train_split, config.batch_size, seed, device=False)
     lr_at = config.schedule(config.lr)
     selection = "loss" if info.target == "regression" else "accuracy"
     params = count_parameters(network)
@@ -602,11 +661,10 @@ def train(
     pending: tuple[int, jax.Array] | None = None
     bar = progress_bar(config.steps, f"{network_config.layer}/{info.name}", enabled=progress)
     bar.update(start)
+    stepper = Stepper(optimiser, network, state, opt_state)
     try:
         for s in range(start, config.steps):
-            network, state, opt_state, loss, finite = step_fn(
-                network, state, opt_state, sampler(s), dropout_key
-            )
+            loss, finite = stepper(sampler(s), dropout_key)
             losses.append(loss)
             if pending is not None and not bool(pending[1]):
                 raise diverged(pending[0], "loss or gradient")
@@ -618,6 +676,7 @@ def train(
             if not bool(finite):
                 raise diverged(step, "loss or gradient")
             pending = None
+            network, state, opt_state = stepper.carry()
             val = evaluate(network.rescaled(info.timescale), state, val_split,
                            batch_size=config.eval_batch_size)
             if not math.isfinite(val["loss"]):

@@ -187,9 +187,31 @@ def test_one_compilation_serves_every_seed_and_learning_rate():
     recipe = T.TrainConfig(steps=3, batch_size=8, eval_every=3, eval_batch_size=40)
     T.train(config, task, recipe, seed=0)
     # Another seed, learning rates, weight decay and length of schedule: no new compilation
-    # (the count of compiled programs of the step, one per batch shape, is unchanged).
-    compiled = T._train_step._cached._cache_size()
+    # (one step function per structure, and neither the step's programs, one per batch shape,
+    # nor the evaluation's compile again; host-side scalars such as the logged learning rate
+    # may).
+    steps = T._flat_step.cache_info().currsize
+    compiles: list[str] = []
+
+    def listen(event: str, duration: float, **kwargs) -> None:
+        if event == T._COMPILE_EVENT and kwargs.get("fun_name") in (
+                "jit(flat_train_step)", "jit(_eval_sums)"):
+            compiles.append(kwargs["fun_name"])
+
     other = dataclasses.replace(recipe, steps=4, lr=1e-2, recurrent_lr=5e-4, weight_decay=0.0,
                                 warmup_fraction=0.5)
-    T.train(config, task, other, seed=7)
-    assert T._train_step._cached._cache_size() == compiled
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        T.train(config, task, other, seed=7)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert T._flat_step.cache_info().currsize == steps
+    assert compiles == []
+    # The listener sees the step's compilations (it would fail above, not vacuously pass).
+    T._flat_step.cache_clear()
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        T.train(config, task, other, seed=7)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert "jit(flat_train_step)" in compiles

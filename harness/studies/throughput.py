@@ -478,10 +478,11 @@ class TrainingStep:
         self.optimiser = training.make_optimiser(network, train_config)
         params = eqx.filter(network, eqx.is_inexact_array)
         opt_state = self.optimiser.init(params, train_config)
-        self.step_fn = training.make_train_step(self.optimiser)
-        self.sampler = training.BatchSampler(task.split("train"), train_config.batch_size, seed)
+        # The accuracy study's step (`harness.train.Stepper`) on host batches, as `train` runs it.
+        self.stepper = training.Stepper(self.optimiser, network, state, opt_state)
+        self.sampler = training.BatchSampler(task.split("train"), train_config.batch_size, seed,
+                                             device=False)
         self.batches = [self.sampler(i) for i in range(batches)]
-        self.carried = [network, state, opt_state]
         self.key = jr.PRNGKey(seed)
         self.val = task.split("val")
         self.real_tokens = float(np.mean([np.sum(np.asarray(b.lengths)) for b in self.batches]))
@@ -516,8 +517,7 @@ class TrainingStep:
             "optimiser": lambda: update(grads, opt_state, params),
             "host": lambda: self.sampler(len(self.batches) + self._next()),
             "evaluation": lambda: training.evaluate(
-                self.carried[0], self.carried[1], self.val,
-                batch_size=train_config.eval_batch_size),
+                *self.stepper.carry()[:2], self.val, batch_size=train_config.eval_batch_size),
         }
 
     def _next(self) -> int:
@@ -526,9 +526,7 @@ class TrainingStep:
 
     def _step(self) -> Any:
         batch = self.batches[self._next() % len(self.batches)]
-        network, state, opt_state, loss, finite = self.step_fn(*self.carried, batch, self.key)
-        self.carried[:] = [network, state, opt_state]
-        return network, state, opt_state, loss, finite
+        return self.stepper(batch, self.key)
 
     def call(self, part: str) -> Any:
         """One call of ``part`` (one of `STEP_PARTS`), its outputs for `jax.block_until_ready`."""
@@ -538,11 +536,7 @@ class TrainingStep:
 
     def compiled_step(self) -> Any:
         """The training step's compiled executable (for XLA's cost analysis)."""
-        from .. import train as training
-
-        lowered = training._train_step.lower(
-            *self.carried, self.batches[0], self.key, self.optimiser)
-        return lowered.compile().compiled
+        return self.stepper.compiled(self.batches[0], self.key)
 
     def time_parts(self, *, warmup: int, repeats: int) -> dict[str, Any]:
         """`harness.roofline.Timing` of each part, calls alternating between the parts so that
@@ -595,7 +589,7 @@ def step_counts(step: TrainingStep, network_config: Any) -> roofline.Counts:
     B = batch.inputs.shape[0] * towers
     L = batch.inputs.shape[1 + info.pair]
     H = network_config.d_model
-    network = step.carried[0]
+    network = step.stepper.carry()[0]
     layer_flops = layer_bytes = 0.0
     layer_params = 0
     for block in network.blocks:
@@ -639,7 +633,7 @@ def _measure_step(spec: StepRun) -> dict[str, Any]:
     peaks = roofline.Peaks.best(before, _peaks(spec))
     median = {part: t.median_s for part, t in timing.items()}
     counts = step_counts(step, spec.network)
-    layer = step.carried[0].blocks[0].layer
+    layer = step.stepper.carry()[0].blocks[0].layer
     shape = roofline.SystemShape.of(eqx.filter_eval_shape(layer.discrete_system))
     evaluations = -(-spec.train.steps // spec.train.eval_every) + 1  # validation passes, test
     run_s = spec.train.steps * (median["step"] + median["host"]) + evaluations * (
@@ -659,7 +653,7 @@ def _measure_step(spec: StepRun) -> dict[str, Any]:
         "algorithm": layer.resolved_algorithm(),
         "states": shape.states,
         "structure": shape.structure,
-        "params": count_parameters(step.carried[0]),
+        "params": count_parameters(step.stepper.carry()[0]),
         "lower_s": None,
         "compile_s": compile_s,
         "compile_method": "first_call",
