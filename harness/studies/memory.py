@@ -45,6 +45,8 @@ import subprocess
 import sys
 from typing import Any, Literal
 
+from models._validate import positive_int
+
 from .. import roofline
 from ..programs import (
     COMPLEX_BYTES,
@@ -56,7 +58,6 @@ from ..programs import (
     layer_program,
     measured_models,
     paper_size,
-    positive,
     resolved_algorithm,
     resolved_d_state,
     state_count,
@@ -172,11 +173,11 @@ class MemoryConfig:
                 f"{self.seq_lens!r}."
             )
         for v in (*self.seq_lens, *self.batches):
-            positive("memory.seq_lens/batches entry", v)
+            positive_int("memory.seq_lens/batches entry", v)
         if not self.batches:
             raise ValueError("memory.batches must not be empty.")
-        positive("memory.matched_params", self.matched_params)
-        positive("memory.budget_bytes", self.budget_bytes)
+        positive_int("memory.matched_params", self.matched_params)
+        positive_int("memory.budget_bytes", self.budget_bytes)
         if not (isinstance(self.linear_tolerance, (int, float)) and 0 < self.linear_tolerance < 1):
             raise ValueError(
                 f"memory.linear_tolerance must lie in (0, 1), got {self.linear_tolerance!r}."

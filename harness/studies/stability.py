@@ -50,6 +50,7 @@ import optax
 
 import models
 import tasks
+from models._validate import positive_int
 from models.network import NetworkConfig
 
 from .. import train as training
@@ -157,7 +158,7 @@ class StabilityConfig:
             if not value or len(set(value)) != len(value):
                 raise ValueError(f"stability.{name} must be distinct and non-empty, got {value!r}.")
         for depth in self.depths:
-            _positive_int("stability.depths", depth)
+            positive_int("stability.depths", depth)
         stray = [d for d in self.train_depths if d not in self.depths]
         if stray or len(set(self.train_depths)) != len(self.train_depths):
             raise ValueError(
@@ -172,7 +173,7 @@ class StabilityConfig:
             )
         for name in ("d_model", "d_state", "heads", "steps", "eval_every", "batch_size",
                      "probe_size", "profile_points"):
-            _positive_int(f"stability.{name}", getattr(self, name))
+            positive_int(f"stability.{name}", getattr(self, name))
         for name in ("lr", "recurrent_lr"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"stability.{name} must be positive, got {getattr(self, name)!r}.")
@@ -445,11 +446,6 @@ def run(spec: StabilityRun) -> list[dict[str, Any]]:
     probe = Probe(task, spec.probe_size, spec.profile_points, statistics=spec.statistics)
     result = training.train(spec.network, task, spec.train, seed=spec.seed, on_eval=probe)
     return result.rows
-
-
-def _positive_int(where: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{where} must be a positive integer, got {value!r}.")
 
 
 PRESETS = {

@@ -54,6 +54,7 @@ import numpy as np
 
 import models
 from models import DiscreteSystem
+from models._validate import integer, non_negative_int, positive_int
 
 from ..variants import build_options, check_variants, variant, variants
 from ._study import Study, requires
@@ -116,15 +117,9 @@ class TheoryConfig:
                 (*_NEEDED, models.EQUIVALENCE),
             )
         for name in ("d_model", "d_state", "seq_len", "samples", "trials"):
-            _positive_int(f"theory.{name}", getattr(self, name))
-        if isinstance(self.heads, bool) or not isinstance(self.heads, int) or self.heads < 0:
-            raise ValueError(f"theory.heads must be an integer >= 0, got {self.heads!r}.")
-        if isinstance(self.time_points, bool) or not (
-            isinstance(self.time_points, int) and self.time_points >= 2
-        ):
-            raise ValueError(
-                f"theory.time_points must be an integer >= 2, got {self.time_points!r}."
-            )
+            positive_int(f"theory.{name}", getattr(self, name))
+        non_negative_int("theory.heads", self.heads)
+        integer("theory.time_points", self.time_points, low=2)
         if not self.perturb >= 0:
             raise ValueError(f"theory.perturb must be >= 0, got {self.perturb!r}.")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
@@ -477,11 +472,6 @@ def equivalence(spec: TheoryRun) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def _positive_int(where: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{where} must be a positive integer, got {value!r}.")
 
 
 PRESETS = {

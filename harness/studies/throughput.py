@@ -46,6 +46,7 @@ import time
 from typing import Any, Literal
 
 import models
+from models._validate import non_negative_int, positive_int
 
 from .. import roofline
 from ..programs import (
@@ -57,7 +58,6 @@ from ..programs import (
     layer_program,
     measured_models,
     paper_size,
-    positive,
     resolved_algorithm,
     resolved_d_state,
     state_count,
@@ -135,18 +135,12 @@ class ThroughputConfig:
             if not values:
                 raise ValueError(f"throughput.{name} must not be empty.")
             for v in values:
-                positive(f"throughput.{name} entry", v)
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or (
-            self.max_tokens < 0
-        ):
-            raise ValueError(
-                f"throughput.max_tokens must be an integer >= 0, got {self.max_tokens!r}."
-            )
+                positive_int(f"throughput.{name} entry", v)
+        non_negative_int("throughput.max_tokens", self.max_tokens)
         for name in ("matched_params", "depth", "repeats", "peak_matmul_size", "peak_stream_mib",
                      "peak_repeats"):
-            positive(f"throughput.{name}", getattr(self, name))
-        if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 0:
-            raise ValueError(f"throughput.warmup must be an integer >= 0, got {self.warmup!r}.")
+            positive_int(f"throughput.{name}", getattr(self, name))
+        non_negative_int("throughput.warmup", self.warmup)
         if "step" in self.scopes:
             from . import accuracy
 
