@@ -1,11 +1,14 @@
 """What several test files share: precision and inputs, the float64 loop references of the four
 layers (tests/test_references.py runs them all; the equivalence tests use the RotRNN's and the
-LRU's), their slow jnp references, a registry that forgets the layers a test registers, and a
-toy layer module written to a temporary directory (an outside layer, as a user writes one)."""
+LRU's), their slow jnp references, a registry that forgets the layers a test registers, a toy
+layer module written to a temporary directory (an outside layer, as a user writes one), and the
+check of stored rows against their study's declared columns."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import sqlite3
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -436,3 +439,26 @@ def write_toy_module(directory: Path, name: str = "toy_layer") -> Path:
     path = directory / f"{name}.py"
     path.write_text(TOY_SOURCE)
     return path
+
+
+def assert_rows_declared(store, study: str, schema) -> set[str]:
+    """Every metric row that the runs of ``study`` stored (any status) has exactly the columns
+    its kind declares in ``schema`` (the study module's ``COLUMNS``, a
+    `harness.studies._schema.Schema`), of the declared types; the kinds seen.
+
+    Read from the store's file as JSON (the ``rows`` table of `harness.store`), not through
+    `Store.read`, whose frame fills a row's missing columns with NaN.
+    """
+    with contextlib.closing(sqlite3.connect(store.path)) as db:
+        stored = db.execute(
+            "SELECT w.data FROM runs r JOIN rows w ON w.run_id = r.run_id WHERE r.study = ?",
+            (study,),
+        ).fetchall()
+    assert stored, f"no rows of study {study!r} in the store"
+    kinds, problems = set(), set()
+    for (data,) in stored:
+        row = json.loads(data)
+        kinds.add(row.get(schema.by))
+        problems.update(schema.problems(row))
+    assert not problems, f"{study}: {sorted(problems)}"
+    return kinds

@@ -32,7 +32,7 @@ from harness.store import Store
 from harness.studies import memory, theory, throughput
 from models import _registry
 
-from helpers import isolated_registry, write_toy_module
+from helpers import assert_rows_declared, isolated_registry, write_toy_module
 
 ROOT = Path(__file__).resolve().parent.parent
 TOY = "toy_layer:Toy"
@@ -147,7 +147,7 @@ def test_throughput_and_memory_measure_the_selective_layer(outside):
                                                "peak_matmul_size": "64", "peak_stream_mib": "1"})
     (spec,) = throughput.grid(config)
     (row,) = throughput.run(spec)
-    assert set(throughput.COLUMNS) <= set(row)
+    assert throughput.COLUMNS.problems(row) == []
     assert row["model"] == S6 and row["params"] == programs.parameter_count(
         S6, d_model=128, d_state=16, options=())
     assert row["states"] == 128 * 16 and row["algorithm"] is None
@@ -158,7 +158,7 @@ def test_throughput_and_memory_measure_the_selective_layer(outside):
     rows = memory.run(spec)
     fit = rows[-1]
     assert fit["kind"] == "fit" and fit["linear"] and fit["states"] == 128 * 16
-    assert set(memory.FIT_COLUMNS) <= set(fit)
+    assert all(memory.COLUMNS.problems(r) == [] for r in rows)
     for name in studies.names():
         assert studies.get(name).skip_reason(models.info("lru")) is None
 
@@ -205,6 +205,7 @@ def test_the_selective_layer_in_the_accuracy_study_and_the_whole_report(outside,
     config = accuracy.STUDY.config("smoke", {"models": f"({S6},lru)", "seeds": "(1,)"})
     summary = run_study(accuracy.STUDY, config, store=store, progress=False)
     assert summary.counts == {"done": summary.total}, store.runs("accuracy")["error"].tolist()
+    assert assert_rows_declared(store, "accuracy", accuracy.COLUMNS) == {"eval", "final"}
     out = tmp_path / "reports"
     render(store, out)
     index = (out / "index.md").read_text()

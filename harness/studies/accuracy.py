@@ -35,6 +35,7 @@ from models.network import NetworkConfig
 
 from .. import config as _config
 from ..train import TrainConfig, train
+from ._schema import TRAINING, TRAINING_KINDS, Column, Schema, merged
 from ._study import Study, requires
 
 CHECKPOINT_ENV = "LINRNN_CHECKPOINTS"
@@ -337,6 +338,21 @@ LR = "cfg.train.lr"
 RECURRENT_LR = "cfg.train.recurrent_lr"
 RECIPE_LR = "cfg.recipe_lr"
 RECIPE_RECURRENT_LR = "cfg.recipe_recurrent_lr"
+
+# The rows a run writes: the training loop's (`harness.train.train`), the final row with the
+# task's trivial baseline (`trivial_baseline`).
+COLUMNS = Schema(
+    columns=merged(TRAINING, {
+        "baseline_test_accuracy": Column(float, "test accuracy of the trivial baseline (the "
+                                                "training split's majority class); None on a "
+                                                "regression task", nullable=True),
+        "baseline_test_loss": Column(float, "its test loss: cross-entropy of the training "
+                                            "split's class frequencies, or the mean squared "
+                                            "error of its mean"),
+    }),
+    kinds={**TRAINING_KINDS,
+           "final": (*TRAINING_KINDS["final"], "baseline_test_accuracy", "baseline_test_loss")},
+)
 
 
 # --------------------------------------------------------------------------------------------
