@@ -37,11 +37,6 @@ COMPLEX_BYTES = 8
 # Validating selections
 
 
-def positive(where: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{where} must be a positive integer, got {value!r}.")
-
-
 def choices(where: str, values: tuple, accepted: tuple) -> None:
     """``values`` is non-empty, without repeats, and each one is in ``accepted``."""
     if not values:

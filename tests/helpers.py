@@ -1,11 +1,14 @@
-"""What several test files share: precision and inputs, the float64 loop references of the
-RotRNN and the LRU (the equivalence tests use both), a registry that forgets the layers a test
-registers, and a toy layer module written to a temporary directory (an outside layer, as a user
-writes one)."""
+"""What several test files share: precision and inputs, the float64 loop references of the four
+layers (tests/test_references.py runs them all; the equivalence tests use the RotRNN's and the
+LRU's), their slow jnp references, a registry that forgets the layers a test registers, a toy
+layer module written to a temporary directory (an outside layer, as a user writes one), and the
+check of stored rows against their study's declared columns."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import sqlite3
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -112,6 +115,116 @@ def complex_reference(layer: LRU, u) -> tuple[np.ndarray, np.ndarray]:
         y = y + (run(reversed(range(u.shape[0]))) @ C_reverse.T).real
     return y, forward
 
+
+def bank_reference(layer: S4D, u) -> tuple[np.ndarray, np.ndarray]:
+    """y (L, H) and the forward states (L, H, N/2) of the stored half, by a float64 loop per
+    channel and state: x_t = A_bar x_{t-1} + B_bar u_t, y_t = Re(C x_t) + D u_t.
+
+    Independent of `models.s4d`: each channel runs its full N-state complex system (the stored
+    half and its conjugates) with output Re, not 2 Re; ZOH is done with the matrix exponential
+    of the augmented system (Van Loan), bilinear by hand.
+    """
+    a = -np.exp(as64(layer.A_real_log)) + 1j * as64(layer.A_imag)
+    B = np.ones_like(a) if layer.B_re is None else as64(layer.B_re) + 1j * as64(layer.B_im)
+    heads = [(as64(layer.C_re) + 1j * as64(layer.C_im), False)]
+    if layer.C_reverse_re is not None:
+        heads.append((as64(layer.C_reverse_re) + 1j * as64(layer.C_reverse_im), True))
+    Delta = np.exp(as64(layer.Delta_log))
+    u = as64(u)
+    y = as64(layer.D)[None, :] * u
+    states = np.zeros((u.shape[0], *a.shape), complex)
+    for h in range(u.shape[1]):
+        # The full spectrum of channel h: the stored half and its conjugates.
+        a_h, B_h = np.concatenate([a[h], a[h].conj()]), np.concatenate([B[h], B[h].conj()])
+        A_bar, B_bar = np.zeros_like(a_h), np.zeros_like(a_h)
+        for n in range(a_h.size):
+            if layer.discretisation == "zoh":
+                E = scipy.linalg.expm(np.array([[a_h[n], B_h[n]], [0.0, 0.0]]) * Delta[h])
+                A_bar[n], B_bar[n] = E[0, 0], E[0, 1]
+            else:
+                A_bar[n] = (1 + Delta[h] * a_h[n] / 2) / (1 - Delta[h] * a_h[n] / 2)
+                B_bar[n] = Delta[h] * B_h[n] / (1 - Delta[h] * a_h[n] / 2)
+        for C, reverse in heads:
+            C_h = np.concatenate([C[h], C[h].conj()])
+            x = np.zeros_like(a_h)
+            for t in reversed(range(u.shape[0])) if reverse else range(u.shape[0]):
+                x = A_bar * x + B_bar * u[t, h]
+                y[t, h] += (C_h @ x).real
+                if not reverse:
+                    states[t, h] = x[: a.shape[1]]
+    return y, states
+
+
+def run_loop(A_bar, B_bar, C, D, u, reverse=False) -> np.ndarray:
+    """y_t = Re(C x_t) + D u_t with x_t = A_bar x_{t-1} + B_bar u_t, a plain float64 loop."""
+    L = u.shape[0]
+    x = np.zeros(A_bar.shape[0], dtype=A_bar.dtype)
+    y = np.zeros_like(u)
+    for t in reversed(range(L)) if reverse else range(L):
+        x = A_bar @ x + B_bar @ u[t]
+        y[t] = (C @ x).real + (0.0 if D is None else D * u[t])
+    return y
+
+
+def discretise_by_hand(A, B, method):
+    """(A_bar, B_bar) of x' = A x + B u over one unit step (Delta already folded into A, B):
+    ZOH by the matrix exponential of the augmented system (Van Loan: expm([[A, B], [0, 0]])
+    = [[A_bar, B_bar], [0, I]]), bilinear by solving (I - A/2) A_bar = I + A/2."""
+    n, m = B.shape
+    if method == "zoh":
+        aug = np.zeros((n + m, n + m), dtype=complex)
+        aug[:n, :n], aug[:n, n:] = A, B
+        E = scipy.linalg.expm(aug)
+        return E[:n, :n], E[:n, n:]
+    elif method == "bilinear":
+        left = np.eye(n) - A / 2
+        return np.linalg.solve(left, np.eye(n) + A / 2), np.linalg.solve(left, B)
+    raise AssertionError(method)
+
+
+def diagonal_reference(layer: S5, u) -> tuple[np.ndarray, np.ndarray]:
+    """y (L, H) and the forward states (L, P') of the stored spectrum (P' = P/2 under conjugate
+    symmetry), by a float64 loop over the diagonal system with per-state timescales.
+
+    Independent of `models.s5`: state p is x' = Lambda_p x + B_p u over Delta_p, i.e. a unit
+    step of the system with Lambda Delta and Delta B, discretised by `discretise_by_hand`; a
+    conjugate-symmetric system is expanded to its full spectrum with output Re, not 2 Re.
+    """
+    Lambda = as64(layer.Lambda_re) + 1j * as64(layer.Lambda_im)
+    stored = Lambda.size
+    Delta = np.exp(as64(layer.Delta_log))
+    B = as64(layer.B_re) + 1j * as64(layer.B_im)
+    Cs = [as64(layer.C_re) + 1j * as64(layer.C_im)]
+    if layer.C_reverse_re is not None:
+        Cs.append(as64(layer.C_reverse_re) + 1j * as64(layer.C_reverse_im))
+    if layer.conj_sym:  # the full spectrum and output Re: checks the 2 Re shortcut independently
+        Lambda, Delta = np.concatenate([Lambda, Lambda.conj()]), np.concatenate([Delta, Delta])
+        B = np.concatenate([B, B.conj()])
+        Cs = [np.concatenate([C, C.conj()], axis=1) for C in Cs]
+    A_bar, B_bar = discretise_by_hand(
+        np.diag(Lambda * Delta), Delta[:, None] * B, layer.discretisation
+    )
+    u = as64(u)
+    y = run_loop(A_bar, B_bar, Cs[0], as64(layer.D), u)
+    if len(Cs) == 2:
+        y += run_loop(A_bar, B_bar, Cs[1], None, u, reverse=True)
+    states = np.zeros((u.shape[0], stored), complex)
+    x = np.zeros(A_bar.shape[0], complex)
+    for t in range(u.shape[0]):
+        x = A_bar @ x + B_bar @ u[t]
+        states[t] = x[:stored]
+    return y, states
+
+
+def as64(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64)
+
+
+def with_algorithm(layer, template):
+    """``layer``'s parameters in ``template``'s structure (its static algorithm field)."""
+    return jax.tree_util.tree_unflatten(
+        jax.tree_util.tree_structure(template), jax.tree_util.tree_leaves(layer)
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -326,3 +439,26 @@ def write_toy_module(directory: Path, name: str = "toy_layer") -> Path:
     path = directory / f"{name}.py"
     path.write_text(TOY_SOURCE)
     return path
+
+
+def assert_rows_declared(store, study: str, schema) -> set[str]:
+    """Every metric row that the runs of ``study`` stored (any status) has exactly the columns
+    its kind declares in ``schema`` (the study module's ``COLUMNS``, a
+    `harness.studies._schema.Schema`), of the declared types; the kinds seen.
+
+    Read from the store's file as JSON (the ``rows`` table of `harness.store`), not through
+    `Store.read`, whose frame fills a row's missing columns with NaN.
+    """
+    with contextlib.closing(sqlite3.connect(store.path)) as db:
+        stored = db.execute(
+            "SELECT w.data FROM runs r JOIN rows w ON w.run_id = r.run_id WHERE r.study = ?",
+            (study,),
+        ).fetchall()
+    assert stored, f"no rows of study {study!r} in the store"
+    kinds, problems = set(), set()
+    for (data,) in stored:
+        row = json.loads(data)
+        kinds.add(row.get(schema.by))
+        problems.update(schema.problems(row))
+    assert not problems, f"{study}: {sorted(problems)}"
+    return kinds

@@ -1,7 +1,9 @@
-"""LRU against its paper: a float64 loop over the complex recurrence is the reference.
+"""LRU against its paper: the ring initialisation, the scales of B and C, the normaliser.
 
 Reference (REFERENCES.md, "LRU"): x_k = lambda x_{k-1} + gamma (B u_k), y_k = Re(C x_k) + D u_k,
 lambda = exp(-exp(nu_log) + i exp(theta_log)), gamma = exp(gamma_log) (1 without normaliser).
+The output and the states against a float64 loop over this recurrence (`complex_reference`) are
+checked with every model's in tests/test_references.py.
 """
 
 from __future__ import annotations
@@ -12,40 +14,10 @@ import jax
 import numpy as np
 import pytest
 
-from conftest import tol
-from helpers import cast, complex_reference, inputs, precision
 from models.lru import LRU, LRUConfig
 
-# H channels, P complex states, L steps: the shapes of the RotRNN tests, to share compilations.
-H, P, L = 3, 12, 16
-
-
-CASES = [
-    # dtype, bidirectional, normaliser, algorithm
-    ("float32", False, "learned", "auto"),
-    ("float64", True, "none", "parallel"),
-]
-
-
-@pytest.mark.parametrize("dtype, bidirectional, normaliser, algorithm", CASES)
-def test_forward_and_states_match_complex_reference(
-    getkey, dtype, bidirectional, normaliser, algorithm
-):
-    config = LRUConfig(
-        d_model=H,
-        d_state=P,
-        bidirectional=bidirectional,
-        normaliser=normaliser,
-        algorithm=algorithm,
-    )
-    layer = LRU(config, key=getkey())
-    with precision(dtype):
-        layer, u = cast(layer, dtype), inputs(10, (L, H), dtype)
-        y_ref, x_ref = complex_reference(layer, u)
-        y = layer(u)
-        assert y.dtype == np.dtype(dtype)
-        np.testing.assert_allclose(np.asarray(y), y_ref, **tol(dtype))
-        np.testing.assert_allclose(np.asarray(layer.hidden_states(u)), x_ref, **tol(dtype))
+# H channels, P complex states.
+H, P = 3, 12
 
 
 @pytest.mark.parametrize(

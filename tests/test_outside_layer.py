@@ -1,15 +1,19 @@
 """A layer that is not ours joins by one registration: by import path, or by entry point.
 
-Two outside layers: a toy on the shared engine (a fifth model of ours in miniature, written to
-a temporary module) and the worked example examples/s6.py, a selective SSM that is not on the
-engine and declares only hidden states and a recurrent mask. Each is checked against the layer
-contract (`check-layer`), and the studies take it or leave it out with the reason.
+Three outside layers: a toy on the shared engine (a fifth model of ours in miniature, written to
+a temporary module), the worked example examples/s6.py, a selective SSM that is not on the
+engine and declares only hidden states and a recurrent mask, and a layer written as a Flax linen
+module (a temporary module too), wrapped by `models.flax.linen.FromLinen`. Each is checked
+against the layer contract (`check-layer`), and the studies take it or leave it out with the
+reason.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
+import textwrap
 from importlib import metadata
 from pathlib import Path
 
@@ -28,7 +32,7 @@ from harness.store import Store
 from harness.studies import memory, theory, throughput
 from models import _registry
 
-from helpers import isolated_registry, write_toy_module
+from helpers import assert_rows_declared, isolated_registry, write_toy_module
 
 ROOT = Path(__file__).resolve().parent.parent
 TOY = "toy_layer:Toy"
@@ -143,7 +147,7 @@ def test_throughput_and_memory_measure_the_selective_layer(outside):
                                                "peak_matmul_size": "64", "peak_stream_mib": "1"})
     (spec,) = throughput.grid(config)
     (row,) = throughput.run(spec)
-    assert set(throughput.COLUMNS) <= set(row)
+    assert throughput.COLUMNS.problems(row) == []
     assert row["model"] == S6 and row["params"] == programs.parameter_count(
         S6, d_model=128, d_state=16, options=())
     assert row["states"] == 128 * 16 and row["algorithm"] is None
@@ -154,7 +158,7 @@ def test_throughput_and_memory_measure_the_selective_layer(outside):
     rows = memory.run(spec)
     fit = rows[-1]
     assert fit["kind"] == "fit" and fit["linear"] and fit["states"] == 128 * 16
-    assert set(memory.FIT_COLUMNS) <= set(fit)
+    assert all(memory.COLUMNS.problems(r) == [] for r in rows)
     for name in studies.names():
         assert studies.get(name).skip_reason(models.info("lru")) is None
 
@@ -201,6 +205,7 @@ def test_the_selective_layer_in_the_accuracy_study_and_the_whole_report(outside,
     config = accuracy.STUDY.config("smoke", {"models": f"({S6},lru)", "seeds": "(1,)"})
     summary = run_study(accuracy.STUDY, config, store=store, progress=False)
     assert summary.counts == {"done": summary.total}, store.runs("accuracy")["error"].tolist()
+    assert assert_rows_declared(store, "accuracy", accuracy.COLUMNS) == {"eval", "final"}
     out = tmp_path / "reports"
     render(store, out)
     index = (out / "index.md").read_text()
@@ -212,3 +217,93 @@ def test_the_selective_layer_in_the_accuracy_study_and_the_whole_report(outside,
     for study in ("Stability of the hidden-state norm", "Theory checks"):
         assert (f"**{study}: S6 is not in this study**" in index
                 and "S6 declares no discrete_system" in index), study
+
+
+# A user's layer written as a Flax linen module, in the user's own file: a real diagonal
+# recurrence h_t = sigmoid(decay) * h_{t-1} + B u_t, y_t = C h_t + D u_t, registered through
+# `models.register` on a factory that wraps the module in `FromLinen`.
+LINEN_SOURCE = textwrap.dedent('''
+    """A diagonal recurrence written as a Flax linen module, registered from outside."""
+    import dataclasses
+
+    import flax.linen as nn
+    import jax
+    import jax.numpy as jnp
+
+    import models
+    from models.flax.linen import FromLinen
+
+
+    @dataclasses.dataclass(frozen=True)
+    class DecayConfig:
+        d_model: int
+        d_state: int
+
+        def __post_init__(self):
+            if self.d_model <= 0 or self.d_state <= 0:
+                raise ValueError(f"d_model and d_state must be positive, got {self}.")
+
+
+    class Decay(nn.Module):
+        d_model: int
+        d_state: int
+
+        @nn.compact
+        def __call__(self, u):  # (L, H) -> (L, H)
+            decay = self.param(
+                "decay", lambda key, shape: jax.random.uniform(key, shape, minval=1.0, maxval=4.0),
+                (self.d_state,),
+            )
+            b = nn.Dense(self.d_state, use_bias=False, name="B")(u)  # (L, N)
+
+            def step(h, b_t):
+                h = jax.nn.sigmoid(decay) * h + b_t
+                return h, h
+
+            _, states = jax.lax.scan(step, jnp.zeros((self.d_state,), u.dtype), b)
+            skip = self.param("D", nn.initializers.ones, (self.d_model,))
+            return nn.Dense(self.d_model, use_bias=False, name="C")(states) + skip[None, :] * u
+
+
+    @models.register("decay", DecayConfig, label="Decay (linen)",
+                     capabilities={models.RECURRENT_MASK})
+    def decay(config, *, key):
+        return FromLinen(Decay(config.d_model, config.d_state), config.d_model, key=key,
+                         recurrent=("decay", "B"))
+''')
+LINEN = "linen_layer:decay"
+
+
+def test_a_flax_linen_layer_passes_check_layer_and_enters_the_accuracy_table(tmp_path, capsys):
+    # Written by the user outside the package, named by import path as any outside layer.
+    from harness.report import render
+    from harness.studies import accuracy
+    from models.flax.linen import FromLinen
+
+    (tmp_path / "linen_layer.py").write_text(LINEN_SOURCE)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with isolated_registry("linen_layer"):
+            assert cli.main(["check-layer", LINEN]) == 0  # 1 if any check failed
+            table = capsys.readouterr().out
+            assert re.search(r"^study accuracy +ok ", table, re.MULTILINE), table
+            layer = models.build("decay", d_model=4, d_state=8, key=jax.random.PRNGKey(0))
+            assert isinstance(layer, FromLinen) and models.info(LINEN).origin == LINEN
+            # The recurrent group is what the factory named: decay and B, not C or D.
+            mask = layer.recurrent_mask().params
+            assert (mask["decay"], mask["B"]["kernel"], mask["C"]["kernel"], mask["D"]) == (
+                True, True, False, False)
+            with pytest.raises(ValueError, match=r"recurrent=\['A'\] names no parameter.*"
+                                                 r"accepted: \['B/kernel'"):
+                FromLinen(layer.module, 4, key=jax.random.PRNGKey(0), recurrent=("A",))
+
+            store = Store(tmp_path / "store.sqlite")
+            config = accuracy.STUDY.config("smoke", {"models": f"({LINEN},)"})
+            summary = run_study(accuracy.STUDY, config, store=store, progress=False)
+            assert summary.counts == {"done": summary.total}, (
+                store.runs("accuracy")["error"].tolist())
+            render(store, tmp_path / "reports")
+            table = (tmp_path / "reports" / "tables" / "accuracy_test.md").read_text()
+            assert "| Decay (linen) " in table, table
+    finally:
+        sys.path.remove(str(tmp_path))

@@ -23,6 +23,7 @@ from harness.store import Store
 from harness.studies import memory, throughput
 
 from conftest import tol
+from helpers import assert_rows_declared
 
 # Two cheap layers cover both structures (MIMO, sequential scan; bank, FFT convolution).
 SMOKE_MODELS = "(s5,s4d)"
@@ -252,7 +253,8 @@ def test_throughput_smoke_rows(smoke_store):
     frame = smoke_store.read("throughput")
     specs = throughput.grid(throughput.STUDY.config("smoke", {"models": SMOKE_MODELS}))
     assert len(frame) == len(specs) == 4
-    assert set(throughput.COLUMNS) <= set(frame.columns)
+    # Every row has exactly the columns the study declares for its scope, of their types.
+    assert assert_rows_declared(smoke_store, "throughput", throughput.COLUMNS) == {"layer"}
     assert set(frame["mode"]) == {"forward", "train"}
     assert set(frame["algorithm"]) <= set(models.ALGORITHMS) - {"auto"}  # what ran, resolved
     assert (frame["tokens_per_s"] > 0).all() and (frame["compile_s"] > 0).all()
@@ -283,8 +285,7 @@ def test_throughput_smoke_rows(smoke_store):
 def test_memory_smoke_rows(smoke_store):
     frame = smoke_store.read("memory")
     points, fits = frame[frame["kind"] == "point"], frame[frame["kind"] == "fit"]
-    assert set(memory.POINT_COLUMNS) <= set(points.columns)
-    assert set(memory.FIT_COLUMNS) <= set(fits.columns)
+    assert assert_rows_declared(smoke_store, "memory", memory.COLUMNS) == {"point", "fit"}
     assert len(fits) == 2 and len(points) == 4
     assert fits["linear"].astype(bool).all() and not fits["superlinear"].astype(bool).any()
     assert (fits["bytes_per_token"] > 0).all() and (fits["largest_seq_len_in_budget"] > 0).all()

@@ -1,8 +1,7 @@
-"""S4D against a float64 numpy loop per channel, its two engine paths, and its initialisations.
+"""S4D's convolution against its recurrences, and its initialisations and options.
 
-The reference is independent of `models.s4d`: each channel runs its full N-state complex system
-(the stored half and its conjugates) with output Re, not 2 Re; ZOH is done with the matrix
-exponential of the augmented system (Van Loan), bilinear by hand.
+The output and the states against a float64 numpy loop per channel (`bank_reference`, under the
+CPU default and the convolution) are checked with every model's in tests/test_references.py.
 """
 
 from __future__ import annotations
@@ -16,8 +15,8 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
-import scipy.linalg
 from conftest import tol
+from helpers import as64, with_algorithm
 from helpers import perturbed_s4d as perturbed
 
 import models
@@ -26,12 +25,10 @@ from models.s4d import S4D, S4DConfig
 
 F32 = tol(np.float32)
 H, N, L = 3, 8, 12  # one set of shapes, so compiled code is shared between tests
-# (init, discretisation, bidirectional, train_B): every value of each option in four structures.
+# (init, discretisation, bidirectional, train_B): the structures the convolution is checked in.
 CASES = [
-    ("lin", "zoh", False, True),
     ("lin", "bilinear", True, False),
     ("inv", "zoh", True, True),
-    ("inv", "bilinear", False, False),
 ]
 
 
@@ -41,66 +38,7 @@ def forward(layer, u):
     return layer(u)
 
 
-def as64(x) -> np.ndarray:
-    return np.asarray(x, dtype=np.float64)
-
-
-def with_algorithm(layer, template):
-    """``layer``'s parameters in ``template``'s structure (its static algorithm field)."""
-    return jax.tree_util.tree_unflatten(
-        jax.tree_util.tree_structure(template), jax.tree_util.tree_leaves(layer)
-    )
-
-
-def reference(layer: S4D, u: np.ndarray, discretisation: str) -> np.ndarray:
-    """Per channel and state: x_t = A_bar x_{t-1} + B_bar u_t, y_t = Re(C x_t) + D u_t."""
-    a = -np.exp(as64(layer.A_real_log)) + 1j * as64(layer.A_imag)
-    B = np.ones_like(a) if layer.B_re is None else as64(layer.B_re) + 1j * as64(layer.B_im)
-    heads = [(as64(layer.C_re) + 1j * as64(layer.C_im), False)]
-    if layer.C_reverse_re is not None:
-        heads.append((as64(layer.C_reverse_re) + 1j * as64(layer.C_reverse_im), True))
-    Delta = np.exp(as64(layer.Delta_log))
-    y = as64(layer.D)[None, :] * u
-    for h in range(u.shape[1]):
-        # The full spectrum of channel h: the stored half and its conjugates.
-        a_h, B_h = np.concatenate([a[h], a[h].conj()]), np.concatenate([B[h], B[h].conj()])
-        A_bar, B_bar = np.zeros_like(a_h), np.zeros_like(a_h)
-        for n in range(a_h.size):
-            if discretisation == "zoh":
-                E = scipy.linalg.expm(np.array([[a_h[n], B_h[n]], [0.0, 0.0]]) * Delta[h])
-                A_bar[n], B_bar[n] = E[0, 0], E[0, 1]
-            else:
-                A_bar[n] = (1 + Delta[h] * a_h[n] / 2) / (1 - Delta[h] * a_h[n] / 2)
-                B_bar[n] = Delta[h] * B_h[n] / (1 - Delta[h] * a_h[n] / 2)
-        for C, reverse in heads:
-            C_h = np.concatenate([C[h], C[h].conj()])
-            x = np.zeros_like(a_h)
-            for t in reversed(range(u.shape[0])) if reverse else range(u.shape[0]):
-                x = A_bar * x + B_bar * u[t, h]
-                y[t, h] += (C_h @ x).real
-    return y
-
-
 @pytest.mark.parametrize("init,discretisation,bidirectional,train_B", CASES)
-def test_matches_numpy_loop_per_channel(getkey, init, discretisation, bidirectional, train_B):
-    config = S4DConfig(
-        H, N, init=init, discretisation=discretisation, bidirectional=bidirectional,
-        train_B=train_B,
-    )
-    key = getkey()
-    layer = perturbed(S4D(config, key=key), getkey())
-    # The CPU default (the fused native recurrence where it builds) and the convolution.
-    assert layer.resolved_algorithm() == ("native" if _native.available() else "convolution")
-    convolution = with_algorithm(
-        layer, S4D(dataclasses.replace(config, algorithm="convolution"), key=key)
-    )
-    u = np.asarray(jr.normal(getkey(), (L, H)), dtype=np.float64)
-    expected = reference(layer, u, discretisation)
-    for each in (layer, convolution):
-        np.testing.assert_allclose(forward(each, jnp.asarray(u, jnp.float32)), expected, **F32)
-
-
-@pytest.mark.parametrize("init,discretisation,bidirectional,train_B", [CASES[1], CASES[2]])
 def test_convolution_equals_recurrence(getkey, init, discretisation, bidirectional, train_B):
     key = getkey()
     config = S4DConfig(

@@ -1,9 +1,12 @@
-"""S5 against slow float64 references built from the paper's equations, and HiPPO-N.
+"""S5 against the paper's dense system in the original basis, and HiPPO-N.
 
 References are independent of `models.s5`: HiPPO-N is built here from its definition, ZOH is
 done by the matrix exponential of the augmented system (Van Loan: expm([[A, B], [0, 0]] Delta)
 = [[A_bar, B_bar], [0, I]]), bilinear by solving (I - Delta A/2) A_bar = I + Delta A/2, and a
-conjugate-symmetric system is expanded to its full spectrum with output Re, not 2 Re.
+conjugate-symmetric system is expanded to its full spectrum with output Re, not 2 Re
+(`discretise_by_hand` and `run_loop` in tests/helpers.py). The output and the states against the
+diagonal float64 loop with per-state timescales (`diagonal_reference`) are checked with every
+model's in tests/test_references.py.
 """
 
 from __future__ import annotations
@@ -19,17 +22,16 @@ import numpy as np
 import pytest
 import scipy.linalg
 from conftest import tol
-from helpers import perturbed_s5 as perturbed
+from helpers import as64, discretise_by_hand, run_loop, with_algorithm
 
 import models
-from models import _native
 from models import _hippo
-from models.s5 import C_INITS, S5, S5Config
+from models.s5 import S5, S5Config
 
 F32 = tol(np.float32)
 H, P, J, L = 3, 8, 2, 12  # one set of shapes, so compiled code is shared between tests
 # (conj_sym, discretisation, bidirectional): every value of each option, and every pair of
-# options in both states, in four layer structures reused across tests.
+# options in both states, in four layer structures.
 STRUCTURES = [
     (True, "zoh", True),
     (True, "bilinear", False),
@@ -44,9 +46,8 @@ def forward(layer, u):
     return layer(u)
 
 
-@eqx.filter_jit
-def forward_states(layer, u):
-    return layer.hidden_states(u)
+def as_complex(re, im) -> np.ndarray:
+    return as64(re) + 1j * as64(im)
 
 
 def hippo_n(N: int) -> np.ndarray:
@@ -62,39 +63,6 @@ def hippo_n(N: int) -> np.ndarray:
                 A = 0.0
             S[n, k] = A + math.sqrt(n + 0.5) * math.sqrt(k + 0.5)
     return S
-
-
-def as64(x) -> np.ndarray:
-    return np.asarray(x, dtype=np.float64)
-
-
-def as_complex(re, im) -> np.ndarray:
-    return as64(re) + 1j * as64(im)
-
-
-def run_loop(A_bar, B_bar, C, D, u, reverse=False) -> np.ndarray:
-    """y_t = Re(C x_t) + D u_t with x_t = A_bar x_{t-1} + B_bar u_t, a plain float64 loop."""
-    L = u.shape[0]
-    x = np.zeros(A_bar.shape[0], dtype=A_bar.dtype)
-    y = np.zeros_like(u)
-    for t in reversed(range(L)) if reverse else range(L):
-        x = A_bar @ x + B_bar @ u[t]
-        y[t] = (C @ x).real + (0.0 if D is None else D * u[t])
-    return y
-
-
-def discretise_by_hand(A, B, method):
-    """(A_bar, B_bar) of x' = A x + B u over one unit step (Delta already folded into A, B)."""
-    n, m = B.shape
-    if method == "zoh":
-        aug = np.zeros((n + m, n + m), dtype=complex)
-        aug[:n, :n], aug[:n, n:] = A, B
-        E = scipy.linalg.expm(aug)
-        return E[:n, :n], E[:n, n:]
-    elif method == "bilinear":
-        left = np.eye(n) - A / 2
-        return np.linalg.solve(left, np.eye(n) + A / 2), np.linalg.solve(left, B)
-    raise AssertionError(method)
 
 
 # --------------------------------------------------------------------------------------------
@@ -176,57 +144,6 @@ def test_matches_dense_system_in_original_basis(getkey, conj_sym, discretisation
         _, C_reverse = dense_system(layer, P, J, conj_sym, layer.C_reverse_re, layer.C_reverse_im)
         expected += run_loop(A_bar, B_bar, C_reverse, None, u, reverse=True)
     np.testing.assert_allclose(forward(layer, jnp.asarray(u, jnp.float32)), expected, **F32)
-
-
-def with_algorithm(layer, template):
-    """``layer``'s parameters in ``template``'s structure (its static algorithm field)."""
-    return jax.tree_util.tree_unflatten(
-        jax.tree_util.tree_structure(template), jax.tree_util.tree_leaves(layer)
-    )
-
-
-@pytest.mark.parametrize(
-    "conj_sym,discretisation,bidirectional,C_init",
-    [(*structure, C_init) for structure, C_init in zip(STRUCTURES, C_INITS + ("lecun_normal",))],
-)
-def test_matches_diagonal_loop_with_per_state_timescales(
-    getkey, conj_sym, discretisation, bidirectional, C_init
-):
-    config = S5Config(
-        H, P, blocks=J, conj_sym=conj_sym, discretisation=discretisation,
-        bidirectional=bidirectional, C_init=C_init,
-    )
-    key, u_key = getkey(), getkey()
-    layer = perturbed(S5(config, key=key), getkey())
-    Lambda = as_complex(layer.Lambda_re, layer.Lambda_im)
-    Delta = np.exp(as64(layer.Delta_log))
-    B = as_complex(layer.B_re, layer.B_im)
-    Cs = [as_complex(layer.C_re, layer.C_im)]
-    if bidirectional:
-        Cs.append(as_complex(layer.C_reverse_re, layer.C_reverse_im))
-    if conj_sym:  # the full spectrum and output Re: checks the 2 Re shortcut independently
-        Lambda, Delta = np.concatenate([Lambda, Lambda.conj()]), np.concatenate([Delta, Delta])
-        B = np.concatenate([B, B.conj()])
-        Cs = [np.concatenate([C, C.conj()], axis=1) for C in Cs]
-    # Per-state timescales: state p is x' = Lambda_p x + B_p u over Delta_p, i.e. a unit step
-    # of the system with Lambda Delta and Delta B.
-    A_bar, B_bar = discretise_by_hand(np.diag(Lambda * Delta), Delta[:, None] * B, discretisation)
-    u = np.asarray(jr.normal(u_key, (L, H)), dtype=np.float64)
-    expected = run_loop(A_bar, B_bar, Cs[0], as64(layer.D), u)
-    if bidirectional:
-        expected += run_loop(A_bar, B_bar, Cs[1], None, u, reverse=True)
-    np.testing.assert_allclose(forward(layer, jnp.asarray(u, jnp.float32)), expected, **F32)
-    parallel = with_algorithm(layer, S5(dataclasses.replace(config, algorithm="parallel"), key=key))
-    assert layer.resolved_algorithm() == ("fused" if _native.available() else "sequential")
-    assert parallel.resolved_algorithm() == "parallel"
-    np.testing.assert_allclose(forward(parallel, jnp.asarray(u, jnp.float32)), expected, **F32)
-    # The hidden states are the paper's (diagonal) states: the forward loop's x_t.
-    x = np.zeros(A_bar.shape[0], complex)
-    for t in range(L):
-        x = A_bar @ x + B_bar @ u[t]
-    h = forward_states(layer, jnp.asarray(u, jnp.float32))
-    assert h.shape == (L, layer.state_size) == (L, P // 2 if conj_sym else P)
-    np.testing.assert_allclose(h[-1], x[: layer.state_size], **F32)
 
 
 def test_rescaled_multiplies_every_timescale(getkey):

@@ -13,6 +13,7 @@ import pytest
 
 import tasks
 from conftest import tol
+from helpers import assert_rows_declared
 from harness import train as training
 from harness.config import ConfigError
 from harness.report import stability as stability_report
@@ -204,6 +205,9 @@ def test_initialisation_only_runs_measure_the_trained_runs_start(smoke):
 
 def test_trained_runs_record_every_evaluation(smoke):
     store, _, specs = smoke
+    # Every row has exactly the columns the study declares for its kind, of their types.
+    assert assert_rows_declared(store, "stability", stability.COLUMNS) == {
+        "layer", "profile", "probe", "eval", "final"}
     rows = store.read("stability")
     for run_id, spec in specs.items():
         run_rows = rows[rows["run_id"] == run_id]

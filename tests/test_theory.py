@@ -11,6 +11,7 @@ import pytest
 
 import models
 from conftest import tol
+from helpers import assert_rows_declared
 from harness.config import ConfigError
 from harness.report import theory as theory_report
 from harness.report._artifacts import Figure, Missing, Table
@@ -118,6 +119,9 @@ def smoke_store(tmp_path_factory):
 def test_smoke_study_matches_the_closed_forms(smoke_store):
     store, summary = smoke_store
     assert summary.counts == {"done": summary.total}, store.runs("theory")["error"].tolist()
+    # Every row has exactly the columns the study declares for its kind, of their types.
+    assert assert_rows_declared(store, "theory", theory.COLUMNS) == {
+        "profile", "summary", "equivalence"}
     rows = store.read("theory")
     profile = rows[rows["kind"] == "profile"]
     assert set(profile["variant"]) == set(theory.chosen_variants(SMOKE)[0])

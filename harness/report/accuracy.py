@@ -20,13 +20,10 @@ computed by the study from the data). The comparisons use `harness.report._stats
 t-tests on per-seed differences with Holm's correction within a task, average ranks with the
 Friedman test and the Nemenyi critical difference across tasks.
 
-Rows read from the store (written through `harness.studies.accuracy`), by ``kind``:
-    ``"eval"``: ``step``, ``val_accuracy``, ``val_loss`` (a learning-curve point);
-    ``"final"``: ``val_accuracy``/``val_loss`` (the best), ``test_accuracy``, ``test_loss``,
-    ``selection``, ``best_step``, ``params``, ``steps``, ``train_seconds``,
-    ``baseline_test_accuracy``, ``baseline_test_loss``;
-and the run's config: ``cfg.network.layer`` (the model), ``cfg.network.depth``, ``cfg.task``,
-``cfg.train.lr``, ``cfg.train.recurrent_lr``.
+Rows read from the store: the study's, as it declares them (`harness.studies.accuracy.COLUMNS`),
+the ``kind="eval"`` rows (a learning-curve point) and the ``kind="final"`` rows (the result at
+the selected step, the cost, the trivial baseline); and the run's config: ``cfg.network.layer``
+(the model), ``cfg.network.depth``, ``cfg.task``, ``cfg.train.lr``, ``cfg.train.recurrent_lr``.
 """
 
 from __future__ import annotations
@@ -69,7 +66,8 @@ INTRO = (
     "are in the next section, labelled as published."
 )
 
-# Column names of the accuracy study's config and rows (the study owns the lr columns).
+# Column names of the accuracy study's config (dotted, as the store writes a run's config; the
+# study owns the lr columns) and of its rows (the study's schema, `study.COLUMNS`).
 MODEL = "cfg.network.layer"
 DEPTH = "cfg.network.depth"
 WIDTH = "cfg.network.d_model"
@@ -78,20 +76,21 @@ TASK = "cfg.task"
 BATCH = "cfg.train.batch_size"
 LR = study.LR
 RECURRENT_LR = study.RECURRENT_LR
-KIND = "kind"
-STEP = "step"
-VAL = "val_accuracy"
-VAL_LOSS = "val_loss"
-BEST_VAL = "val_accuracy"  # on the final row: at the selected (best) step
-TEST = "test_accuracy"
-TEST_LOSS = "test_loss"
-SELECTION = "selection"
-PARAMS = "params"
-STEPS = "steps"
-WALL = "train_seconds"
-COMPILE = "compile_seconds"
-BASE_ACC = "baseline_test_accuracy"
-BASE_LOSS = "baseline_test_loss"
+C = study.COLUMNS.names
+KIND = C.kind
+STEP = C.step
+VAL = C.val_accuracy
+VAL_LOSS = C.val_loss
+BEST_VAL = C.val_accuracy  # on the final row: at the selected (best) step
+TEST = C.test_accuracy
+TEST_LOSS = C.test_loss
+SELECTION = C.selection
+PARAMS = C.params
+STEPS = C.steps
+WALL = C.train_seconds
+COMPILE = C.compile_seconds
+BASE_ACC = C.baseline_test_accuracy
+BASE_LOSS = C.baseline_test_loss
 
 NOT_RUN = "not run"  # status of a grid run the store does not hold yet
 Z_INFORMATIVE = 3.0  # a task is informative when a model beats its baseline by this many s.e.

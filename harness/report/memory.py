@@ -6,10 +6,14 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ..store import Store
+from ..studies import memory as study
 from . import style
 from .style import MODE_LABELS
 from ._artifacts import Artifact, Figure, Missing, Table
 from ._provenance import largest_preset
+
+# The study's row columns (`harness.studies.memory.COLUMNS`): ``C.total_bytes``.
+C = study.COLUMNS.names
 
 TITLE = "Memory"
 
@@ -48,31 +52,31 @@ def section(store: Store) -> list[Artifact]:
             "no finished runs of the memory study in the store (python -m harness study memory)"
         )
         return [Missing(n, t, reason) for n, t in _TITLES.items()]
-    points = frame[frame["kind"] == "point"]
-    fits = frame[frame["kind"] == "fit"]
+    points = frame[frame[C.kind] == "point"]
+    fits = frame[frame[C.kind] == "fit"]
     return [_figure(points, preset), _fit_table(fits, preset), _points_table(points, preset)]
 
 
 def _figure(points: pd.DataFrame, preset: str | None) -> Figure:
     style.apply_style()
-    modes = [m for m in _MODES if m in set(points["mode"])]
-    sizes = [s for s in ("paper", "matched") if s in set(points["size"])]
+    modes = [m for m in _MODES if m in set(points[C.mode])]
+    sizes = [s for s in ("paper", "matched") if s in set(points[C.size])]
     fig, axes = plt.subplots(
         len(sizes), len(modes), figsize=(style.FULL_WIDTH_IN, 2.2 * len(sizes)), squeeze=False,
         sharex=True,
     )
-    batch = int(points["batch"].max())
+    batch = int(points[C.batch].max())
     for i, size in enumerate(sizes):
         for j, mode in enumerate(modes):
             ax = axes[i][j]
-            rows = points[(points["size"] == size) & (points["mode"] == mode)
-                          & (points["batch"] == batch)]
-            for model in style.order_models(rows["model"].unique()):
-                r = rows[rows["model"] == model].sort_values("seq_len")
+            rows = points[(points[C.size] == size) & (points[C.mode] == mode)
+                          & (points[C.batch] == batch)]
+            for model in style.order_models(rows[C.model].unique()):
+                r = rows[rows[C.model] == model].sort_values(C.seq_len)
                 colour = style.model_colour(model)
-                ax.plot(r["seq_len"], r["total_bytes"] / 2**20, color=colour,
+                ax.plot(r[C.seq_len], r[C.total_bytes] / 2**20, color=colour,
                         marker=style.model_marker(model), label=style.model_label(model))
-                ax.plot(r["seq_len"], r["temp_bytes"] / 2**20, color=colour, linestyle=":")
+                ax.plot(r[C.seq_len], r[C.temp_bytes] / 2**20, color=colour, linestyle=":")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ax.set_title(f"{MODE_LABELS[mode]}, {size} size")
@@ -96,25 +100,25 @@ def _fit_table(fits: pd.DataFrame, preset: str | None) -> Artifact:
     name = "memory_fit"
     if fits.empty:
         return Missing(name, _TITLES[name], f"no fit rows at preset {preset}")
-    keys = ["model", "size", "mode", "batch"]
+    keys = [C.model, C.size, C.mode, C.batch]
     columns = {
-        "algorithm": "algorithm",
-        "d_state": "d_state",
-        "bytes_per_token": "bytes/token",
-        "temp_bytes_per_token": "temp bytes/token",
-        "temp_slope_over_state": "temp slope / states",
-        "intercept_bytes": "intercept bytes",
-        "loglog_slope": "log-log slope",
-        "increment_spread": "increment spread",
-        "max_rel_residual": "max rel. residual",
-        "linear": "linear",
-        "superlinear": "superlinear",
-        "largest_seq_len_in_budget": "largest L in budget",
+        C.algorithm: "algorithm",
+        C.d_state: "d_state",
+        C.bytes_per_token: "bytes/token",
+        C.temp_bytes_per_token: "temp bytes/token",
+        C.temp_slope_over_state: "temp slope / states",
+        C.intercept_bytes: "intercept bytes",
+        C.loglog_slope: "log-log slope",
+        C.increment_spread: "increment spread",
+        C.max_rel_residual: "max rel. residual",
+        C.linear: "linear",
+        C.superlinear: "superlinear",
+        C.largest_seq_len_in_budget: "largest L in budget",
     }
     table = fits.sort_values(keys).set_index(keys)[list(columns)].rename(columns=columns)
-    budget = sorted(set(fits["budget_bytes"]))
-    tolerance = sorted(set(fits["linear_tolerance"]))
-    lengths = f"{int(fits['seq_len_min'].min())} to {int(fits['seq_len_max'].max())}"
+    budget = sorted(set(fits[C.budget_bytes]))
+    tolerance = sorted(set(fits[C.linear_tolerance]))
+    lengths = f"{int(fits[C.seq_len_min].min())} to {int(fits[C.seq_len_max].max())}"
     return Table(
         name=name,
         title=_TITLES[name],
@@ -136,16 +140,16 @@ def _fit_table(fits: pd.DataFrame, preset: str | None) -> Artifact:
 
 
 def _points_table(points: pd.DataFrame, preset: str | None) -> Table:
-    keys = ["model", "size", "mode", "batch", "seq_len"]
+    keys = [C.model, C.size, C.mode, C.batch, C.seq_len]
     columns = {
-        "argument_bytes": "arguments",
-        "output_bytes": "outputs",
-        "temp_bytes": "temporaries",
-        "alias_bytes": "aliased",
-        "total_bytes": "working set",
-        "temp_over_state": "temp / states",
-        "device_peak_bytes": "device peak",
-        "process_peak_bytes": "process peak",
+        C.argument_bytes: "arguments",
+        C.output_bytes: "outputs",
+        C.temp_bytes: "temporaries",
+        C.alias_bytes: "aliased",
+        C.total_bytes: "working set",
+        C.temp_over_state: "temp / states",
+        C.device_peak_bytes: "device peak",
+        C.process_peak_bytes: "process peak",
     }
     table = points.sort_values(keys).set_index(keys)[list(columns)].rename(columns=columns)
     return Table(

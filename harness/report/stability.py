@@ -11,10 +11,14 @@ import numpy as np
 import pandas as pd
 
 from ..store import Store
+from ..studies import stability as study
 from ..variants import variants
 from . import _stats, style
 from ._artifacts import Artifact, Figure, Finding, Missing, Table
 from ._provenance import in_preset, pick_preset, with_presets
+
+# The study's row columns (`harness.studies.stability.COLUMNS`): ``C.norm_mean``.
+C = study.COLUMNS.names
 
 TITLE = "Stability of the hidden-state norm"
 
@@ -109,7 +113,7 @@ def section(store: Store) -> list[Artifact]:
     out: list[Artifact] = []
     for task in sorted(rows["cfg.task"].unique()):
         frame = rows[rows["cfg.task"] == task]
-        layer = frame[frame["kind"] == "layer"]
+        layer = frame[frame[C.kind] == "layer"]
         trained = layer[_trained(layer)]
         if trained.empty and not _trained_by_design(preset, task):
             pass  # the preset measures this task at initialisation only (said in the summary)
@@ -127,7 +131,7 @@ def section(store: Store) -> list[Artifact]:
                                             deepest=depth == depths[-1]))
             out.append(_eigen_figure(trained, task, preset))
         out.append(_depth_figure(layer, task, preset))
-        out.append(_profile_figure(frame[frame["kind"] == "profile"], task, preset))
+        out.append(_profile_figure(frame[frame[C.kind] == "profile"], task, preset))
         task_runs = runs[runs["cfg.task"] == task] if "cfg.task" in runs.columns else runs
         out.append(_summary_table(frame, task_runs, task, preset))
         if not trained.empty:
@@ -161,10 +165,10 @@ def relative_norms(trained: pd.DataFrame) -> pd.DataFrame:
     """``trained``'s layer rows with ``relative``: each layer's mean norm over its value at
     step 0 of the same run (1 at initialisation; the drift through training, free of the
     variants' different scales)."""
-    start = (trained[trained["step"] == 0].set_index(["run_id", "layer"])["norm_mean"]
+    start = (trained[trained[C.step] == 0].set_index(["run_id", C.layer])[C.norm_mean]
              .rename("initial"))
-    joined = trained.join(start, on=["run_id", "layer"])
-    return joined.assign(relative=joined["norm_mean"] / joined["initial"])
+    joined = trained.join(start, on=["run_id", C.layer])
+    return joined.assign(relative=joined[C.norm_mean] / joined["initial"])
 
 
 def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth: int,
@@ -178,12 +182,12 @@ def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth
         colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
         for k in range(1, depth + 1):
             shade = _shade(colour, k, depth)
-            at_k = rows[rows["layer"] == k]
+            at_k = rows[rows[C.layer] == k]
             for _, seed_rows in at_k.groupby("seed"):
-                seed_rows = seed_rows.sort_values("step")
-                ax.plot(seed_rows["step"], seed_rows["relative"], color=shade, alpha=0.35,
+                seed_rows = seed_rows.sort_values(C.step)
+                ax.plot(seed_rows[C.step], seed_rows["relative"], color=shade, alpha=0.35,
                         linewidth=0.6)
-            mean = np.exp(np.log(at_k["relative"]).groupby(at_k["step"]).mean())
+            mean = np.exp(np.log(at_k["relative"]).groupby(at_k[C.step]).mean())
             ax.plot(mean.index, mean.values, color=shade, linewidth=1.6, label=f"layer {k}")
         ax.axhline(1.0, color="black", linewidth=0.5, linestyle=":")
         ax.set_title(_label(variant))
@@ -219,11 +223,11 @@ def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artif
         rows = trained[trained["cfg.variant"] == variant]
         colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
         # Over the network's layers: the modulus closest to 1, the median, the farthest.
-        per_seed = rows.groupby(["seed", "step"]).agg(
-            lam_max=("lam_max", "max"), lam_median=("lam_median", "median"),
-            lam_min=("lam_min", "min"),
+        per_seed = rows.groupby(["seed", C.step]).agg(
+            lam_max=(C.lam_max, "max"), lam_median=(C.lam_median, "median"),
+            lam_min=(C.lam_min, "min"),
         )
-        mean = per_seed.groupby("step").mean()
+        mean = per_seed.groupby(C.step).mean()
         for column, linestyle, what in (
             ("lam_max", "-", "max |lambda|"),
             ("lam_median", "--", "median"),
@@ -265,13 +269,13 @@ def _depth_figure(layer: pd.DataFrame, task: str, preset: str | None) -> Artifac
             if at_depth.empty:
                 continue
             shade = _shade(colour, i + 1, len(depths))
-            init = at_depth[at_depth["step"] == 0].groupby("layer")["norm_mean"].mean()
+            init = at_depth[at_depth[C.step] == 0].groupby(C.layer)[C.norm_mean].mean()
             ax.plot(init.index, init.values, color=shade, marker="o", markersize=2.5,
                     label=f"depth {depth}, init")
             done = at_depth[trained_mask.loc[at_depth.index]]
             if not done.empty:
-                last = done[done["step"] == done.groupby("run_id")["step"].transform("max")]
-                final = last.groupby("layer")["norm_mean"].mean()
+                last = done[done[C.step] == done.groupby("run_id")[C.step].transform("max")]
+                final = last.groupby(C.layer)[C.norm_mean].mean()
                 ax.plot(final.index, final.values, color=shade, marker="s", markersize=2.5,
                         linestyle="--", label=f"depth {depth}, trained")
         ax.set_title(_label(variant))
@@ -309,14 +313,14 @@ def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Art
     for ax, variant in zip(axes.flat, variants):
         rows = source[source["cfg.variant"] == variant]
         colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
-        final_step = int(rows["step"].max())
+        final_step = int(rows[C.step].max())
         for k in range(1, depth + 1):
             shade = _shade(colour, k, depth)
-            at_k = rows[rows["layer"] == k]
+            at_k = rows[rows[C.layer] == k]
             for step, linestyle in ((0, "-"), (final_step, "--")):
                 if step == 0 and final_step == 0 and linestyle == "--":
                     continue
-                curve = at_k[at_k["step"] == step].groupby("t")["norm"].mean()
+                curve = at_k[at_k[C.step] == step].groupby(C.t)[C.norm].mean()
                 ax.plot(curve.index, curve.values, color=shade, linestyle=linestyle,
                         label=f"layer {k}, step {step}")
         ax.set_title(_label(variant))
@@ -355,40 +359,40 @@ def _cv(values: pd.Series) -> float:
 
 def _summary_table(frame: pd.DataFrame, runs: pd.DataFrame, task: str,
                    preset: str | None) -> Table:
-    layer = frame[frame["kind"] == "layer"]
+    layer = frame[frame[C.kind] == "layer"]
     trained_mask = _trained(layer)
     trained = layer[trained_mask]
-    finals = frame[frame["kind"] == "final"]
+    finals = frame[frame[C.kind] == "final"]
     records: dict[str, dict[str, float]] = {}
     for variant in _variant_order(layer["cfg.variant"].unique()):
         record: dict[str, float] = {}
         t_rows = trained[trained["cfg.variant"] == variant]
         if not t_rows.empty:
             t_rows, depth = _deepest_trained(t_rows)
-            first = t_rows[t_rows["step"] == 0]
-            last = t_rows[t_rows["step"] == t_rows.groupby("run_id")["step"].transform("max")]
-            paired = first.set_index(["run_id", "layer"])["norm_mean"].to_frame("init").join(
-                last.set_index(["run_id", "layer"])["norm_mean"].rename("final"), how="inner"
+            first = t_rows[t_rows[C.step] == 0]
+            last = t_rows[t_rows[C.step] == t_rows.groupby("run_id")[C.step].transform("max")]
+            paired = first.set_index(["run_id", C.layer])[C.norm_mean].to_frame("init").join(
+                last.set_index(["run_id", C.layer])[C.norm_mean].rename("final"), how="inner"
             )
             record["trained depth"] = depth
-            record["norm, init"] = first["norm_mean"].mean()
-            record["norm, trained"] = last["norm_mean"].mean()
+            record["norm, init"] = first[C.norm_mean].mean()
+            record["norm, trained"] = last[C.norm_mean].mean()
             record["trained / init (geo. mean)"] = float(
                 np.exp(np.mean(np.log(paired["final"] / paired["init"])))
             )
-            record["CV (layers, seeds, steps)"] = _cv(t_rows["norm_mean"])
+            record["CV (layers, seeds, steps)"] = _cv(t_rows[C.norm_mean])
             record["CV over training (mean)"] = float(
-                t_rows.groupby(["run_id", "layer"])["norm_mean"].agg(_cv).mean()
+                t_rows.groupby(["run_id", C.layer])[C.norm_mean].agg(_cv).mean()
             )
-            record["grad norm, trained (median)"] = last["grad_norm"].median()
-            record["max |lambda|, trained"] = last["lam_max"].max()
+            record["grad norm, trained (median)"] = last[C.grad_norm].median()
+            record["max |lambda|, trained"] = last[C.lam_max].max()
             v_final = finals[finals["cfg.variant"] == variant]
             v_final = v_final[v_final["cfg.network.depth"] == depth]
-            if not v_final.empty and v_final["val_accuracy"].notna().any():
-                record["val. accuracy"] = v_final["val_accuracy"].mean()
-        i_rows = layer[(layer["cfg.variant"] == variant) & (layer["step"] == 0)]
+            if not v_final.empty and v_final[C.val_accuracy].notna().any():
+                record["val. accuracy"] = v_final[C.val_accuracy].mean()
+        i_rows = layer[(layer["cfg.variant"] == variant) & (layer[C.step] == 0)]
         deepest = int(i_rows["cfg.network.depth"].max())
-        per_layer = i_rows[i_rows["cfg.network.depth"] == deepest].groupby("layer")["norm_mean"]
+        per_layer = i_rows[i_rows["cfg.network.depth"] == deepest].groupby(C.layer)[C.norm_mean]
         record[f"CV over layers at init (depth {deepest})"] = _cv(per_layer.mean())
         v_runs = runs[runs["cfg.variant"] == variant] if "cfg.variant" in runs.columns else runs
         record["runs diverged"] = int((v_runs["status"] == "diverged").sum())
@@ -439,14 +443,14 @@ def spread_by_run(trained: pd.DataFrame) -> pd.DataFrame:
     rel = relative_norms(trained)
     records = []
     for run_id, run in rel.groupby("run_id"):
-        last = run[run["step"] == run["step"].max()]
+        last = run[run[C.step] == run[C.step].max()]
         records.append({
             "run_id": run_id,
             "variant": run["cfg.variant"].iloc[0],
             "model": run["cfg.network.layer"].iloc[0],
             "depth": int(run["cfg.network.depth"].iloc[0]),
             "seed": int(run["seed"].iloc[0]),
-            "cv": _stats.coefficient_of_variation(run["norm_mean"]),
+            "cv": _stats.coefficient_of_variation(run[C.norm_mean]),
             "drift": float(np.exp(np.mean(np.log(last["relative"])))),
         })
     return pd.DataFrame.from_records(

@@ -9,10 +9,14 @@ import numpy as np
 import pandas as pd
 
 from ..store import Store
+from ..studies import theory as study
 from ..variants import variants
 from . import style
 from ._artifacts import Artifact, Figure, Missing, Table
 from ._provenance import largest_preset
+
+# The study's row columns (`harness.studies.theory.COLUMNS`): ``C.predicted``.
+C = study.COLUMNS.names
 
 TITLE = "Theory checks"
 
@@ -90,15 +94,15 @@ def section(store: Store) -> list[Artifact]:
 
 def _first_seed(noise: pd.DataFrame) -> pd.DataFrame:
     """One run per variant, the smallest seed's: the curves of one draw, not an average."""
-    keep = noise.groupby("variant")["seed"].transform("min") == noise["seed"]
+    keep = noise.groupby(C.variant)["seed"].transform("min") == noise["seed"]
     return noise[keep]
 
 
 def _energy_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
     style.apply_style()
     frame = _first_seed(noise)
-    profile = frame[frame["kind"] == "profile"]
-    variants = _variant_order(profile["variant"].unique())
+    profile = frame[frame[C.kind] == "profile"]
+    variants = _variant_order(profile[C.variant].unique())
     ncols = min(4, len(variants))
     nrows = math.ceil(len(variants) / ncols)
     fig, axes = plt.subplots(
@@ -107,19 +111,19 @@ def _energy_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
     for ax in axes.flat[len(variants):]:
         ax.set_visible(False)
     for ax, variant in zip(axes.flat, variants):
-        rows = profile[profile["variant"] == variant]
-        model = rows["model"].iloc[0]
+        rows = profile[profile[C.variant] == variant]
+        model = rows[C.model].iloc[0]
         colour = style.model_colour(model)
-        n_groups = int(rows["group"].max()) + 1
+        n_groups = int(rows[C.group].max()) + 1
         groups = range(n_groups) if n_groups <= _MAX_GROUP_CURVES else [-1]
         for g in groups:
-            g_rows = rows[rows["group"] == g].sort_values("t")
-            ax.plot(g_rows["t"], g_rows["predicted"], color=colour, linewidth=1.0, alpha=0.8)
+            g_rows = rows[rows[C.group] == g].sort_values(C.t)
+            ax.plot(g_rows[C.t], g_rows[C.predicted], color=colour, linewidth=1.0, alpha=0.8)
             ax.errorbar(
-                g_rows["t"], g_rows["measured"], yerr=2 * g_rows["measured_se"], fmt="none",
+                g_rows[C.t], g_rows[C.measured], yerr=2 * g_rows[C.measured_se], fmt="none",
                 ecolor=style.REFERENCE_COLOUR, elinewidth=0.6,
             )
-            ax.plot(g_rows["t"], g_rows["measured"], linestyle="none",
+            ax.plot(g_rows[C.t], g_rows[C.measured], linestyle="none",
                     marker=style.model_marker(model), markersize=1.8, color=style.REFERENCE_COLOUR)
         what = f"{n_groups} groups" if n_groups <= _MAX_GROUP_CURVES else "all states"
         ax.set_title(f"{_label(variant)}\n({what})", fontsize=7.5)
@@ -149,21 +153,21 @@ def _energy_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
 def _ratio_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
     style.apply_style()
     frame = _first_seed(noise)
-    total = frame[(frame["kind"] == "profile") & (frame["group"] == -1)]
+    total = frame[(frame[C.kind] == "profile") & (frame[C.group] == -1)]
     fig, ax = plt.subplots(figsize=style.figsize("full", aspect=0.4))
     styles = ["-", "--", ":", "-."]
     seen: dict[str, int] = {}
-    for variant in _variant_order(total["variant"].unique()):
-        rows = total[total["variant"] == variant].sort_values("t")
-        model = rows["model"].iloc[0]
+    for variant in _variant_order(total[C.variant].unique()):
+        rows = total[total[C.variant] == variant].sort_values(C.t)
+        model = rows[C.model].iloc[0]
         linestyle = styles[seen.get(model, 0) % len(styles)]
         seen[model] = seen.get(model, 0) + 1
-        ratio = rows["measured"] / rows["predicted"]
-        band = 2 * rows["measured_se"] / rows["predicted"]
+        ratio = rows[C.measured] / rows[C.predicted]
+        band = 2 * rows[C.measured_se] / rows[C.predicted]
         colour = style.model_colour(model)
-        ax.plot(rows["t"], ratio, color=colour, linestyle=linestyle, label=_label(variant),
+        ax.plot(rows[C.t], ratio, color=colour, linestyle=linestyle, label=_label(variant),
                 marker=style.model_marker(model), markersize=2.5)
-        ax.fill_between(rows["t"], 1 - band, 1 + band, color=colour, alpha=0.12, linewidth=0)
+        ax.fill_between(rows[C.t], 1 - band, 1 + band, color=colour, alpha=0.12, linewidth=0)
     ax.axhline(1.0, color=style.REFERENCE_COLOUR, linewidth=0.8)
     ax.set_xscale("log")
     ax.set_xlabel("step t (inputs absorbed)")
@@ -185,21 +189,21 @@ def _ratio_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
 
 
 def _noise_table(noise: pd.DataFrame, preset: str | None) -> Table:
-    summary = noise[noise["kind"] == "summary"]
+    summary = noise[noise[C.kind] == "summary"]
     records = {}
-    for variant in _variant_order(summary["variant"].unique()):
-        rows = summary[summary["variant"] == variant]
+    for variant in _variant_order(summary[C.variant].unique()):
+        rows = summary[summary[C.variant] == variant]
         records[_label(variant)] = {
-            "states P": int(rows["state_size"].iloc[0]),
-            "groups": int(rows["groups"].iloc[0]),
+            "states P": int(rows[C.state_size].iloc[0]),
+            "groups": int(rows[C.groups].iloc[0]),
             "seeds": int(rows["seed"].nunique()),
-            "MC worst rel. dev. (total)": rows["mc_worst_rel_dev"].max(),
-            "MC worst rel. dev. (group)": rows["mc_worst_rel_dev_group"].max(),
-            "MC worst |z|": rows["mc_worst_z"].max(),
-            "exact worst rel. dev.": rows["exact_worst_rel_dev"].max(),
-            "E||h_inf||^2 (mean)": rows["stationary_total"].mean(),
-            "group E|h_inf|^2 min": rows["stationary_group_min"].min(),
-            "group E|h_inf|^2 max": rows["stationary_group_max"].max(),
+            "MC worst rel. dev. (total)": rows[C.mc_worst_rel_dev].max(),
+            "MC worst rel. dev. (group)": rows[C.mc_worst_rel_dev_group].max(),
+            "MC worst |z|": rows[C.mc_worst_z].max(),
+            "exact worst rel. dev.": rows[C.exact_worst_rel_dev].max(),
+            "E||h_inf||^2 (mean)": rows[C.stationary_total].mean(),
+            "group E|h_inf|^2 min": rows[C.stationary_group_min].min(),
+            "group E|h_inf|^2 max": rows[C.stationary_group_max].max(),
         }
     frame = pd.DataFrame.from_dict(records, orient="index")
     first = summary.iloc[0]
@@ -208,7 +212,7 @@ def _noise_table(noise: pd.DataFrame, preset: str | None) -> Table:
         title="Worst deviation of the state energy from the closed form",
         caption=(
             f"Untrained layers under unit white noise, preset {preset}, "
-            f"L = {int(first['seq_len'])} steps, {int(first['samples'])} Monte Carlo sequences "
+            f"L = {int(first[C.seq_len])} steps, {int(first[C.samples])} Monte Carlo sequences "
             f"per run; worst over every step, group and seed. 'MC' compares the Monte Carlo "
             f"mean with the closed form (its size is set by sampling noise: |z| is the deviation "
             f"in standard errors); 'exact' compares the expectation computed through the layer's "
@@ -225,14 +229,14 @@ def _noise_table(noise: pd.DataFrame, preset: str | None) -> Table:
 
 def _equivalence_table(equivalence: pd.DataFrame, preset: str | None) -> Table:
     records = {}
-    for variant in _variant_order(equivalence["variant"].unique()):
-        rows = equivalence[equivalence["variant"] == variant]
+    for variant in _variant_order(equivalence[C.variant].unique()):
+        rows = equivalence[equivalence[C.variant] == variant]
         records[_label(variant)] = {
             "trials": len(rows),
-            "max |y_rot - y_lru|": rows["max_abs_diff"].max(),
-            "max rel. output diff.": rows["max_rel_diff"].max(),
-            "max rel. state-norm diff.": rows["state_norm_max_rel_diff"].max(),
-            "max |lambda|": rows["modulus_max"].max(),
+            "max |y_rot - y_lru|": rows[C.max_abs_diff].max(),
+            "max rel. output diff.": rows[C.max_rel_diff].max(),
+            "max rel. state-norm diff.": rows[C.state_norm_max_rel_diff].max(),
+            "max |lambda|": rows[C.modulus_max].max(),
         }
     frame = pd.DataFrame.from_dict(records, orient="index")
     first = equivalence.iloc[0]

@@ -6,10 +6,14 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ..store import Store
+from ..studies import throughput as study
 from . import style
 from .style import MODE_LABELS
 from ._artifacts import Artifact, Figure, Missing, Table
 from ._provenance import largest_preset
+
+# The study's row columns (`harness.studies.throughput.COLUMNS`): ``C.tokens_per_s``.
+C = study.COLUMNS.names
 
 TITLE = "Throughput"
 
@@ -59,53 +63,53 @@ def section(store: Store) -> list[Artifact]:
             "(python -m harness study throughput)"
         )
     out: list[Artifact] = []
-    layer = frame[frame["scope"] == "layer"]
+    layer = frame[frame[C.scope] == "layer"]
     for name, column, label in (
-        ("throughput_tokens_per_s", "tokens_per_s", "tokens / s"),
-        ("throughput_roofline_fraction", "roofline_fraction", "roofline fraction"),
+        ("throughput_tokens_per_s", C.tokens_per_s, "tokens / s"),
+        ("throughput_roofline_fraction", C.roofline_fraction, "roofline fraction"),
     ):
         if layer.empty:
             out.append(Missing(name, _TITLES[name], f"no layer-scope rows at preset {preset}"))
         else:
             out.append(_figure(layer, preset, name, column, label))
     out.append(_summary(frame, preset))
-    if _measures_steps(preset) or ("scope" in frame and (frame["scope"] == "step").any()):
+    if _measures_steps(preset) or (C.scope in frame and (frame[C.scope] == "step").any()):
         out.append(_training_step(frame, preset))
     out.append(_all(frame, preset))
     return out
 
 
 def _order(frame: pd.DataFrame) -> list[str]:
-    return style.order_models(frame["model"].unique())
+    return style.order_models(frame[C.model].unique())
 
 
 def _smallest_batch(frame: pd.DataFrame) -> pd.DataFrame:
     # One curve per model: the smallest batch measured, which every length has.
-    return frame[frame["batch"] == frame["batch"].min()]
+    return frame[frame[C.batch] == frame[C.batch].min()]
 
 
 def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, label: str) -> Figure:
     style.apply_style()
-    modes = [m for m in _MODES if m in set(frame["mode"])]
-    sizes = [s for s in ("paper", "matched") if s in set(frame["size"])]
+    modes = [m for m in _MODES if m in set(frame[C.mode])]
+    sizes = [s for s in ("paper", "matched") if s in set(frame[C.size])]
     fig, axes = plt.subplots(
         len(sizes), len(modes), figsize=(style.FULL_WIDTH_IN, 2.2 * len(sizes)), squeeze=False,
         sharex=True,
     )
-    batch = int(frame["batch"].min())
+    batch = int(frame[C.batch].min())
     for i, size in enumerate(sizes):
         for j, mode in enumerate(modes):
             ax = axes[i][j]
-            rows = _smallest_batch(frame[(frame["size"] == size) & (frame["mode"] == mode)])
+            rows = _smallest_batch(frame[(frame[C.size] == size) & (frame[C.mode] == mode)])
             for model in _order(rows):
-                r = rows[rows["model"] == model].sort_values("seq_len")
-                ax.plot(r["seq_len"], r[column], color=style.model_colour(model),
+                r = rows[rows[C.model] == model].sort_values(C.seq_len)
+                ax.plot(r[C.seq_len], r[column], color=style.model_colour(model),
                         marker=style.model_marker(model), label=style.model_label(model))
-                if column == "tokens_per_s":
+                if column == C.tokens_per_s:
                     # The quartiles of the times, as a band of tokens/s.
-                    tokens = r["batch"] * r["seq_len"]
-                    ax.fill_between(r["seq_len"], tokens / r["time_q75_s"],
-                                    tokens / r["time_q25_s"], color=style.model_colour(model),
+                    tokens = r[C.batch] * r[C.seq_len]
+                    ax.fill_between(r[C.seq_len], tokens / r[C.time_q75_s],
+                                    tokens / r[C.time_q25_s], color=style.model_colour(model),
                                     alpha=0.15, linewidth=0)
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
@@ -113,15 +117,15 @@ def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, lab
             ax.set_xlabel("sequence length L (steps)")
             ax.set_ylabel(label)
     axes[0][0].legend()
-    hardware = ", ".join(sorted(set(frame["device_kind"].astype(str))))
+    hardware = ", ".join(sorted(set(frame[C.device_kind].astype(str))))
     return Figure(
         name=name,
         title=_TITLES[name],
         caption=(
             f"{label.capitalize()} of each layer alone against L at batch {batch}, preset "
-            f"{preset}, on {hardware} (backend {', '.join(sorted(set(frame['backend'])))}). "
+            f"{preset}, on {hardware} (backend {', '.join(sorted(set(frame[C.backend])))}). "
             + ("Bands: tokens/s at the first and third quartiles of the timed calls. "
-               if column == "tokens_per_s" else
+               if column == C.tokens_per_s else
                "Fraction = roofline bound / median time; the bound uses our analytic FLOP and "
                "byte count and the matmul and bandwidth peaks measured in the same process. ")
             + "Absolute numbers on a shared machine are noisy; ratios within a run are not."
@@ -133,8 +137,8 @@ def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, lab
 
 def _summary(frame: pd.DataFrame, preset: str | None) -> Artifact:
     name = "throughput_summary"
-    layer = frame[(frame["scope"] == "layer") & (frame["size"] == "paper")]
-    lengths = [L for L in (1024, 16384) if L in set(layer["seq_len"])]
+    layer = frame[(frame[C.scope] == "layer") & (frame[C.size] == "paper")]
+    lengths = [L for L in (1024, 16384) if L in set(layer[C.seq_len])]
     if layer.empty or not lengths:
         return Missing(name, _TITLES[name],
                        f"no paper-size layer rows at L = 1024 or 16384 at preset {preset}")
@@ -143,18 +147,18 @@ def _summary(frame: pd.DataFrame, preset: str | None) -> Artifact:
     for model in _order(layer):
         record = {}
         for L in lengths:
-            for mode in [m for m in _MODES if m in set(layer["mode"])]:
-                rows = layer[(layer["model"] == model) & (layer["seq_len"] == L)
-                             & (layer["mode"] == mode)]
+            for mode in [m for m in _MODES if m in set(layer[C.mode])]:
+                rows = layer[(layer[C.model] == model) & (layer[C.seq_len] == L)
+                             & (layer[C.mode] == mode)]
                 if rows.empty:
                     continue
-                row = rows.loc[rows["batch"].idxmin()]
+                row = rows.loc[rows[C.batch].idxmin()]
                 used.append(row["run_id"])
                 tag = f"{MODE_LABELS[mode]} L={L}"
-                record[f"{tag} tok/s"] = row["tokens_per_s"]
-                record[f"{tag} roofline"] = row["roofline_fraction"]
-                record[f"{tag} B"] = int(row["batch"])
-        record["algorithm"] = ", ".join(sorted(set(layer[layer["model"] == model]["algorithm"])))
+                record[f"{tag} tok/s"] = row[C.tokens_per_s]
+                record[f"{tag} roofline"] = row[C.roofline_fraction]
+                record[f"{tag} B"] = int(row[C.batch])
+        record["algorithm"] = ", ".join(sorted(set(layer[layer[C.model] == model][C.algorithm])))
         records[style.model_label(model)] = record
     table = pd.DataFrame.from_dict(records, orient="index")
     best = {c: "max" for c in table.columns if c.endswith("tok/s") or c.endswith("roofline")}
@@ -186,35 +190,35 @@ def _measures_steps(preset: str | None) -> bool:
 
 def _training_step(frame: pd.DataFrame, preset: str | None) -> Artifact:
     name = "throughput_training_step"
-    step = frame[frame["scope"] == "step"] if "scope" in frame else frame.iloc[:0]
+    step = frame[frame[C.scope] == "step"] if C.scope in frame else frame.iloc[:0]
     if step.empty:
         return Missing(name, _TITLES[name],
                        f"no step-scope rows at preset {preset} (python -m harness study "
                        "throughput scopes=step)")
     columns = {
-        "tokens_per_s": "real tok/s",
-        "time_median_s": "step s",
-        "layers_median_s": "layers s",
-        "rest_median_s": "rest s",
-        "optimiser_median_s": "optimiser s",
-        "host_median_s": "host s",
-        "evaluation_median_s": "evaluation s",
-        "compile_s": "compile s",
-        "compile_share": "compile share",
-        "roofline_fraction": "roofline",
-        "bound_limiter": "bound by",
-        "seq_len": "L cut",
-        "real_tokens_per_step": "real tokens",
-        "padded_tokens_per_step": "padded tokens",
+        C.tokens_per_s: "real tok/s",
+        C.time_median_s: "step s",
+        C.layers_median_s: "layers s",
+        C.rest_median_s: "rest s",
+        C.optimiser_median_s: "optimiser s",
+        C.host_median_s: "host s",
+        C.evaluation_median_s: "evaluation s",
+        C.compile_s: "compile s",
+        C.compile_share: "compile share",
+        C.roofline_fraction: "roofline",
+        C.bound_limiter: "bound by",
+        C.seq_len: "L cut",
+        C.real_tokens_per_step: "real tokens",
+        C.padded_tokens_per_step: "padded tokens",
     }
-    keys = ["task", "model"]
+    keys = [C.task, C.model]
     table = step.sort_values(keys).set_index(keys)[list(columns)].rename(columns=columns)
     return Table(
         name=name,
         title=_TITLES[name],
         caption=(
             f"One training step (forward, backward, optimiser update) of the network each "
-            f"accuracy run trains, at that study's preset {step['study_preset'].iloc[0]}, on the "
+            f"accuracy run trains, at that study's preset {step[C.study_preset].iloc[0]}, on the "
             "run's own batches cut to their length bucket; throughput in real (unpadded) "
             "tokens. Its parts, timed alternately in one process: the layers' forward and "
             "backward alone, the optimiser update alone, the rest of the step (encoder, norms, "
@@ -232,19 +236,19 @@ def _training_step(frame: pd.DataFrame, preset: str | None) -> Artifact:
 
 def _all(frame: pd.DataFrame, preset: str | None) -> Table:
     columns = {
-        "algorithm": "algorithm",
-        "d_state": "d_state",
-        "params": "params",
-        "tokens_per_s": "tok/s",
-        "time_median_s": "median s",
-        "time_q25_s": "q25 s",
-        "time_q75_s": "q75 s",
-        "compile_s": "compile s",
-        "roofline_fraction": "roofline",
-        "bound_limiter": "bound by",
-        "allocator": "allocator",
+        C.algorithm: "algorithm",
+        C.d_state: "d_state",
+        C.params: "params",
+        C.tokens_per_s: "tok/s",
+        C.time_median_s: "median s",
+        C.time_q25_s: "q25 s",
+        C.time_q75_s: "q75 s",
+        C.compile_s: "compile s",
+        C.roofline_fraction: "roofline",
+        C.bound_limiter: "bound by",
+        C.allocator: "allocator",
     }
-    keys = ["scope", "model", "size", "mode", "seq_len", "batch"]
+    keys = [C.scope, C.model, C.size, C.mode, C.seq_len, C.batch]
     table = frame.sort_values(keys).set_index(keys)[list(columns)].rename(columns=columns)
     return Table(
         name="throughput_all",

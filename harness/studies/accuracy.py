@@ -30,10 +30,12 @@ import pandas as pd
 
 import models
 import tasks
+from models._validate import is_integer, is_number
 from models.network import NetworkConfig
 
 from .. import config as _config
 from ..train import TrainConfig, train
+from ._schema import TRAINING, TRAINING_KINDS, Column, Schema, merged
 from ._study import Study, requires
 
 CHECKPOINT_ENV = "LINRNN_CHECKPOINTS"
@@ -119,14 +121,13 @@ class AccuracyConfig:
         if names or not paths:
             _nonempty_known("models", names, models.names())
         _nonempty_known("tasks", self.tasks, tasks.names())
-        if not self.seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
-                                 for s in self.seeds):
+        if not self.seeds or any(not is_integer(s) or s < 0 for s in self.seeds):
             raise ValueError(
                 f"seeds must be non-negative integers, at least one; got {self.seeds!r}."
             )
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds repeat a value: {self.seeds!r}.")
-        if any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in self.depths):
+        if any(not is_integer(d) or d <= 0 for d in self.depths):
             raise ValueError(f"depths must be positive integers; got {self.depths!r}.")
         if self.task_preset not in tasks.PRESETS:
             raise ValueError(
@@ -151,8 +152,7 @@ class AccuracyConfig:
             )
         for name in ("lr_grid", "recurrent_lr_grid"):
             values = getattr(self, name)
-            if any(isinstance(v, bool) or not isinstance(v, (int, float))
-                   or not (math.isfinite(v) and v > 0) for v in values):
+            if any(not is_number(v) or not (math.isfinite(v) and v > 0) for v in values):
                 raise ValueError(f"{name} must hold positive finite numbers; got {values!r}.")
             if len(set(values)) != len(values):
                 raise ValueError(f"{name} repeats a value: {values!r}.")
@@ -347,6 +347,21 @@ LR = "cfg.train.lr"
 RECURRENT_LR = "cfg.train.recurrent_lr"
 RECIPE_LR = "cfg.recipe_lr"
 RECIPE_RECURRENT_LR = "cfg.recipe_recurrent_lr"
+
+# The rows a run writes: the training loop's (`harness.train.train`), the final row with the
+# task's trivial baseline (`trivial_baseline`).
+COLUMNS = Schema(
+    columns=merged(TRAINING, {
+        "baseline_test_accuracy": Column(float, "test accuracy of the trivial baseline (the "
+                                                "training split's majority class); None on a "
+                                                "regression task", nullable=True),
+        "baseline_test_loss": Column(float, "its test loss: cross-entropy of the training "
+                                            "split's class frequencies, or the mean squared "
+                                            "error of its mean"),
+    }),
+    kinds={**TRAINING_KINDS,
+           "final": (*TRAINING_KINDS["final"], "baseline_test_accuracy", "baseline_test_loss")},
+)
 
 
 # --------------------------------------------------------------------------------------------

@@ -45,6 +45,8 @@ import subprocess
 import sys
 from typing import Any, Literal
 
+from models._validate import positive_int
+
 from .. import roofline
 from ..programs import (
     COMPLEX_BYTES,
@@ -56,12 +58,12 @@ from ..programs import (
     layer_program,
     measured_models,
     paper_size,
-    positive,
     resolved_algorithm,
     resolved_d_state,
     state_count,
     without_paper_size,
 )
+from ._schema import ENVIRONMENT, Column, Schema, merged
 from ._study import Study
 
 Isolate = Literal["auto", "process", "none"]
@@ -172,11 +174,11 @@ class MemoryConfig:
                 f"{self.seq_lens!r}."
             )
         for v in (*self.seq_lens, *self.batches):
-            positive("memory.seq_lens/batches entry", v)
+            positive_int("memory.seq_lens/batches entry", v)
         if not self.batches:
             raise ValueError("memory.batches must not be empty.")
-        positive("memory.matched_params", self.matched_params)
-        positive("memory.budget_bytes", self.budget_bytes)
+        positive_int("memory.matched_params", self.matched_params)
+        positive_int("memory.budget_bytes", self.budget_bytes)
         if not (isinstance(self.linear_tolerance, (int, float)) and 0 < self.linear_tolerance < 1):
             raise ValueError(
                 f"memory.linear_tolerance must lie in (0, 1), got {self.linear_tolerance!r}."
@@ -427,21 +429,80 @@ def _fit_row(spec: MemoryRun, base: dict, points: list[dict], environment: dict)
     }
 
 
-# Columns of every ``kind="point"`` row and of the ``kind="fit"`` row (tests check them).
-POINT_COLUMNS: tuple[str, ...] = (
-    "kind", "model", "size", "mode", "batch", "d_model", "d_state", "dtype", "isolated",
-    "seq_len", "algorithm", "states", "argument_bytes", "output_bytes", "temp_bytes",
-    "alias_bytes", "generated_code_bytes", "total_bytes", "device_peak_bytes",
-    "process_peak_bytes", "tokens", "total_bytes_per_token", "state_activation_bytes",
-    "temp_over_state", "allocator", "glibc_tunables", "xla_flags", "backend", "device_kind",
-)
-FIT_COLUMNS: tuple[str, ...] = (
-    "kind", "model", "size", "mode", "batch", "d_model", "d_state", "algorithm", "states",
-    "seq_len_min", "seq_len_max", "points", "bytes_per_step", "bytes_per_token",
-    "intercept_bytes", "r2", "max_rel_residual", "loglog_slope", "increment_spread",
-    "increment_growth", "linear", "superlinear", "linear_tolerance",
-    "temp_bytes_per_token", "temp_intercept_bytes", "temp_slope_over_state", "budget_bytes",
-    "largest_seq_len_in_budget",
+# The rows a run writes (module docstring): one per length, then the fit over the lengths.
+_BASE = ("model", "size", "mode", "batch", "d_model", "d_state", "dtype", "isolated")
+COLUMNS = Schema(
+    columns=merged({
+        "kind": Column(str, "the row kind: 'point' (one length) or 'fit' (over the lengths)"),
+        "model": Column(str, "the model, as named in the config (a registry name or an import "
+                             "path)"),
+        "size": Column(str, "'paper' or 'matched' (`harness.programs`)"),
+        "mode": Column(str, "'forward', 'forward_backward' or 'train' (one optimiser step)"),
+        "batch": Column(int, "B, sequences per call"),
+        "d_model": Column(int, "H, the layer width"),
+        "d_state": Column(int, "the layer's d_state (its own convention)"),
+        "dtype": Column(str, "the dtype of the computation"),
+        "isolated": Column(bool, "each length compiled and run in a fresh process"),
+        "seq_len": Column(int, "L, steps per sequence"),
+        "algorithm": Column(str, "the engine algorithm compiled; None for a layer not on the "
+                                 "engine", nullable=True),
+        "states": Column(int, "P, complex states of one step; None if the layer has no system "
+                              "or hidden states", nullable=True),
+        "argument_bytes": Column(int, "XLA's memory analysis: the inputs (parameters, "
+                                      "optimiser state, u, target)"),
+        "output_bytes": Column(int, "the outputs"),
+        "temp_bytes": Column(int, "the temporaries of the buffer assignment"),
+        "alias_bytes": Column(int, "outputs reusing a donated input's buffer"),
+        "generated_code_bytes": Column(int, "the generated code"),
+        "total_bytes": Column(int, "argument + output + temp - alias: the compiled working set"),
+        "device_peak_bytes": Column(int, "the device's peak bytes in one run (isolated, on an "
+                                         "accelerator); else None", nullable=True),
+        "process_peak_bytes": Column(int, "the process's resident high-water mark over one run "
+                                          "(isolated, on the CPU); else None", nullable=True),
+        "tokens": Column(int, "B L"),
+        "total_bytes_per_token": Column(float, "total_bytes / (B L)"),
+        "state_activation_bytes": Column(int, "B L P complex64 states, bytes; None without P",
+                                         nullable=True),
+        "temp_over_state": Column(float, "temp_bytes / state_activation_bytes; None without P",
+                                  nullable=True),
+        "seq_len_min": Column(int, "the shortest L fitted"),
+        "seq_len_max": Column(int, "the longest L fitted"),
+        "points": Column(int, "lengths fitted"),
+        "bytes_per_step": Column(float, "b of total_bytes = a + b L (least squares)"),
+        "bytes_per_token": Column(float, "b / B"),
+        "intercept_bytes": Column(float, "a, the fixed cost"),
+        "r2": Column(float, "the fit's coefficient of determination"),
+        "max_rel_residual": Column(float, "the largest relative residual of the fit"),
+        "loglog_slope": Column(float, "the log-log slope of total_bytes - a between the "
+                                      "shortest and longest L (1: linear)"),
+        "increment_spread": Column(float, "spread of the increments between consecutive "
+                                          "lengths, relative to b (0: a line)"),
+        "increment_growth": Column(float, "how much the increments rise with L, relative to b"),
+        "linear": Column(bool, "spread and |loglog_slope - 1| both within linear_tolerance"),
+        "superlinear": Column(bool, "the increments rise by more than linear_tolerance"),
+        "linear_tolerance": Column(float, "the tolerance of linear and superlinear"),
+        "temp_bytes_per_token": Column(float, "the slope of temp_bytes per token"),
+        "temp_intercept_bytes": Column(float, "the intercept of temp_bytes"),
+        "temp_slope_over_state": Column(float, "the temporaries' slope per step over one "
+                                               "step's (B, P) complex64 states; None without P",
+                                        nullable=True),
+        "budget_bytes": Column(int, "the memory budget of largest_seq_len_in_budget"),
+        "largest_seq_len_in_budget": Column(int, "floor((budget - a) / b): the longest L whose "
+                                                 "working set fits"),
+    }, ENVIRONMENT),
+    kinds={
+        "point": ("kind", *_BASE, "seq_len", "algorithm", "states", "argument_bytes",
+                  "output_bytes", "temp_bytes", "alias_bytes", "generated_code_bytes",
+                  "total_bytes", "device_peak_bytes", "process_peak_bytes", "tokens",
+                  "total_bytes_per_token", "state_activation_bytes", "temp_over_state",
+                  *ENVIRONMENT),
+        "fit": ("kind", *_BASE, "algorithm", "states", "seq_len_min", "seq_len_max", "points",
+                "bytes_per_step", "bytes_per_token", "intercept_bytes", "r2",
+                "max_rel_residual", "loglog_slope", "increment_spread", "increment_growth",
+                "linear", "superlinear", "linear_tolerance", "temp_bytes_per_token",
+                "temp_intercept_bytes", "temp_slope_over_state", "budget_bytes",
+                "largest_seq_len_in_budget", *ENVIRONMENT),
+    },
 )
 
 PRESETS = {

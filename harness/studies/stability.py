@@ -55,6 +55,7 @@ from models.network import NetworkConfig
 
 from .. import train as training
 from ..variants import build_options, check_variants, variant, variants
+from ._schema import TRAINING, TRAINING_KINDS, Column, Schema, merged
 from ._study import Diverged, Study, requires
 
 # The probe reads each layer's hidden states and its discrete system's eigenvalues.
@@ -64,6 +65,38 @@ skip_reason = requires(models.HIDDEN_STATES, models.DISCRETE_SYSTEM)
 def entering_variants() -> tuple[str, ...]:
     """Every registered variant whose model can enter the study, in the registry's order."""
     return tuple(k for k, v in variants().items() if skip_reason(models.info(v.model)) is None)
+
+
+# The rows a run writes (module docstring): the probe's, then a trained run's training rows.
+_NORM = "||h_t|| of the layer's forward states, over probe examples and valid steps"
+COLUMNS = Schema(
+    columns=merged(TRAINING, {
+        "layer": Column(int, "the block whose layer is measured, 1 nearest the input"),
+        "norm_mean": Column(float, f"mean of {_NORM}"),
+        "norm_std": Column(float, f"standard deviation of {_NORM}"),
+        "norm_min": Column(float, f"smallest {_NORM}"),
+        "norm_max": Column(float, f"largest {_NORM}"),
+        "norm_last": Column(float, "mean over probe examples of ||h_t|| at each example's last "
+                                   "valid step"),
+        "lam_min": Column(float, "smallest eigenvalue modulus |lambda| of the layer's system"),
+        "lam_median": Column(float, "median eigenvalue modulus |lambda|"),
+        "lam_max": Column(float, "largest eigenvalue modulus |lambda|"),
+        "grad_norm": Column(float, "norm of the probe loss's gradient w.r.t. the layer's "
+                                   "parameters (trained runs only)"),
+        "t": Column(int, "the step of the sequence (1 = after the first input)"),
+        "norm": Column(float, "mean ||h_t|| over the probe examples still valid at t"),
+        "examples": Column(int, "probe examples valid at t"),
+        "probe_loss": Column(float, "the probe batch's loss (training-mode BatchNorm)"),
+    }),
+    kinds={
+        "layer": ("kind", "step", "layer", "norm_mean", "norm_std", "norm_min", "norm_max",
+                  "norm_last", "lam_min", "lam_median", "lam_max"),
+        "profile": ("kind", "step", "layer", "t", "norm", "examples"),
+        "probe": ("kind", "step", "probe_loss"),
+        **TRAINING_KINDS,
+    },
+    optional={"layer": ("grad_norm",)},
+)
 
 # --------------------------------------------------------------------------------------------
 # The variants: every registered model's own configuration and its ablations (`harness.variants`)
@@ -160,7 +193,7 @@ class StabilityConfig:
             if not value or len(set(value)) != len(value):
                 raise ValueError(f"stability.{name} must be distinct and non-empty, got {value!r}.")
         for depth in self.depths:
-            _positive_int("stability.depths", depth)
+            _validate.positive_int("stability.depths", depth)
         stray = [d for d in self.train_depths if d not in self.depths]
         if stray or len(set(self.train_depths)) != len(self.train_depths):
             raise ValueError(
@@ -176,7 +209,7 @@ class StabilityConfig:
         _validate.non_negative_int("stability.heads", self.heads)
         for name in ("d_model", "d_state", "steps", "eval_every", "batch_size",
                      "probe_size", "profile_points"):
-            _positive_int(f"stability.{name}", getattr(self, name))
+            _validate.positive_int(f"stability.{name}", getattr(self, name))
         for name in ("lr", "recurrent_lr"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"stability.{name} must be positive, got {getattr(self, name)!r}.")
@@ -458,11 +491,6 @@ def programs(spec: StabilityRun) -> tuple[Any, ...]:
                                              spec.train.clip_norm is None)
     return (spec.task, spec.task_options, spec.network, train, spec.probe_size,
             spec.profile_points, spec.statistics)
-
-
-def _positive_int(where: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{where} must be a positive integer, got {value!r}.")
 
 
 PRESETS = {

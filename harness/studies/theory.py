@@ -54,8 +54,10 @@ import numpy as np
 
 import models
 from models import DiscreteSystem
+from models._validate import integer, non_negative_int, positive_int
 
 from ..variants import build_options, check_variants, variant, variants
+from ._schema import Column, Schema
 from ._study import Study, requires
 from .stability import time_grid
 
@@ -63,6 +65,57 @@ Check = Literal["white_noise", "equivalence"]
 
 # Samples per compiled batch: keeps the (batch, L, P) states of one batch near 128 MiB.
 _STATE_BUDGET = 2**24
+
+# The rows a run writes (module docstring): a white-noise run's profile and summary, an
+# equivalence run's trials. E||h_t||^2 is the state energy after t inputs.
+COLUMNS = Schema(
+    columns={
+        "kind": Column(str, "the row kind: 'profile', 'summary' (white noise), 'equivalence'"),
+        "variant": Column(str, "the layer variant (`harness.variants`)"),
+        "model": Column(str, "its registered model"),
+        "t": Column(int, "inputs seen (1 = after the first)"),
+        "group": Column(int, "the group of states sharing one modulus |lambda| (-1: all)"),
+        "group_size": Column(int, "states in the group"),
+        "modulus": Column(float, "the group's |lambda| (NaN for all states)"),
+        "measured": Column(float, "Monte Carlo mean of E||h_t||^2 over the white-noise samples"),
+        "measured_se": Column(float, "its standard error"),
+        "exact": Column(float, "E||h_t||^2 through hidden_states on unit impulses (no "
+                               "sampling error)"),
+        "predicted": Column(float, "the closed form of E||h_t||^2, from the discrete system"),
+        "state_size": Column(int, "P, the layer's states"),
+        "groups": Column(int, "groups of states sharing a modulus"),
+        "seq_len": Column(int, "L of the white-noise sequences"),
+        "samples": Column(int, "white-noise sequences of the Monte Carlo mean"),
+        "mc_worst_rel_dev": Column(float, "largest |measured - predicted| / predicted over t, "
+                                          "all states"),
+        "mc_worst_rel_dev_group": Column(float, "the same over t and groups"),
+        "mc_worst_z": Column(float, "largest |measured - predicted| in standard errors"),
+        "exact_worst_rel_dev": Column(float, "largest |exact - predicted| / predicted (round-off)"),
+        "stationary_total": Column(float, "the t -> infinity energy of all states"),
+        "stationary_group_min": Column(float, "the smallest group's t -> infinity energy"),
+        "stationary_group_max": Column(float, "the largest group's t -> infinity energy"),
+        "modulus_min": Column(float, "the smallest eigenvalue modulus |lambda|"),
+        "modulus_max": Column(float, "the largest eigenvalue modulus |lambda|"),
+        "trial": Column(int, "the random parameter draw"),
+        "max_abs_diff": Column(float, "largest |y - y_image| over steps and channels"),
+        "output_scale": Column(float, "largest |y| of the layer"),
+        "max_rel_diff": Column(float, "max_abs_diff / output_scale"),
+        "state_norm_max_abs_diff": Column(float, "largest difference of the state norms "
+                                                 "||h_t|| of the layer and its image"),
+        "state_norm_max_rel_diff": Column(float, "that over the layer's largest state norm"),
+    },
+    kinds={
+        "profile": ("variant", "model", "kind", "t", "group", "group_size", "modulus",
+                    "measured", "measured_se", "exact", "predicted"),
+        "summary": ("variant", "model", "kind", "state_size", "groups", "seq_len", "samples",
+                    "mc_worst_rel_dev", "mc_worst_rel_dev_group", "mc_worst_z",
+                    "exact_worst_rel_dev", "stationary_total", "stationary_group_min",
+                    "stationary_group_max", "modulus_min", "modulus_max"),
+        "equivalence": ("variant", "model", "kind", "trial", "max_abs_diff", "output_scale",
+                        "max_rel_diff", "state_norm_max_abs_diff", "state_norm_max_rel_diff",
+                        "modulus_max"),
+    },
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,15 +169,9 @@ class TheoryConfig:
                 (*_NEEDED, models.EQUIVALENCE),
             )
         for name in ("d_model", "d_state", "seq_len", "samples", "trials"):
-            _positive_int(f"theory.{name}", getattr(self, name))
-        if isinstance(self.heads, bool) or not isinstance(self.heads, int) or self.heads < 0:
-            raise ValueError(f"theory.heads must be an integer >= 0, got {self.heads!r}.")
-        if isinstance(self.time_points, bool) or not (
-            isinstance(self.time_points, int) and self.time_points >= 2
-        ):
-            raise ValueError(
-                f"theory.time_points must be an integer >= 2, got {self.time_points!r}."
-            )
+            positive_int(f"theory.{name}", getattr(self, name))
+        non_negative_int("theory.heads", self.heads)
+        integer("theory.time_points", self.time_points, low=2)
         if not self.perturb >= 0:
             raise ValueError(f"theory.perturb must be >= 0, got {self.perturb!r}.")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
@@ -477,11 +524,6 @@ def equivalence(spec: TheoryRun) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def _positive_int(where: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{where} must be a positive integer, got {value!r}.")
 
 
 PRESETS = {

@@ -46,6 +46,7 @@ import time
 from typing import Any, Literal
 
 import models
+from models._validate import non_negative_int, positive_int
 
 from .. import roofline
 from ..programs import (
@@ -57,13 +58,13 @@ from ..programs import (
     layer_program,
     measured_models,
     paper_size,
-    positive,
     resolved_algorithm,
     resolved_d_state,
     state_count,
     system_shape,
     without_paper_size,
 )
+from ._schema import ENVIRONMENT, Column, Schema, merged
 from ._study import Study
 
 Scope = Literal["layer", "network", "step"]
@@ -135,18 +136,12 @@ class ThroughputConfig:
             if not values:
                 raise ValueError(f"throughput.{name} must not be empty.")
             for v in values:
-                positive(f"throughput.{name} entry", v)
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or (
-            self.max_tokens < 0
-        ):
-            raise ValueError(
-                f"throughput.max_tokens must be an integer >= 0, got {self.max_tokens!r}."
-            )
+                positive_int(f"throughput.{name} entry", v)
+        non_negative_int("throughput.max_tokens", self.max_tokens)
         for name in ("matched_params", "depth", "repeats", "peak_matmul_size", "peak_stream_mib",
                      "peak_repeats"):
-            positive(f"throughput.{name}", getattr(self, name))
-        if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 0:
-            raise ValueError(f"throughput.warmup must be an integer >= 0, got {self.warmup!r}.")
+            positive_int(f"throughput.{name}", getattr(self, name))
+        non_negative_int("throughput.warmup", self.warmup)
         if "step" in self.scopes:
             from . import accuracy
 
@@ -709,16 +704,114 @@ def run(spec: ThroughputRun | StepRun) -> list[dict[str, Any]]:
     }]
 
 
-# The columns every row has (tests check them; the report reads them).
-COLUMNS: tuple[str, ...] = (
+# The row a run writes, by scope: a layer's or the network's timing (the layer's also with
+# XLA's memory analysis of its program), or a study's training step timed in parts.
+_TIME = "of the timed calls, s (a timing)"
+_ROOFLINE: dict[str, Column] = {
+    "flops": Column(float, "our analytic count of the model FLOPs of one call "
+                           "(`harness.roofline`); None without a discrete system", nullable=True),
+    "bytes": Column(float, "our analytic count of its minimum memory traffic, bytes; None "
+                           "without a discrete system", nullable=True),
+    "count_source": Column(str, "what the count covers, or why there is none"),
+    "arithmetic_intensity": Column(float, "flops / bytes", nullable=True),
+    "peak_flops_per_s": Column(float, "the measured matmul peak, FLOP/s (the better of before "
+                                      "and after the timing)"),
+    "peak_bytes_per_s": Column(float, "the measured streaming peak, bytes/s"),
+    "peak_matmul_size": Column(int, "the side of the peak's square float32 matmul"),
+    "peak_stream_bytes": Column(int, "the size of the peak's streamed buffer, bytes"),
+    "bound_s": Column(float, "the roofline bound max(flops / peak FLOP/s, bytes / peak bytes/s)"
+                             ", s", nullable=True),
+    "bound_limiter": Column(str, "which peak sets the bound: 'compute' or 'memory'",
+                            nullable=True),
+    "roofline_fraction": Column(float, "bound_s / time_median_s (1: at the machine's limit)",
+                                nullable=True),
+    "achieved_flops_per_s": Column(float, "flops / time_median_s", nullable=True),
+    "achieved_bytes_per_s": Column(float, "bytes / time_median_s", nullable=True),
+}
+_TIMES = ("time_median_s", "time_min_s", "time_q25_s", "time_q75_s", "time_max_s",
+          "time_repeats")
+_COSTS = (*_ROOFLINE, "xla_flops", "xla_bytes", "xla_transcendentals")
+_LAYER_KIND = (
     "scope", "model", "size", "mode", "seq_len", "batch", "d_model", "d_state", "dtype",
     "algorithm", "states", "structure", "params", "lower_s", "compile_s", "compile_method",
-    "time_median_s", "time_min_s", "time_q25_s", "time_q75_s", "time_max_s", "time_repeats",
-    "flops", "bytes", "count_source", "arithmetic_intensity", "peak_flops_per_s",
-    "peak_bytes_per_s", "peak_matmul_size", "peak_stream_bytes", "bound_s", "bound_limiter",
-    "roofline_fraction", "achieved_flops_per_s", "achieved_bytes_per_s", "xla_flops",
-    "xla_bytes", "xla_transcendentals", "tokens_per_s", "tokens_per_s_best", "allocator",
-    "ld_preload", "glibc_tunables", "xla_flags", "backend", "device_kind",
+    *_TIMES, *_COSTS, "compiled_argument_bytes", "compiled_output_bytes", "compiled_temp_bytes",
+    "compiled_alias_bytes", "compiled_generated_code_bytes", "compiled_total_bytes",
+    "tokens_per_s", "tokens_per_s_best", *ENVIRONMENT,
+)
+_STEP_KIND = (
+    "scope", "model", "size", "mode", "dtype", "task", "study_preset", "depth", "d_model",
+    "d_state", "seq_len", "batch", "real_tokens_per_step", "padded_tokens_per_step",
+    "algorithm", "states", "structure", "params", "lower_s", "compile_s", "compile_method",
+    *_TIMES, *(f"{part}_median_s" for part in STEP_PARTS if part != "step"), "rest_median_s",
+    "run_estimate_s", "compile_share", *_COSTS, "real_tokens_per_s", "tokens_per_s",
+    "tokens_per_s_best", *ENVIRONMENT,
+)
+COLUMNS = Schema(
+    columns=merged({
+        "scope": Column(str, "what is timed: 'layer', 'network' or 'step'"),
+        "model": Column(str, "the model, as named in the config (a registry name or an import "
+                             "path)"),
+        "size": Column(str, "'paper' or 'matched' (`harness.programs`), 'study' for a step"),
+        "mode": Column(str, "'forward', 'forward_backward' or 'train' (one optimiser step)"),
+        "seq_len": Column(int, "L, steps per sequence"),
+        "batch": Column(int, "B, sequences per call"),
+        "d_model": Column(int, "H, the layer width"),
+        "d_state": Column(int, "the layer's d_state (its own convention)"),
+        "dtype": Column(str, "the dtype of the computation"),
+        "algorithm": Column(str, "the engine algorithm that ran; None for a layer not on the "
+                                 "engine", nullable=True),
+        "states": Column(int, "P, complex states of one step; None if the layer has no system "
+                              "or hidden states", nullable=True),
+        "structure": Column(str, "the discrete system's structure; None without one",
+                            nullable=True),
+        "params": Column(int, "trained real numbers of what is timed"),
+        "lower_s": Column(float, "time to lower the program, s (a timing; None when compiled "
+                                 "by its first call)", nullable=True),
+        "compile_s": Column(float, "time to compile, s (a timing)"),
+        "compile_method": Column(str, "'aot' (lowered and compiled ahead of time) or "
+                                      "'first_call' (first call minus the median call)"),
+        "time_median_s": Column(float, f"median {_TIME}"),
+        "time_min_s": Column(float, f"fastest {_TIME}"),
+        "time_q25_s": Column(float, f"first quartile {_TIME}"),
+        "time_q75_s": Column(float, f"third quartile {_TIME}"),
+        "time_max_s": Column(float, f"slowest {_TIME}"),
+        "time_repeats": Column(int, "timed calls"),
+        **_ROOFLINE,
+        "xla_flops": Column(float, "XLA's cost analysis: FLOPs (a while loop's body counted "
+                                   "once); None where XLA gives none", nullable=True),
+        "xla_bytes": Column(float, "XLA's cost analysis: bytes accessed", nullable=True),
+        "xla_transcendentals": Column(float, "XLA's cost analysis: transcendentals",
+                                      nullable=True),
+        "compiled_argument_bytes": Column(int, "XLA's memory analysis of the program: inputs"),
+        "compiled_output_bytes": Column(int, "its outputs"),
+        "compiled_temp_bytes": Column(int, "its temporaries"),
+        "compiled_alias_bytes": Column(int, "its outputs reusing a donated input's buffer"),
+        "compiled_generated_code_bytes": Column(int, "its generated code"),
+        "compiled_total_bytes": Column(int, "argument + output + temp - alias"),
+        "tokens_per_s": Column(float, "B L / time_median_s (a step: real tokens)"),
+        "tokens_per_s_best": Column(float, "B L / time_min_s (a step: real tokens)"),
+        "task": Column(str, "the accuracy study's task whose step is timed"),
+        "study_preset": Column(str, "the accuracy study's preset whose shapes are timed"),
+        "depth": Column(int, "blocks of the network"),
+        "real_tokens_per_step": Column(float, "unpadded tokens of a training batch (mean over "
+                                              "the batches timed)"),
+        "padded_tokens_per_step": Column(float, "tokens of a batch as computed, cut to its "
+                                                "length bucket (mean over the batches timed)"),
+        **{f"{part}_median_s": Column(float, f"median time of the step's part '{part}', s "
+                                             "(`TrainingStep`; a timing)")
+           for part in STEP_PARTS if part != "step"},
+        "rest_median_s": Column(float, "the step's median minus its layers and optimiser, s"),
+        "run_estimate_s": Column(float, "the run's estimated wall time: steps x (step + host) "
+                                        "+ evaluations + compile, s"),
+        "compile_share": Column(float, "the compile time's share of run_estimate_s"),
+        "real_tokens_per_s": Column(float, "real_tokens_per_step / time_median_s"),
+    }, ENVIRONMENT),
+    kinds={
+        "layer": _LAYER_KIND,
+        "network": tuple(c for c in _LAYER_KIND if not c.startswith("compiled_")),
+        "step": _STEP_KIND,
+    },
+    by="scope",
 )
 
 PRESETS = {

@@ -1,11 +1,13 @@
-"""The layers as Flax linen modules: a generic one, and drop-ins for the published codebases.
+"""The layers as Flax linen modules (a generic one, and drop-ins for the published codebases),
+and a user's linen module as a layer of ours.
 
-A module here holds parameters and nothing else: on each call it rebuilds the Equinox layer from
-them (`from_flax_params`, slices and a `tree_unflatten`) and calls it, so the maths, the engine
-algorithms and the native CPU kernels are the Equinox layer's, and a jitted call compiles to the
-same program (benchmarks/bench_flax.py measures it). Initialisation draws the Equinox layer once
-(`models.from_config`) from the first parameter's key and declares every array from that one
-draw, so correlated fields (LRU's normaliser, computed from its eigenvalues) stay consistent.
+A linen module here holds parameters and nothing else: on each call it rebuilds the Equinox
+layer from them (`from_flax_params`, slices and a `tree_unflatten`) and calls it, so the maths,
+the engine algorithms and the native CPU kernels are the Equinox layer's, and a jitted call
+compiles to the same program (benchmarks/bench_flax.py measures it). Initialisation draws the
+Equinox layer once (`models.from_config`) from the first parameter's key and declares every
+array from that one draw, so correlated fields (LRU's normaliser, computed from its
+eigenvalues) stay consistent.
 
 - `Layer`: any registered model, parameters named as the Equinox layer's fields.
 - `LRU`: minimal-LRU's ``LRU(d_hidden, d_model, r_min, r_max, max_phase)``.
@@ -16,6 +18,9 @@ draw, so correlated fields (LRU's normaliser, computed from its eigenvalues) sta
 Each maps one sequence ``(L, H) -> (L, H)``; batch with ``nn.vmap`` as the published code does
 (``variable_axes={"params": None}, split_rngs={"params": False}``). Parameter names and shapes:
 the mapping table in `models.flax._convert`.
+
+`FromLinen` goes the other way: an Equinox layer around a user's own linen module, so that the
+module registers (`models.register`) and enters the studies as any outside layer does.
 """
 
 from __future__ import annotations
@@ -26,11 +31,12 @@ from typing import Any
 
 import equinox as eqx
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 from flax.core import FrozenDict
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 import models
 from models import s5 as _s5
@@ -117,6 +123,77 @@ class Layer(nn.Module):
         names = tuple(field_shapes(self.model, config))
         params = _declare(self, draw, names)
         return _call(self.model, config, params, "ours", u)
+
+
+class FromLinen(eqx.Module):
+    """A user's linen module as an Equinox layer: the module (static) and its params (the
+    trained arrays); a call is ``module.apply({"params": params}, u)``.
+
+    What makes a linen module a model of the harness: register a factory that returns one,
+
+        @models.register("mine", MineConfig, label="Mine", capabilities={models.RECURRENT_MASK})
+        def mine(config, *, key):
+            return FromLinen(Mine(config.d_model, config.d_state), config.d_model, key=key,
+                             recurrent=("decay",))
+
+    and name it by import path (``model=my_module:mine``) as any outside layer. It offers a
+    recurrent mask (the capability the accuracy study reads) and no hidden states or discrete
+    system, which a linen module does not expose in one agreed form.
+
+    Arguments:
+        module: a linen module mapping one sequence ``(L, H) -> (L, H)``.
+        d_model: H; ``module.init`` traces an input ``(1, H)``, so its params must not depend
+            on L.
+        key: the key of ``module.init``.
+        recurrent: the params in the recurrent optimiser group (their own learning rate, no
+            weight decay): paths in the params tree joined by ``/`` (``"decay"``,
+            ``"Dense_0/kernel"``), or a prefix of them (``"Dense_0"``); ``()`` for none.
+    """
+
+    params: PyTree[Array]
+    module: nn.Module = eqx.field(static=True)
+    recurrent: tuple[str, ...] = eqx.field(static=True)
+
+    def __init__(
+        self, module: nn.Module, d_model: int, *, key: PRNGKeyArray,
+        recurrent: tuple[str, ...] = (),
+    ):
+        if not isinstance(module, nn.Module):
+            raise TypeError(f"FromLinen takes a flax.linen Module, got {type(module).__name__}.")
+        self.params = module.init(key, jnp.zeros((1, d_model), jnp.float32))["params"]
+        self.module = module
+        self.recurrent = tuple(recurrent)
+        paths = _param_paths(self.params)
+        unknown = [r for r in self.recurrent if not any(_under(p, r) for p in paths)]
+        if unknown:
+            raise ValueError(
+                f"FromLinen: recurrent={unknown} names no parameter of "
+                f"{type(module).__name__}; accepted: {paths} (or a prefix of one)."
+            )
+
+    def __call__(self, u: Float[Array, "L H"]) -> Float[Array, "L H"]:
+        return self.module.apply({"params": self.params}, u)
+
+    def recurrent_mask(self) -> "FromLinen":
+        """The layer's tree with True on the params that ``recurrent`` names."""
+        marked = jax.tree_util.tree_map_with_path(
+            lambda path, _: any(_under(_joined(path), r) for r in self.recurrent), self.params
+        )
+        mask = jax.tree.map(lambda _: False, self)
+        return eqx.tree_at(lambda m: m.params, mask, marked)
+
+
+def _joined(path: tuple[Any, ...]) -> str:
+    """A params-tree path as ``"Dense_0/kernel"``."""
+    return "/".join(str(getattr(k, "key", k)) for k in path)
+
+
+def _param_paths(params: PyTree[Array]) -> list[str]:
+    return [_joined(path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
+
+
+def _under(path: str, name: str) -> bool:
+    return path == name or path.startswith(name + "/")
 
 
 def _open_ring(r_max: float) -> float:
