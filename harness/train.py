@@ -50,6 +50,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float, Int
 
+from models import _validate
 from models.network import Network, NetworkConfig, count_parameters, recurrent_mask
 from tasks._base import Split, Task, TaskInfo
 
@@ -91,14 +92,10 @@ class TrainConfig:
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "eval_every", "eval_batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"TrainConfig.{name} must be a positive integer, got {value!r}.")
+            _validate.positive_int(f"TrainConfig.{name}", getattr(self, name))
         for name, low in (("lr", 0.0), ("recurrent_lr", 0.0), ("weight_decay", 0.0)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                math.isfinite(value) and value >= low
-            ):
+            if not _validate.is_number(value) or not (math.isfinite(value) and value >= low):
                 raise ValueError(
                     f"TrainConfig.{name} must be a finite number >= {low}, got {value!r}."
                 )
