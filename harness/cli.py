@@ -173,7 +173,8 @@ def _executor_arguments(p: argparse.ArgumentParser) -> None:
                    help="where runs execute: this process (local), N worker processes on this "
                         "machine (processes), or a Ray cluster (ray)")
     p.add_argument("--workers", type=int, default=2,
-                   help="worker processes of --executor processes (default 2)")
+                   help="worker processes of --executor processes, and of the report's "
+                        "figure drawing (default 2)")
     p.add_argument("--ray-address", default=None)
 
 
@@ -367,6 +368,7 @@ def _cmd_report(args) -> int:
     try:
         # Before any study runs: a bad --out would otherwise be found after hours of runs.
         out = _writers.check_out_dir(args.out)
+        _writers.FigureWriters.check_workers(args.workers)
     except ValueError as e:
         raise UsageError(str(e)) from None
     if args.run:
@@ -389,7 +391,7 @@ def _cmd_report(args) -> int:
     store = Store(args.store, create=False, readonly=True)
     store.check()
     try:
-        render(store, out)
+        render(store, out, workers=args.workers)
     except (ReportError, ValueError) as e:  # e.g. --out holds files it did not write
         raise UsageError(str(e)) from None
     except OSError as e:  # a full disk or a permission change while writing

@@ -81,7 +81,8 @@ class _Section:
     problem: str | None = None  # why the section could not be produced at all
 
 
-def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> list[Path]:
+def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+           workers: int = 1) -> list[Path]:
     """Write the whole report for ``store`` into ``out_dir``, replacing what was there.
 
     Arguments:
@@ -89,6 +90,7 @@ def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str
         out_dir: the report folder (``reports``). If it exists it must be a folder this function
             wrote before (it holds the marker file), be empty, or hold only the generated-folder
             note ``README.md`` of a fresh clone.
+        workers: processes drawing the figures (1: this process); the bytes are the same.
 
     Returns:
         The paths of the files written, sorted, under ``out_dir``.
@@ -113,7 +115,7 @@ def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str
             # The marker goes in first, so that a render killed half-way leaves a folder the
             # next render recognises as its own and removes.
             (tmp / MARKER).write_text("written by harness.report.render\n", encoding="utf-8")
-            files = _write(store, sections, tmp)
+            files = _write(store, sections, tmp, workers)
             _swap(tmp, out_dir)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -245,48 +247,55 @@ def _dedupe(sections: list[_Section]) -> list[_Section]:
 # Writing
 
 
-def _write(store: Store, sections: Sequence[_Section], root: Path) -> list[str]:
-    """Write every artifact, the index, provenance.json and the README under ``root``."""
+def _write(store: Store, sections: Sequence[_Section], root: Path, workers: int = 1
+           ) -> list[str]:
+    """Write every artifact, the index, provenance.json and the README under ``root``;
+    figures in ``workers`` processes (`_writers.FigureWriters`)."""
     (root / "tables").mkdir()
     (root / "figures").mkdir()
     written: dict[str, list[str]] = {}  # artifact name -> relative paths
     failures: dict[str, str] = {}
     records: dict[str, dict[str, Any]] = {}
-    for section in sections:
-        for artifact in section.artifacts:
-            record: dict[str, Any] = {
-                "section": section.key,
-                "kind": type(artifact).__name__.lower(),
-                "title": artifact.title,
-            }
-            if isinstance(artifact, Missing):
-                record["reason"] = artifact.reason
-                records[artifact.name] = record
-                continue
-            if isinstance(artifact, Finding):
-                record["lines"] = list(artifact.lines)
+    with _writers.FigureWriters(workers) as writers:
+        # Every figure is sent away first; the tables are written meanwhile, in order.
+        figures = {artifact.name: writers.submit(artifact, root / "figures")
+                   for section in sections for artifact in section.artifacts
+                   if isinstance(artifact, Figure)}
+        for section in sections:
+            for artifact in section.artifacts:
+                record: dict[str, Any] = {
+                    "section": section.key,
+                    "kind": type(artifact).__name__.lower(),
+                    "title": artifact.title,
+                }
+                if isinstance(artifact, Missing):
+                    record["reason"] = artifact.reason
+                    records[artifact.name] = record
+                    continue
+                if isinstance(artifact, Finding):
+                    record["lines"] = list(artifact.lines)
+                    record["provenance"] = _artifact_provenance(store, section, artifact)
+                    records[artifact.name] = record
+                    continue
+                try:
+                    if isinstance(artifact, Table):
+                        paths = _writers.write_table(artifact, root / "tables")
+                    else:
+                        paths = figures[artifact.name]()
+                except Exception as e:  # stated in the index as not produced
+                    log.exception("writing %s", artifact.name)
+                    failures[artifact.name] = f"writing it failed: {type(e).__name__}: {e}"
+                    for stale in root.glob(f"*/{artifact.name}.*"):
+                        stale.unlink()
+                    record["reason"] = failures[artifact.name]
+                    records[artifact.name] = record
+                    continue
+                rel = [p.relative_to(root).as_posix() for p in paths]
+                written[artifact.name] = rel
+                record["caption"] = artifact.caption
+                record["files"] = {r: _sha256(root / r) for r in rel}
                 record["provenance"] = _artifact_provenance(store, section, artifact)
                 records[artifact.name] = record
-                continue
-            try:
-                if isinstance(artifact, Table):
-                    paths = _writers.write_table(artifact, root / "tables")
-                else:
-                    paths = _writers.write_figure(artifact, root / "figures")
-            except Exception as e:  # stated in the index as not produced
-                log.exception("writing %s", artifact.name)
-                failures[artifact.name] = f"writing it failed: {type(e).__name__}: {e}"
-                for stale in root.glob(f"*/{artifact.name}.*"):
-                    stale.unlink()
-                record["reason"] = failures[artifact.name]
-                records[artifact.name] = record
-                continue
-            rel = [p.relative_to(root).as_posix() for p in paths]
-            written[artifact.name] = rel
-            record["caption"] = artifact.caption
-            record["files"] = {r: _sha256(root / r) for r in rel}
-            record["provenance"] = _artifact_provenance(store, section, artifact)
-            records[artifact.name] = record
     (root / "index.md").write_text(
         _index(store, sections, written, failures), encoding="utf-8", newline="\n"
     )
