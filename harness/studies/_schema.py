@@ -134,6 +134,22 @@ def merged(*parts: Mapping[str, Column]) -> dict[str, Column]:
 
 
 # --------------------------------------------------------------------------------------------
+# A measured layer program's configuration (`harness.programs`), shared by the throughput and
+# memory studies
+
+PROGRAM: dict[str, Column] = {
+    "model": Column(str, "the model, as named in the config (a registry name or an import "
+                         "path)"),
+    "mode": Column(str, "'forward', 'forward_backward' or 'train' (one optimiser step)"),
+    "seq_len": Column(int, "L, steps per sequence"),
+    "batch": Column(int, "B, sequences per call"),
+    "d_model": Column(int, "H, the layer width"),
+    "d_state": Column(int, "the layer's d_state (its own convention)"),
+    "dtype": Column(str, "the dtype of the computation"),
+}
+
+
+# --------------------------------------------------------------------------------------------
 # The training rows (`harness.train.train`), shared by the studies that train
 
 TRAINING: dict[str, Column] = {

@@ -63,7 +63,7 @@ from ..programs import (
     state_count,
     without_paper_size,
 )
-from ._schema import ENVIRONMENT, Column, Schema, merged
+from ._schema import ENVIRONMENT, PROGRAM, Column, Schema, merged
 from ._study import Study
 
 Isolate = Literal["auto", "process", "none"]
@@ -432,18 +432,10 @@ def _fit_row(spec: MemoryRun, base: dict, points: list[dict], environment: dict)
 # The rows a run writes (module docstring): one per length, then the fit over the lengths.
 _BASE = ("model", "size", "mode", "batch", "d_model", "d_state", "dtype", "isolated")
 COLUMNS = Schema(
-    columns=merged({
+    columns=merged(PROGRAM, {
         "kind": Column(str, "the row kind: 'point' (one length) or 'fit' (over the lengths)"),
-        "model": Column(str, "the model, as named in the config (a registry name or an import "
-                             "path)"),
         "size": Column(str, "'paper' or 'matched' (`harness.programs`)"),
-        "mode": Column(str, "'forward', 'forward_backward' or 'train' (one optimiser step)"),
-        "batch": Column(int, "B, sequences per call"),
-        "d_model": Column(int, "H, the layer width"),
-        "d_state": Column(int, "the layer's d_state (its own convention)"),
-        "dtype": Column(str, "the dtype of the computation"),
         "isolated": Column(bool, "each length compiled and run in a fresh process"),
-        "seq_len": Column(int, "L, steps per sequence"),
         "algorithm": Column(str, "the engine algorithm compiled; None for a layer not on the "
                                  "engine", nullable=True),
         "states": Column(int, "P, complex states of one step; None if the layer has no system "

@@ -64,7 +64,7 @@ from ..programs import (
     system_shape,
     without_paper_size,
 )
-from ._schema import ENVIRONMENT, Column, Schema, merged
+from ._schema import ENVIRONMENT, PROGRAM, Column, Schema, merged
 from ._study import Study
 
 Scope = Literal["layer", "network", "step"]
@@ -747,17 +747,9 @@ _STEP_KIND = (
     "tokens_per_s_best", *ENVIRONMENT,
 )
 COLUMNS = Schema(
-    columns=merged({
+    columns=merged(PROGRAM, {
         "scope": Column(str, "what is timed: 'layer', 'network' or 'step'"),
-        "model": Column(str, "the model, as named in the config (a registry name or an import "
-                             "path)"),
         "size": Column(str, "'paper' or 'matched' (`harness.programs`), 'study' for a step"),
-        "mode": Column(str, "'forward', 'forward_backward' or 'train' (one optimiser step)"),
-        "seq_len": Column(int, "L, steps per sequence"),
-        "batch": Column(int, "B, sequences per call"),
-        "d_model": Column(int, "H, the layer width"),
-        "d_state": Column(int, "the layer's d_state (its own convention)"),
-        "dtype": Column(str, "the dtype of the computation"),
         "algorithm": Column(str, "the engine algorithm that ran; None for a layer not on the "
                                  "engine", nullable=True),
         "states": Column(int, "P, complex states of one step; None if the layer has no system "
