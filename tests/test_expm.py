@@ -106,7 +106,8 @@ def test_gradient_equals_jax_expm_and_finite_differences(scale):
 
 
 def test_gradient_float32_follows_float64():
-    M = np.random.default_rng(4).standard_normal((4, 8, 8))
+    # The float64 gradient at this shape is compiled by the test above.
+    M = np.random.default_rng(4).standard_normal((3, 6, 6))
     got = grad(jnp.asarray(M, jnp.float32))
     with jax.enable_x64(True):
         expected = grad(jnp.asarray(M, jnp.float64))
@@ -129,7 +130,8 @@ def test_vmapped_gradient_with_their_own_scalings_equals_each_gradient():
     hand-written VJP freezes each matrix after its own s steps: the per-matrix gradients are
     those of each matrix alone, which pass through a different number of squarings."""
     rng = np.random.default_rng(6)
-    M = np.stack([skew(rng, (2, 5, 5), rho) / 2 for rho in (0.01, 3.0, 50.0)])
+    # Each matrix's batch (3, 6, 6): the shape whose gradients the tests above compiled.
+    M = np.stack([skew(rng, (3, 6, 6), rho) / 2 for rho in (0.01, 3.0, 50.0)])
     with jax.enable_x64(True):
         M = jnp.asarray(M, jnp.float64)
         got = jax.jit(jax.vmap(jax.grad(_loss(expm_skew))))(M)
@@ -151,9 +153,11 @@ def test_gradient_keeps_a_few_matrices_whatever_the_squarings():
 @pytest.mark.parametrize("bad", [np.inf, np.nan, 10.0 * THETA_7 * 2.0**MAX_SQUARINGS])
 def test_non_finite_or_absurd_input_gives_nan(bad):
     """Diverged parameters show as NaN rather than as a clamped, wrong rotation."""
-    S = np.zeros((2, 4, 4), np.float32)
+    # Compiled at the float32 shape test_matches_scipy compiled (the eager path runs in every
+    # eager RotRNN build and discrete_system of the other tests).
+    S = np.zeros((3, 8, 8), np.float32)
     S[1, 0, 1], S[1, 1, 0] = bad, -bad
-    assert np.isnan(np.asarray(expm_skew(jnp.asarray(S)))).all()
+    assert np.isnan(np.asarray(jax.jit(expm_skew)(jnp.asarray(S)))).all()
 
 
 # Under pytest the jaxtyping annotations are checked first (pyproject.toml), with their own

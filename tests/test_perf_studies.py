@@ -226,7 +226,10 @@ def test_every_registered_model_has_a_paper_size():
 
 def test_matched_size_hits_an_exact_count():
     # The default target is the LRU's count at H = 128, P = 128, so the search must return 128.
-    d_state = programs.matched_d_state("lru", 128, (), programs.DEFAULT_MATCHED_PARAMS)
+    # The search over d_state in [1, 256] (the default limit, 8192, validates 8192 configs,
+    # seconds under pytest's run-time type checks; the binary search is the same).
+    d_state = programs.matched_d_state("lru", 128, (), programs.DEFAULT_MATCHED_PARAMS,
+                                       limit=256)
     assert d_state == 128
     assert programs.parameter_count("lru", d_model=128, d_state=128, options=()) == (
         programs.DEFAULT_MATCHED_PARAMS

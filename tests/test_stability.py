@@ -22,15 +22,18 @@ from harness.runner import run_study
 from harness.store import Store
 from harness.studies import stability
 
-SMOKE = stability.PRESETS["smoke"]
+# The smoke preset at seed 2 rather than 0: all four of its training batches cut to one length
+# bucket (`harness.train.bucket_lengths`), so each run compiles its training step once (seed
+# 0's batches cut to two lengths, which compiled the step twice per run). Nothing checked here
+# depends on which seed it is.
+SMOKE = stability.STUDY.config("smoke", {"seeds": "(2,)"})
 F32 = tol(np.float32)
 
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     store = Store(tmp_path_factory.mktemp("stability") / "store.sqlite")
-    summary = run_study(stability.STUDY, stability.STUDY.config("smoke"), store=store,
-                        progress=False)
+    summary = run_study(stability.STUDY, SMOKE, store=store, progress=False)
     specs = {stability.STUDY.run_id(s): s for s in stability.grid(SMOKE)}
     return store, summary, specs
 
