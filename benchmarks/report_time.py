@@ -7,9 +7,8 @@ side), and the seconds JAX spent compiling in the runs that record it (the accur
 stability studies' training runs, ``compile_seconds``: XLA's backend compile, a load from the
 persistent cache included), with their share of those runs' seconds.
 
-A cold `make report` (empty store, empty ``.cache``) measures the set-up's share of compiling;
-run on the store of a second `make report`, the studies have nothing left to run and the
-script says so. The numbers are the store's: nothing is timed here.
+On the store of a cold `make report` (empty store, empty ``.cache``) this is the cold
+report's time and its compile share. The numbers are the store's: nothing is timed here.
 """
 
 from __future__ import annotations

@@ -412,13 +412,13 @@ class Stepper:
 @functools.cache
 def _flat_step(static_leaves: tuple, static_def: Any, dynamic_def: Any,
                optimiser: Optimiser) -> Callable[..., tuple]:
-    body = _train_step_body
+    """The jitted step of `Stepper` for one structure (cached: equal structures share it)."""
 
     def flat_train_step(leaves, batch, key):
         static = jax.tree.unflatten(static_def, static_leaves)
         network, state, opt_state = eqx.combine(jax.tree.unflatten(dynamic_def, leaves), static)
-        network, state, opt_state, loss, finite = body(network, state, opt_state, batch, key,
-                                                       optimiser)
+        network, state, opt_state, loss, finite = _train_step_body(
+            network, state, opt_state, batch, key, optimiser)
         return jax.tree.leaves(eqx.filter((network, state, opt_state), eqx.is_array)), loss, finite
 
     return jax.jit(flat_train_step)
