@@ -295,9 +295,9 @@ def _cmd_train(args) -> int:
     preset = request.get("preset", "cpu")
     _check_preset(preset)
     seed = _config.parse_value(request.get("seed", "0"), int, "train.seed")
-    # task.* and layer.* keys become a recipe for this one run; the rest are config keys.
-    extra = tuple((k, _config.parse_literal(v)) for k, v in items.items()
-                  if k.startswith(("task.", "layer.")))
+    # task.* and layer.* keys become a recipe for this one run (their text is parsed by the
+    # task's and the layer's config classes once the model is known); the rest are config keys.
+    extra = tuple((k, v) for k, v in items.items() if k.startswith(("task.", "layer.")))
     rest = {k: v for k, v in items.items() if not k.startswith(("task.", "layer."))}
     unknown = sorted(k for k in rest if k.partition(".")[0] not in ("network", "train"))
     if unknown:

@@ -55,13 +55,23 @@ def replace(config: T, overrides: Mapping[str, Any], *, what: str | None = None)
 
     Values may be typed already or strings (from the command line), which are parsed by the
     field's annotation. Keys with a dot address a nested config field (``"model.d_state"``).
+
+    A config class may declare option groups, ``OPTION_GROUPS = {"layer": ("layer_options",
+    "layer_config_class", ("d_model", "d_state"))}``: the value of field ``layer`` names a typed
+    config class (``cls.layer_config_class(layer)``) whose fields are kept as ``(name, value)``
+    pairs in ``layer_options``, except those the config sets itself (``d_model``, ``d_state``).
+    Both ``layer.r_min=0.5`` and ``layer_options=r_min=0.5`` are then parsed by that class's
+    annotations.
     """
     cls = type(config)
     what = what or cls.__name__
     hints = typing.get_type_hints(cls)
     names = field_names(cls)
+    groups = getattr(cls, "OPTION_GROUPS", {})
+    stores = {group[0]: head for head, group in groups.items()}
     direct: dict[str, Any] = {}
     nested: dict[str, dict[str, Any]] = {}
+    texts: dict[str, str] = {}
     for key, value in overrides.items():
         head, dot, rest = key.partition(".")
         if head not in names:
@@ -70,10 +80,40 @@ def replace(config: T, overrides: Mapping[str, Any], *, what: str | None = None)
             )
         if dot:
             nested.setdefault(head, {})[rest] = value
+        elif head in stores and isinstance(value, str):
+            texts[head] = value  # parsed below, once the group's class is known
         else:
             direct[head] = parse_value(value, hints[head], f"{what}.{head}")
+
+    def group_class(head: str) -> type:
+        current = direct.get(head, getattr(config, head))
+        try:
+            return getattr(cls, groups[head][1])(current)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ConfigError(f"{what}.{head}={current!r}: {e}") from None
+
+    for store, text in texts.items():
+        pairs: dict[str, str] = {}
+        for item in _split_list(text):
+            name, sep, value = item.partition("=")
+            if not sep or not name.strip():
+                raise ConfigError(f"{what}.{store}: {item!r} is not of the form name=value.")
+            pairs[name.strip()] = value.strip()
+        head = stores[store]
+        parsed = parse_fields(group_class(head), pairs, f"{what}.{head}", reserved=groups[head][2])
+        direct[store] = tuple(sorted(parsed.items()))
     for head, sub in nested.items():
         current = direct.get(head, getattr(config, head))
+        if head in groups:
+            # ``layer.r_min=0.5``: a field of the typed config that ``head``'s value names,
+            # parsed by that field's annotation and kept in the options field it belongs to.
+            store = groups[head][0]
+            parsed = parse_fields(group_class(head), sub, f"{what}.{head}",
+                                  reserved=groups[head][2])
+            merged = dict(direct.get(store, getattr(config, store)))
+            merged.update(parsed)
+            direct[store] = tuple(sorted(merged.items()))
+            continue
         if not dataclasses.is_dataclass(current):
             raise ConfigError(f"{what}.{head} is not a nested config; cannot set {sorted(sub)}.")
         direct[head] = replace(current, sub, what=f"{what}.{head}")
@@ -81,6 +121,35 @@ def replace(config: T, overrides: Mapping[str, Any], *, what: str | None = None)
         return dataclasses.replace(config, **direct)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"Invalid {what}: {e}") from None
+
+
+def parse_fields(
+    cls: type, values: Mapping[str, Any], where: str, *, reserved: Iterable[str] = ()
+) -> dict[str, Any]:
+    """``values`` as fields of the config class ``cls``: text parsed by each field's annotation.
+
+    An unknown name is an error listing the accepted ones, as is a name in ``reserved`` (a
+    field the enclosing config sets, such as a layer's ``d_state``). Values that are not text
+    are kept as given: they are typed already, and the class validates them when built.
+    """
+    hints = typing.get_type_hints(cls)
+    owned = set(reserved)
+    accepted = [n for n in field_names(cls) if n not in owned]
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        if name in owned:
+            raise ConfigError(
+                f"{where}.{name} is set by the enclosing config (its own key {name!r}), not "
+                f"here; accepted keys: {', '.join(sorted(accepted))}."
+            )
+        if name not in accepted:
+            raise ConfigError(
+                f"Unknown key {name!r} for {where} ({cls.__name__}); accepted keys: "
+                f"{', '.join(sorted(accepted))}."
+            )
+        out[name] = parse_value(value, hints[name], f"{where}.{name}") if isinstance(
+            value, str) else value
+    return out
 
 
 def parse_value(value: Any, annotation: Any, where: str) -> Any:

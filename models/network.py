@@ -34,7 +34,7 @@ arguments (input kind, vocabulary size or feature dimension, classes, target, pa
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import equinox as eqx
 import jax
@@ -44,7 +44,7 @@ from jaxtyping import Array, Complex, Float, Int, PRNGKeyArray, PyTree
 
 from . import _validate
 from ._base import AbstractRecurrentLayer
-from ._registry import from_config, make_config, names, resolve
+from ._registry import config_class, from_config, make_config, names, resolve
 
 Norm = Literal["batch", "layer"]
 Activation = Literal["gelu", "glu", "half_glu"]
@@ -104,6 +104,12 @@ class NetworkConfig:
         pooling: ``"mean"`` over valid steps or the ``"last"`` valid step.
     """
 
+    # Dotted keys under ``layer.`` are the layer config's own fields (``layer.r_min=0.5``):
+    # `harness.config.replace` parses them by that class's annotations into ``layer_options``.
+    OPTION_GROUPS: ClassVar[dict[str, tuple[str, str, tuple[str, ...]]]] = {
+        "layer": ("layer_options", "layer_config_class", ("d_model", "d_state"))
+    }
+
     layer: str = "lru"
     layer_options: tuple[tuple[str, Any], ...] = ()
     depth: int = 2
@@ -135,6 +141,11 @@ class NetworkConfig:
             raise ValueError("NetworkConfig.dropout=1.0 drops everything; use a rate in [0, 1).")
         # Unknown or invalid layer options fail here, at construction, naming what is accepted.
         self.layer_config()
+
+    @staticmethod
+    def layer_config_class(layer: str) -> type:
+        """The config class of ``layer`` (a registry key or an outside layer's import path)."""
+        return config_class(layer)
 
     def layer_config(self) -> Any:
         """The layer's validated config (its class from the registry)."""

@@ -51,10 +51,14 @@ def test_recipes_apply_to_their_model_and_task_only():
 
 def test_bad_settings_fail_at_grid_time_with_what_is_accepted():
     base = A.STUDY.config("smoke", {"models": "lru", "tasks": "mqar"})
-    with pytest.raises(C.ConfigError, match=r"Unknown option\(s\) \['nope'\] for model 'lru'"):
+    with pytest.raises(C.ConfigError, match=r"Unknown key 'nope' for accuracy run \(lru, mqar\) "
+                                            r"layer \(LRUConfig\); accepted keys: algorithm"):
         A.grid(dataclasses.replace(base, recipes=(A.Recipe(overrides=(("layer.nope", 1),)),)))
-    with pytest.raises(C.ConfigError, match=r"accuracy run \(lru, mqar\).*Unknown option"):
+    with pytest.raises(C.ConfigError, match=r"Unknown key 'nope' for accuracy run \(lru, mqar\) "
+                                            r"task"):
         A.grid(dataclasses.replace(base, recipes=(A.Recipe(overrides=(("task.nope", 1),)),)))
+    with pytest.raises(C.ConfigError, match=r"layer.r_min='low' is not a number"):
+        A.grid(dataclasses.replace(base, recipes=(A.Recipe(overrides=(("layer.r_min", "low"),)),)))
     with pytest.raises(C.ConfigError, match="Unknown key 'colour'"):
         A.grid(dataclasses.replace(base, recipes=(A.Recipe(overrides=(("train.colour", 1),)),)))
     with pytest.raises(ValueError, match="must be \\(key, value\\) with a key starting with"):

@@ -53,7 +53,10 @@ def test_list_names_every_model_task_and_study(capsys):
         (["train", "model=lru", "colour=red"], "Unknown key(s) ['colour'] for train"),
         (["train", "model=gru"], "Unknown models ['gru']"),
         (["train", "seed=x"], "train.seed='x' is not an integer"),
-        (["train", "layer.nope=1"], "Unknown option(s) ['nope'] for model"),
+        (["train", "layer.nope=1"], "Unknown key 'nope' for accuracy run (rotrnn, digits) layer"),
+        (["train", "model=rotrnn", "layer.heads=two"], "layer.heads='two' is not an integer"),
+        (["study", "accuracy", "network.layer.r_min=x"],
+         "network.layer.r_min='x' is not a number"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
     ],
 )

@@ -84,3 +84,41 @@ def test_flatten_and_hash_are_stable_identities():
     # of hashing would silently orphan every stored result. It is sha256 of the compact JSON
     # '[{"a":1}]', first 16 hex digits (hashlib.sha256(b'[{"a":1}]').hexdigest()[:16]).
     assert C.config_hash({"a": 1}) == "b713f6d2a989e907"
+
+
+def test_layer_options_are_parsed_by_the_layer_config_class():
+    """``network.layer.<field>`` and ``network.layer_options=`` go through the layer's class."""
+    from models.network import NetworkConfig
+
+    base = NetworkConfig(layer="lru")
+    out = C.replace(base, {"layer.r_min": "0.5", "layer.bidirectional": "yes"})
+    assert out.layer_options == (("bidirectional", True), ("r_min", 0.5))
+    assert C.replace(out, {"layer.max_phase": "3"}).layer_options == (
+        ("bidirectional", True), ("max_phase", 3.0), ("r_min", 0.5))  # merged; 3 -> 3.0
+    assert C.replace(base, {"layer_options": "r_min=0.5,bidirectional=on"}) == out
+    # The class is the layer named in the same overrides, not the one replaced.
+    rot = C.replace(base, {"layer": "rotrnn", "layer.heads": "4"})
+    assert rot.layer == "rotrnn" and rot.layer_options == (("heads", 4),)
+    # The same typed values hash the same, however they were written.
+    typed = NetworkConfig(layer="lru", layer_options=(("r_min", 0.5), ("bidirectional", True)))
+    assert C.config_hash(out) == C.config_hash(typed)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"layer.r_min": "low"}, r"NetworkConfig.layer.r_min='low' is not a number"),
+        ({"layer.bidirectional": "maybe"}, r"layer.bidirectional='maybe' is not a boolean"),
+        ({"layer.nope": "1"}, r"Unknown key 'nope' for NetworkConfig.layer \(LRUConfig\); "
+                              r"accepted keys: algorithm, bidirectional, max_phase"),
+        ({"layer.d_state": "8"}, r"NetworkConfig.layer.d_state is set by the enclosing config"),
+        ({"layer_options": "r_min"}, r"'r_min' is not of the form name=value"),
+        ({"layer": "gru", "layer.r_min": "0.5"}, r"NetworkConfig.layer='gru': Unknown model"),
+        ({"layer.r_min": "0.99", "layer.r_max": "0.5"}, r"Invalid NetworkConfig: .*r_min"),
+    ],
+)
+def test_bad_layer_options_say_what_is_accepted(overrides, message):
+    from models.network import NetworkConfig
+
+    with pytest.raises(C.ConfigError, match=message):
+        C.replace(NetworkConfig(layer="lru"), overrides)

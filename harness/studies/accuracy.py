@@ -41,6 +41,8 @@ from ._study import Study, requires
 CHECKPOINT_ENV = "LINRNN_CHECKPOINTS"
 DEFAULT_CHECKPOINTS = Path("results") / "checkpoints"
 _PREFIXES: tuple[str, ...] = ("network.", "train.", "task.", "layer.")
+# Fields of a layer's config that the network sets (``network.d_model``, ``network.d_state``).
+_NETWORK_FIELDS: tuple[str, ...] = ("d_model", "d_state")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,6 +273,11 @@ def _resolve(config: AccuracyConfig, model: str, task: str, depth: int, seed: in
             {"network": network, "train": training, "task": task_options,
              "layer": layer_options}[head][rest] = value
     where = f"accuracy run ({model}, {task})"
+    # Options given as text (the command line's) are parsed by the annotations of the layer's
+    # and the task's config classes, as every other key is by its config's.
+    layer_options = _config.parse_fields(
+        models.config_class(model), layer_options, f"{where} layer", reserved=_NETWORK_FIELDS)
+    task_options = _config.parse_fields(tasks.config_class(task), task_options, f"{where} task")
     network.update(layer=model, layer_options=tuple(layer_options.items()))
     resolved_network = _config.replace(config.network, network, what=f"{where} network")
     resolved_train = _config.replace(config.train, training, what=f"{where} train")
