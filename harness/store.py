@@ -267,6 +267,23 @@ class Store:
         return pd.concat([data, _expand(frame)], axis=1)
 
 
+class Snapshot(Store):
+    """``store`` for a reader that asks for the same runs many times (the report does, once per
+    table and figure): each study's `runs` frame is read once and then served from memory, so
+    runs recorded meanwhile are not in it (`read` reads the file as `Store.read` does).
+    Nothing is recorded through it."""
+
+    def __init__(self, store: Store):
+        self.__dict__.update(store.__dict__)
+        self.readonly = True
+        self._runs: dict[str | None, pd.DataFrame] = {}
+
+    def runs(self, study: str | None = None) -> pd.DataFrame:
+        if study not in self._runs:
+            self._runs[study] = super().runs(study)
+        return self._runs[study].copy()
+
+
 def _read_sql(query: str, db: sqlite3.Connection, params: Sequence[Any]) -> pd.DataFrame:
     # pandas wraps a failing query in its own DatabaseError; the SQLite error is its cause.
     try:

@@ -14,7 +14,7 @@ import pytest
 
 from harness.provenance import SETTINGS
 from harness.runner import pending, run_study
-from harness.store import Store, StoreError
+from harness.store import Snapshot, Store, StoreError
 from harness.studies import Diverged, Study
 
 
@@ -36,6 +36,21 @@ def test_rows_come_back_with_config_and_provenance_columns(tmp_path):
     assert store.read("other").empty
     assert store.recorded("s") == {"r1": "done", "r2": "done", "r3": "failed"}
     pd.testing.assert_frame_equal(store.read("s"), Store(tmp_path / "store.sqlite").read("s"))
+
+
+def test_a_snapshot_reads_each_study_once_and_records_nothing(tmp_path):
+    store = Store(tmp_path / "store.sqlite")
+    record(store, "r1", [{"x": 1.0}])
+    snapshot = Snapshot(store)
+    first = snapshot.runs("s")
+    pd.testing.assert_frame_equal(first, store.runs("s"))
+    first.loc[0, "status"] = "edited"  # a caller's frame is its own copy
+    record(store, "r2", [{"x": 2.0}])  # recorded after the snapshot's read: not seen
+    assert list(snapshot.runs("s")["status"]) == ["done"]
+    assert len(store.runs("s")) == 2 and len(snapshot.read("s")) == 2  # rows read as they are
+    with pytest.raises(StoreError, match="read-only"):
+        record(snapshot, "r3", [{"x": 3.0}])
+    assert store.recorded("s") == {"r1": "done", "r2": "done"}
 
 
 def test_recording_again_replaces_the_run_whole(tmp_path):

@@ -33,13 +33,13 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import studies
 from ..errors import ReportError as ReportError  # re-exported: its old import place
-from ..store import Store
+from ..store import Snapshot, Store
 from . import _provenance, _published, _writers
 from ._artifacts import Artifact, Figure, Finding, Missing, Table
 
@@ -101,11 +101,10 @@ def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    store = store if isinstance(store, Store) else Store(store)
+    store = Snapshot(store if isinstance(store, Store) else Store(store))
     out_dir = Path(out_dir)
     _check_replaceable(out_dir)
     try:
-        sections = _sections(store)
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         _remove_leftovers(out_dir)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp",
@@ -115,7 +114,20 @@ def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str
             # The marker goes in first, so that a render killed half-way leaves a folder the
             # next render recognises as its own and removes.
             (tmp / MARKER).write_text("written by harness.report.render\n", encoding="utf-8")
-            files = _write(store, sections, tmp, workers)
+            (tmp / "tables").mkdir()
+            (tmp / "figures").mkdir()
+            with _writers.FigureWriters(workers) as writers:
+                # Each section's figures are sent to the writers as soon as it is built, so
+                # that they are drawn while the next sections are computed.
+                figures: dict[str, Callable[[], list[Path]]] = {}
+
+                def send(section: _Section) -> None:
+                    for artifact in section.artifacts:
+                        if isinstance(artifact, Figure):
+                            figures[artifact.name] = writers.submit(artifact, tmp / "figures")
+
+                sections = _sections(store, send)
+                files = _write(store, sections, tmp, figures)
             _swap(tmp, out_dir)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -130,15 +142,24 @@ def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str
 # Collecting the sections
 
 
-def _sections(store: Store) -> list[_Section]:
-    out = []
+def _sections(store: Store, send: Callable[[_Section], None] = lambda section: None
+              ) -> list[_Section]:
+    """Every section in the index's order, each passed to ``send`` once it is built."""
+    out: list[_Section] = []
+    seen: dict[str, str] = {}
+
+    def add(section: _Section) -> None:
+        section = _dedupe(section, seen)
+        send(section)
+        out.append(section)
+
     for name in studies.names():
-        out.append(_study_section(store, name))
+        add(_study_section(store, name))
         if name == "accuracy":
-            out.append(_published_section())
+            add(_published_section())
     if not any(s.key == PUBLISHED_KEY for s in out):
-        out.append(_published_section())
-    return _dedupe(out)
+        add(_published_section())
+    return out
 
 
 def _published_section() -> _Section:
@@ -218,84 +239,74 @@ def _writers_safe(name: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]", "_", name)
 
 
-def _dedupe(sections: list[_Section]) -> list[_Section]:
-    """Replace an artifact whose name was already used by a `Missing` saying so."""
-    seen: dict[str, str] = {}
-    out = []
-    for section in sections:
-        artifacts = []
-        for a in section.artifacts:
-            try:
-                _writers.check_name(a.name)
-            except ValueError as e:
-                log.error("%s", e)
-                name = f"{section.key}_invalid_{len(artifacts)}"
-                artifacts.append(Missing(name, a.title, str(e)))
-                continue
-            if a.name in seen:
-                reason = f"its name {a.name!r} is already used by section {seen[a.name]!r}."
-                log.error("artifact %s of section %s: %s", a.name, section.key, reason)
-                artifacts.append(Missing(f"{a.name}_duplicate", a.title, reason))
-            else:
-                seen[a.name] = section.key
-                artifacts.append(a)
-        out.append(dataclasses.replace(section, artifacts=tuple(artifacts)))
-    return out
+def _dedupe(section: _Section, seen: dict[str, str]) -> _Section:
+    """``section`` with each artifact whose name is invalid, or was used by an earlier section
+    (``seen``: name -> section key, updated here), replaced by a `Missing` saying so."""
+    artifacts: list[Artifact] = []
+    for a in section.artifacts:
+        try:
+            _writers.check_name(a.name)
+        except ValueError as e:
+            log.error("%s", e)
+            name = f"{section.key}_invalid_{len(artifacts)}"
+            artifacts.append(Missing(name, a.title, str(e)))
+            continue
+        if a.name in seen:
+            reason = f"its name {a.name!r} is already used by section {seen[a.name]!r}."
+            log.error("artifact %s of section %s: %s", a.name, section.key, reason)
+            artifacts.append(Missing(f"{a.name}_duplicate", a.title, reason))
+        else:
+            seen[a.name] = section.key
+            artifacts.append(a)
+    return dataclasses.replace(section, artifacts=tuple(artifacts))
 
 
 # ---------------------------------------------------------------------------------------------
 # Writing
 
 
-def _write(store: Store, sections: Sequence[_Section], root: Path, workers: int = 1
-           ) -> list[str]:
-    """Write every artifact, the index, provenance.json and the README under ``root``;
-    figures in ``workers`` processes (`_writers.FigureWriters`)."""
-    (root / "tables").mkdir()
-    (root / "figures").mkdir()
+def _write(store: Store, sections: Sequence[_Section], root: Path,
+           figures: Mapping[str, Callable[[], list[Path]]]) -> list[str]:
+    """Write every table, the index, provenance.json and the README under ``root``, and
+    record every figure (``figures``: name -> a call that waits for its written paths)."""
     written: dict[str, list[str]] = {}  # artifact name -> relative paths
     failures: dict[str, str] = {}
     records: dict[str, dict[str, Any]] = {}
-    with _writers.FigureWriters(workers) as writers:
-        # Every figure is sent away first; the tables are written meanwhile, in order.
-        figures = {artifact.name: writers.submit(artifact, root / "figures")
-                   for section in sections for artifact in section.artifacts
-                   if isinstance(artifact, Figure)}
-        for section in sections:
-            for artifact in section.artifacts:
-                record: dict[str, Any] = {
-                    "section": section.key,
-                    "kind": type(artifact).__name__.lower(),
-                    "title": artifact.title,
-                }
-                if isinstance(artifact, Missing):
-                    record["reason"] = artifact.reason
-                    records[artifact.name] = record
-                    continue
-                if isinstance(artifact, Finding):
-                    record["lines"] = list(artifact.lines)
-                    record["provenance"] = _artifact_provenance(store, section, artifact)
-                    records[artifact.name] = record
-                    continue
-                try:
-                    if isinstance(artifact, Table):
-                        paths = _writers.write_table(artifact, root / "tables")
-                    else:
-                        paths = figures[artifact.name]()
-                except Exception as e:  # stated in the index as not produced
-                    log.exception("writing %s", artifact.name)
-                    failures[artifact.name] = f"writing it failed: {type(e).__name__}: {e}"
-                    for stale in root.glob(f"*/{artifact.name}.*"):
-                        stale.unlink()
-                    record["reason"] = failures[artifact.name]
-                    records[artifact.name] = record
-                    continue
-                rel = [p.relative_to(root).as_posix() for p in paths]
-                written[artifact.name] = rel
-                record["caption"] = artifact.caption
-                record["files"] = {r: _sha256(root / r) for r in rel}
+    for section in sections:
+        for artifact in section.artifacts:
+            record: dict[str, Any] = {
+                "section": section.key,
+                "kind": type(artifact).__name__.lower(),
+                "title": artifact.title,
+            }
+            if isinstance(artifact, Missing):
+                record["reason"] = artifact.reason
+                records[artifact.name] = record
+                continue
+            if isinstance(artifact, Finding):
+                record["lines"] = list(artifact.lines)
                 record["provenance"] = _artifact_provenance(store, section, artifact)
                 records[artifact.name] = record
+                continue
+            try:
+                if isinstance(artifact, Table):
+                    paths = _writers.write_table(artifact, root / "tables")
+                else:
+                    paths = figures[artifact.name]()
+            except Exception as e:  # stated in the index as not produced
+                log.exception("writing %s", artifact.name)
+                failures[artifact.name] = f"writing it failed: {type(e).__name__}: {e}"
+                for stale in root.glob(f"*/{artifact.name}.*"):
+                    stale.unlink()
+                record["reason"] = failures[artifact.name]
+                records[artifact.name] = record
+                continue
+            rel = [p.relative_to(root).as_posix() for p in paths]
+            written[artifact.name] = rel
+            record["caption"] = artifact.caption
+            record["files"] = {r: _sha256(root / r) for r in rel}
+            record["provenance"] = _artifact_provenance(store, section, artifact)
+            records[artifact.name] = record
     (root / "index.md").write_text(
         _index(store, sections, written, failures), encoding="utf-8", newline="\n"
     )

@@ -145,7 +145,8 @@ def bootstrap_ci(
     """The percentile bootstrap interval of ``statistic`` over resamples of ``values``.
 
     Resamples are drawn with replacement from a generator seeded by ``seed`` (the report's
-    bytes stay a function of the store). NaN with fewer than 2 values.
+    bytes stay a function of the store). ``statistic`` reduces all resamples at once, called as
+    ``statistic(resamples, axis=1)`` (as numpy's reductions are). NaN with fewer than 2 values.
     """
     x = np.asarray(values, dtype=float)
     x = x[np.isfinite(x)]
@@ -153,7 +154,7 @@ def bootstrap_ci(
         return math.nan, math.nan
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, x.size, size=(resamples, x.size))
-    boot = np.apply_along_axis(statistic, 1, x[draws])
+    boot = statistic(x[draws], axis=1)
     tail = (1.0 - level) / 2
     return float(np.quantile(boot, tail)), float(np.quantile(boot, 1.0 - tail))
 

@@ -328,6 +328,9 @@ def write_figure(figure: Figure, directory: Path) -> list[Path]:
             path = directory / f"{figure.name}{suffix}"
             figure.figure.savefig(path, format=suffix[1:], dpi=style.DPI, metadata=metadata)
             paths.append(path)
+            # The constrained layout, solved while the PNG was drawn, is kept for the PDF: the
+            # solver measures every label of every axis, half of a figure's drawing time.
+            figure.figure.set_layout_engine("none")
     finally:
         plt.close(figure.figure)
     return paths
