@@ -51,8 +51,11 @@ $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m compileall -q -j 0 models tasks harness benchmarks
 	touch $(STAMP)
 
+# The tests in TEST_WORKERS processes (pytest-xdist), a test file per worker at a time, so that
+# a file's compiled programs and module fixtures are made once. TEST_WORKERS=0 runs them here.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 report: $(STAMP)
 	$(PY) -m harness report --run --preset $(PRESET) $(REPORT_EXECUTOR)
