@@ -84,3 +84,14 @@ class Missing:
 
 
 Artifact = Union[Table, Figure, Finding, Missing]
+
+
+def no_runs(study: str) -> str:
+    """Why a section has nothing to show: the store holds no finished run of ``study``."""
+    return f"no finished runs of the {study} study in the store (python -m harness study {study})"
+
+
+def all_missing(titles: Mapping[str, str], reason: str) -> list[Missing]:
+    """Every artifact of ``titles`` (name -> title, a section's list of what it makes) as
+    missing for one ``reason``."""
+    return [Missing(name, title, reason) for name, title in titles.items()]

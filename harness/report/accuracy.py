@@ -40,7 +40,7 @@ from ..store import Store
 from ..studies import PRESET_NAMES
 from ..studies import accuracy as study
 from . import _published, _stats, style
-from ._artifacts import Artifact, Figure, Finding, Missing, Table
+from ._artifacts import Artifact, Figure, Finding, Missing, Table, all_missing
 from ._provenance import CUSTOM, in_preset, pick_preset, with_presets
 
 log = logging.getLogger(__name__)
@@ -348,8 +348,8 @@ def _pending(preset: str | None, recorded: set[str]) -> pd.DataFrame:
     return pd.DataFrame([r for r in records if r[0] not in recorded], columns=columns)
 
 
-def _all_missing(reason: str) -> list[Artifact]:
-    return [Missing(n, t, reason) for n, t in _TITLES.items() if n != "accuracy_findings"]
+def _all_missing(reason: str) -> list[Missing]:
+    return all_missing({n: t for n, t in _TITLES.items() if n != "accuracy_findings"}, reason)
 
 
 def _tuning_text(tuned: list[str], every: list[str]) -> str:

@@ -9,7 +9,7 @@ from ..store import Store
 from ..studies import memory as study
 from . import style
 from .style import MODE_LABELS
-from ._artifacts import Artifact, Figure, Missing, Table
+from ._artifacts import Artifact, Figure, Missing, Table, all_missing, no_runs
 from ._provenance import largest_preset
 
 # The study's row columns (`harness.studies.memory.COLUMNS`): ``C.total_bytes``.
@@ -48,10 +48,7 @@ def _selected(store: Store) -> tuple[pd.DataFrame, str | None]:
 def section(store: Store) -> list[Artifact]:
     frame, preset = _selected(store)
     if frame.empty:
-        reason = (
-            "no finished runs of the memory study in the store (python -m harness study memory)"
-        )
-        return [Missing(n, t, reason) for n, t in _TITLES.items()]
+        return all_missing(_TITLES, no_runs("memory"))
     points = frame[frame[C.kind] == "point"]
     fits = frame[frame[C.kind] == "fit"]
     return [_figure(points, preset), _fit_table(fits, preset), _points_table(points, preset)]

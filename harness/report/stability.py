@@ -14,7 +14,7 @@ from ..store import Store
 from ..studies import stability as study
 from ..variants import variants
 from . import _stats, style
-from ._artifacts import Artifact, Figure, Finding, Missing, Table
+from ._artifacts import Artifact, Figure, Finding, Missing, Table, all_missing, no_runs
 from ._provenance import in_preset, pick_preset, with_presets
 
 # The study's row columns (`harness.studies.stability.COLUMNS`): ``C.norm_mean``.
@@ -101,15 +101,18 @@ def _run_ids(frame: pd.DataFrame) -> tuple[str, ...]:
     return tuple(sorted(frame["run_id"].unique()))
 
 
+# What the section makes with no run at all, by name (each task adds its own figures).
+_NO_RUNS_TITLES = {
+    "stability_training": "Hidden-state norm through training",
+    "stability_depth": "Hidden-state norm by layer and depth",
+    "stability_summary": "Spread of the hidden-state norm",
+}
+
+
 def section(store: Store) -> list[Artifact]:
     rows, runs, preset = _selected(store)
     if rows.empty:
-        reason = "no finished runs of the stability study (python -m harness study stability)"
-        return [
-            Missing("stability_training", "Hidden-state norm through training", reason),
-            Missing("stability_depth", "Hidden-state norm by layer and depth", reason),
-            Missing("stability_summary", "Spread of the hidden-state norm", reason),
-        ]
+        return all_missing(_NO_RUNS_TITLES, no_runs("stability"))
     out: list[Artifact] = []
     for task in sorted(rows["cfg.task"].unique()):
         frame = rows[rows["cfg.task"] == task]

@@ -12,7 +12,7 @@ from ..store import Store
 from ..studies import theory as study
 from ..variants import variants
 from . import style
-from ._artifacts import Artifact, Figure, Missing, Table
+from ._artifacts import Artifact, Figure, Table, all_missing, no_runs
 from ._provenance import largest_preset
 
 # The study's row columns (`harness.studies.theory.COLUMNS`): ``C.predicted``.
@@ -56,6 +56,16 @@ def _label(variant: str) -> str:
     return known[variant].label if variant in known else variant
 
 
+# What the section makes, by name (the titles under which the index lists what is missing).
+_NOISE_TITLES = {
+    "theory_white_noise": "Measured vs predicted state energy",
+    "theory_white_noise_ratio": "Measured / predicted state energy",
+    "theory_white_noise_table": "Worst deviation from the closed form",
+}
+_EQUIVALENCE_TITLES = {"theory_equivalence": "LRU <=> multi-head RotRNN"}
+_TITLES = {**_NOISE_TITLES, **_EQUIVALENCE_TITLES}
+
+
 def _selected(store: Store) -> tuple[pd.DataFrame, str | None]:
     """The rows of the largest-scale preset present (smoke, cpu and gpu runs never mix)."""
     return largest_preset(store.read("theory"), "theory")
@@ -64,29 +74,18 @@ def _selected(store: Store) -> tuple[pd.DataFrame, str | None]:
 def section(store: Store) -> list[Artifact]:
     frame, preset = _selected(store)
     if frame.empty:
-        reason = "no finished runs of the theory study in the store (harness study theory)"
-        return [
-            Missing("theory_white_noise", "Measured vs predicted state energy", reason),
-            Missing("theory_white_noise_ratio", "Measured / predicted state energy", reason),
-            Missing("theory_white_noise_table", "Worst deviation from the closed form", reason),
-            Missing("theory_equivalence", "LRU <=> multi-head RotRNN", reason),
-        ]
+        return all_missing(_TITLES, no_runs("theory"))
     noise = frame[frame["cfg.check"] == "white_noise"]
     equivalence = frame[frame["cfg.check"] == "equivalence"]
     out: list[Artifact] = []
     if noise.empty:
-        reason = f"no finished white-noise runs at preset {preset}"
-        out += [
-            Missing("theory_white_noise", "Measured vs predicted state energy", reason),
-            Missing("theory_white_noise_ratio", "Measured / predicted state energy", reason),
-            Missing("theory_white_noise_table", "Worst deviation from the closed form", reason),
-        ]
+        out += all_missing(_NOISE_TITLES, f"no finished white-noise runs at preset {preset}")
     else:
         out += [_energy_figure(noise, preset), _ratio_figure(noise, preset),
                 _noise_table(noise, preset)]
     if equivalence.empty:
-        out.append(Missing("theory_equivalence", "LRU <=> multi-head RotRNN",
-                           f"no finished equivalence runs at preset {preset}"))
+        out += all_missing(_EQUIVALENCE_TITLES,
+                           f"no finished equivalence runs at preset {preset}")
     else:
         out.append(_equivalence_table(equivalence, preset))
     return out

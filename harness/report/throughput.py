@@ -9,7 +9,7 @@ from ..store import Store
 from ..studies import throughput as study
 from . import style
 from .style import MODE_LABELS
-from ._artifacts import Artifact, Figure, Missing, Table
+from ._artifacts import Artifact, Figure, Missing, Table, no_runs
 from ._provenance import largest_preset
 
 # The study's row columns (`harness.studies.throughput.COLUMNS`): ``C.tokens_per_s``.
@@ -58,10 +58,7 @@ def _missing(reason: str) -> list[Artifact]:
 def section(store: Store) -> list[Artifact]:
     frame, preset = _selected(store)
     if frame.empty:
-        return _missing(
-            "no finished runs of the throughput study in the store "
-            "(python -m harness study throughput)"
-        )
+        return _missing(no_runs("throughput"))
     out: list[Artifact] = []
     layer = frame[frame[C.scope] == "layer"]
     for name, column, label in (
