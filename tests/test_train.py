@@ -8,7 +8,6 @@ import json
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.random as jr
 import numpy as np
 import pytest
 
