@@ -70,19 +70,19 @@ def test_forward_flops_hand_count_bank_and_bidirectional():
     }
 
 
-def test_forward_flops_match_xla_on_a_real_arithmetic_layer(getkey):
+def test_forward_flops_match_xla_on_a_real_arithmetic_layer():
     # The same recurrence written with real arithmetic only, which XLA counts one FLOP per real
     # operation; XLA counts a loop body once, not once per step, so the scan enters its count
     # as one step: 8 P FLOPs per sequence. Everything else must be ours.
     H, P, L, B = 8, 16, 32, 2
     shape = roofline.SystemShape("mimo", d_model=H, states=P)
-    k = [getkey() for _ in range(7)]
+    rng = np.random.default_rng(0)  # numpy: eager jax.random draws compile per shape
+    normal = lambda *s: jnp.asarray(rng.standard_normal(s), jnp.float32)  # noqa: E731
     args = (
-        jax.random.normal(k[0], (P, H)), jax.random.normal(k[1], (P, H)),
-        jax.random.normal(k[2], (H, P)), jax.random.normal(k[3], (H, P)),
-        0.9 * jnp.cos(jax.random.uniform(k[4], (P,))),
-        0.9 * jnp.sin(jax.random.uniform(k[5], (P,))),
-        jax.random.normal(k[6], (H,)), jnp.ones((B, L, H)),
+        normal(P, H), normal(P, H), normal(H, P), normal(H, P),
+        jnp.asarray(0.9 * np.cos(rng.uniform(size=P)), jnp.float32),
+        jnp.asarray(0.9 * np.sin(rng.uniform(size=P)), jnp.float32),
+        normal(H), jnp.ones((B, L, H)),
     )
 
     def layer(Br, Bi, Cr, Ci, lr, li, D, u):
@@ -340,20 +340,22 @@ def test_probe_in_a_fresh_process_matches_in_process():
 # The benchmarks' in-run baseline computes the layers' function
 
 
-def _random_system(getkey, structure: str, *, bidirectional: bool, conj_sym: bool):
+def _random_system(rng, structure: str, *, bidirectional: bool, conj_sym: bool):
+    # Drawn with numpy: eager jax.random draws compile one program per shape (seconds).
     H, N = 3, 4
     shape = (N, H) if structure == "mimo" else (H, N)
     out_shape = (H, N)
 
     def cplx(s):
-        return jax.lax.complex(jax.random.normal(getkey(), s), jax.random.normal(getkey(), s))
+        return jnp.asarray(rng.standard_normal(s) + 1j * rng.standard_normal(s), jnp.complex64)
 
     lam_shape = (N,) if structure == "mimo" else (H, N)
-    angle = jax.random.uniform(getkey(), lam_shape, maxval=6.0)
-    radius = jax.random.uniform(getkey(), lam_shape, minval=0.5, maxval=0.95)
-    lam = radius * jax.lax.complex(jnp.cos(angle), jnp.sin(angle))
+    angle = rng.uniform(0.0, 6.0, lam_shape)
+    radius = rng.uniform(0.5, 0.95, lam_shape)
+    lam = jnp.asarray(radius * np.exp(1j * angle), jnp.complex64)
     return models.DiscreteSystem(
-        lam=lam, B=cplx(shape), C=cplx(out_shape), D=jax.random.normal(getkey(), (H,)),
+        lam=lam, B=cplx(shape), C=cplx(out_shape), D=jnp.asarray(rng.standard_normal(H),
+                                                                 jnp.float32),
         C_reverse=cplx(out_shape) if bidirectional else None, conj_sym=conj_sym,
         structure=structure,
     )
@@ -361,22 +363,24 @@ def _random_system(getkey, structure: str, *, bidirectional: bool, conj_sym: boo
 
 @pytest.mark.parametrize("bidirectional", [False, True])
 @pytest.mark.parametrize("conj_sym", [False, True])
-def test_reference_scan_matches_the_engine(getkey, bidirectional, conj_sym):
+def test_reference_scan_matches_the_engine(bidirectional, conj_sym):
     from benchmarks import common
 
-    system = _random_system(getkey, "mimo", bidirectional=bidirectional, conj_sym=conj_sym)
-    u = jax.random.normal(getkey(), (50, 3))
+    rng = np.random.default_rng(0)
+    system = _random_system(rng, "mimo", bidirectional=bidirectional, conj_sym=conj_sym)
+    u = jnp.asarray(rng.standard_normal((50, 3)), jnp.float32)
     expected = jax.jit(models.apply, static_argnames="algorithm")(system, u, algorithm="sequential")
     np.testing.assert_allclose(jax.jit(common.reference_scan_forward)(system, u), expected,
                                **tol(np.float32))
 
 
 @pytest.mark.parametrize("bidirectional", [False, True])
-def test_reference_convolution_matches_the_engine(getkey, bidirectional):
+def test_reference_convolution_matches_the_engine(bidirectional):
     from benchmarks import common
 
-    system = _random_system(getkey, "bank", bidirectional=bidirectional, conj_sym=True)
-    u = jax.random.normal(getkey(), (50, 3))
+    rng = np.random.default_rng(1)
+    system = _random_system(rng, "bank", bidirectional=bidirectional, conj_sym=True)
+    u = jnp.asarray(rng.standard_normal((50, 3)), jnp.float32)
     expected = jax.jit(models.apply, static_argnames="algorithm")(system, u, algorithm="sequential")
     np.testing.assert_allclose(jax.jit(common.reference_convolution_forward)(system, u), expected,
                                rtol=1e-3, atol=1e-4)
