@@ -134,8 +134,8 @@ def merged(*parts: Mapping[str, Column]) -> dict[str, Column]:
 
 
 # --------------------------------------------------------------------------------------------
-# A measured layer program's configuration (`harness.programs`), shared by the throughput and
-# memory studies
+# A measured layer program's configuration (`harness.programs`) and the engine path it resolved
+# to, shared by the throughput and memory studies
 
 PROGRAM: dict[str, Column] = {
     "model": Column(str, "the model, as named in the config (a registry name or an import "
@@ -146,6 +146,10 @@ PROGRAM: dict[str, Column] = {
     "d_model": Column(int, "H, the layer width"),
     "d_state": Column(int, "the layer's d_state (its own convention)"),
     "dtype": Column(str, "the dtype of the computation"),
+    "algorithm": Column(str, "the engine algorithm of the program (`resolved_algorithm`); None "
+                             "for a layer not on the engine", nullable=True),
+    "states": Column(int, "P, complex states of one step; None if the layer has no system or "
+                          "hidden states", nullable=True),
 }
 
 

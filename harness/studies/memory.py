@@ -436,10 +436,6 @@ COLUMNS = Schema(
         "kind": Column(str, "the row kind: 'point' (one length) or 'fit' (over the lengths)"),
         "size": Column(str, "'paper' or 'matched' (`harness.programs`)"),
         "isolated": Column(bool, "each length compiled and run in a fresh process"),
-        "algorithm": Column(str, "the engine algorithm compiled; None for a layer not on the "
-                                 "engine", nullable=True),
-        "states": Column(int, "P, complex states of one step; None if the layer has no system "
-                              "or hidden states", nullable=True),
         "argument_bytes": Column(int, "XLA's memory analysis: the inputs (parameters, "
                                       "optimiser state, u, target)"),
         "output_bytes": Column(int, "the outputs"),

@@ -750,10 +750,6 @@ COLUMNS = Schema(
     columns=merged(PROGRAM, {
         "scope": Column(str, "what is timed: 'layer', 'network' or 'step'"),
         "size": Column(str, "'paper' or 'matched' (`harness.programs`), 'study' for a step"),
-        "algorithm": Column(str, "the engine algorithm that ran; None for a layer not on the "
-                                 "engine", nullable=True),
-        "states": Column(int, "P, complex states of one step; None if the layer has no system "
-                              "or hidden states", nullable=True),
         "structure": Column(str, "the discrete system's structure; None without one",
                             nullable=True),
         "params": Column(int, "trained real numbers of what is timed"),
