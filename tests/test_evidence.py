@@ -6,6 +6,7 @@ section against a synthetic store whose winners, baselines and learning-rate cho
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -112,8 +113,9 @@ def test_select_uses_validation_only():
 
 
 def test_grid_tunes_the_named_tasks_at_every_pair():
-    for preset, pairing in (("cpu", "paired"), ("cpu-full", "product")):
-        config = accuracy_study.STUDY.config(preset)
+    full = accuracy_study.STUDY.config("cpu-full")
+    for config, pairing in ((accuracy_study.STUDY.config("cpu"), "paired"), (full, "paired"),
+                            (dataclasses.replace(full, lr_pairing="product"), "product")):
         assert config.lr_pairing == pairing
         specs = accuracy_study.grid(config)
         recipe = (config.train.lr, config.train.recurrent_lr)
