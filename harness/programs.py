@@ -188,7 +188,8 @@ def resolved_algorithm(layer: Any) -> str | None:
 
 
 def layer_program(
-    layer: Any, *, mode: str, batch: int, seq_len: int, d_model: int, key: Any
+    layer: Any, *, mode: str, batch: int, seq_len: int, d_model: int, key: Any,
+    abstract: bool = False,
 ) -> tuple[Callable, tuple, tuple[int, ...], Callable]:
     """``(function, args, donate, make_call)`` of the layer's computation in ``mode``, on
     ``(batch, seq_len, d_model)`` float32 inputs drawn from ``key``.
@@ -196,6 +197,11 @@ def layer_program(
     ``make_call(compiled)`` returns the zero-argument call that `roofline.time_calls` times; a
     training step threads its parameters and optimiser state through its closure, donating
     them (as a training loop does) so that no step allocates fresh parameter buffers.
+
+    ``abstract=True`` gives the inputs as shapes alone (`jax.ShapeDtypeStruct`), for a program
+    that is compiled and never run (the memory study's analysis): drawing them would compile a
+    sampler per shape and fill B x L x H floats twice, several times the compile's own cost at
+    the longest L. Its ``make_call`` is then not to be called.
     """
     import equinox as eqx
     import jax
@@ -206,8 +212,11 @@ def layer_program(
     params, static = eqx.partition(layer, eqx.is_inexact_array)
     k_u, k_y = jr.split(key)
     shape = (batch, seq_len, d_model)
-    u = jr.normal(k_u, shape, jnp.float32)
-    other = jr.normal(k_y, shape, jnp.float32)  # the cotangent dy, or the regression target
+    if abstract:
+        u = other = jax.ShapeDtypeStruct(shape, jnp.float32)
+    else:
+        u = jr.normal(k_u, shape, jnp.float32)
+        other = jr.normal(k_y, shape, jnp.float32)  # the cotangent dy, or the regression target
 
     def forward(p, u):
         return jax.vmap(eqx.combine(p, static))(u)

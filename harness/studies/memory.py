@@ -270,7 +270,7 @@ def probe(p: Probe) -> dict[str, Any]:
     )
     function, args, donate, make_call = layer_program(
         layer, mode=p.mode, batch=p.batch, seq_len=p.seq_len, d_model=p.d_model,
-        key=jr.fold_in(key, 1),
+        key=jr.fold_in(key, 1), abstract=not p.execute,
     )
     compiled = jax.jit(function, donate_argnums=donate).lower(*args).compile()
     row: dict[str, Any] = {
