@@ -14,7 +14,8 @@ run resumed from a checkpoint sees exactly the batches an uninterrupted one woul
 incomplete batch of an epoch is dropped (one batch size). Each batch is cut to the shortest of
 a few bucket lengths that holds its longest example: only steps that are padding in every
 example go, and since padding is exact (`models.network`) the loss is unchanged up to float
-round-off, while a task compiles at most four shapes.
+round-off, while a task compiles at most four shapes (one for a task shorter than 128 tokens,
+where a shape's compile costs more than its shorter steps save: `BUCKET_SPACING`).
 
 Every number of the recipe (learning rates, weight decay, warm-up, steps, clipping threshold)
 is data in the optimiser's state, never a constant of the compiled step, so one compilation per
@@ -449,9 +450,22 @@ def to_batch(split: Split, index: np.ndarray, length: int | None = None, *,
     return Batch(*jax.device_put((inputs, labels, lengths)))
 
 
-def bucket_lengths(seq_len: int, buckets: int = 4) -> tuple[int, ...]:
-    """The lengths a batch is cut to: ``seq_len`` times k / ``buckets``, rounded up to a
-    multiple of 8 (at most ``seq_len``), so that a task compiles at most ``buckets`` shapes."""
+# The fewest tokens between two bucket lengths. Each bucket is one more compiled training step
+# and evaluation (seconds each on a CPU), and a shorter bucket saves at most the tokens it
+# drops on the steps that use it (microseconds per token at the cpu presets' widths): at the
+# cpu presets' lengths (ListOps 37 tokens, 400 steps) one bucket is faster than four, while a
+# long task trained for many steps (LRA ListOps, 2000 tokens) keeps all four.
+BUCKET_SPACING = 64
+
+
+def bucket_lengths(seq_len: int, buckets: int = 4, spacing: int | None = None) -> tuple[int, ...]:
+    """The lengths a batch is cut to: ``seq_len`` times k / n for k = 1..n, rounded up to a
+    multiple of 8 (at most ``seq_len``), where n is ``buckets`` or fewer, so that buckets lie
+    at least ``spacing`` tokens apart (`BUCKET_SPACING` by default; one bucket, ``seq_len``
+    itself, for a task shorter than twice that). A task compiles at most n shapes."""
+    spacing = BUCKET_SPACING if spacing is None else spacing
+    buckets = max(1, min(buckets, seq_len // spacing))
+
     def up_to_8(n: int) -> int:
         return -(-n // 8) * 8
 

@@ -22,6 +22,13 @@ from conftest import tol
 L = 40
 
 
+@pytest.fixture
+def close_buckets(monkeypatch):
+    """Cutting checked at a length short enough to test quickly: the training code's buckets
+    lie 64 tokens apart (`harness.train.BUCKET_SPACING`), which leaves one at L = 40."""
+    monkeypatch.setattr(T, "BUCKET_SPACING", 1)
+
+
 def fresh(state):
     """A copy of a BatchNorm state: Equinox refuses a state object that was already updated."""
     return jax.tree.unflatten(*reversed(jax.tree.flatten(state)))
@@ -87,7 +94,7 @@ def test_a_cut_batch_gives_the_loss_metrics_and_statistics_of_the_padded_one(cas
     net, state = T.build_network(config, info, key=jr.PRNGKey(0))
     index = np.arange(12)
     longest = int(split.lengths.max())
-    cut = T.trimmed_length(split.lengths, T.bucket_lengths(L))
+    cut = T.trimmed_length(split.lengths, T.bucket_lengths(L, spacing=1))
     assert longest <= cut < L  # the cut drops steps
     forward = eqx.filter_jit(lambda net, state, batch: T.batch_sums(
         net, state, batch, jnp.ones(12), jr.PRNGKey(3)))
@@ -103,7 +110,8 @@ def test_a_cut_batch_gives_the_loss_metrics_and_statistics_of_the_padded_one(cas
         np.testing.assert_allclose(a, b, **tol(np.float32))
 
 
-def test_evaluation_in_order_of_length_cut_per_batch_gives_the_split_loss_and_accuracy():
+def test_evaluation_in_order_of_length_cut_per_batch_gives_the_split_loss_and_accuracy(
+        close_buckets):
     info, config = CASES["pair task, bidirectional, two blocks"]
     split = split_of(info, 12, seed=1, lengths=(4, L))
     net, state = T.build_network(config, info, key=jr.PRNGKey(0))
@@ -163,10 +171,14 @@ def test_batch_norm_statistics_are_those_of_the_valid_steps():
 
 
 def test_buckets_are_few_and_hold_every_length():
-    assert T.bucket_lengths(250) == (64, 128, 192, 250)
-    assert T.bucket_lengths(29) == (8, 16, 24, 29)
-    assert T.bucket_lengths(5) == (5,)
-    buckets = T.bucket_lengths(250)
+    assert T.BUCKET_SPACING == 64
+    assert T.bucket_lengths(2000) == (504, 1000, 1504, 2000)
+    assert T.bucket_lengths(250) == (88, 168, 250)  # four would lie under 64 tokens apart
+    assert T.bucket_lengths(37) == (37,) and T.bucket_lengths(127) == (127,)
+    assert T.bucket_lengths(250, spacing=1) == (64, 128, 192, 250)
+    assert T.bucket_lengths(29, spacing=1) == (8, 16, 24, 29)
+    assert T.bucket_lengths(5, spacing=1) == (5,)
+    buckets = T.bucket_lengths(250, spacing=1)
     assert [T.trimmed_length(np.array(n), buckets) for n in (1, 64, 65, 200, 250)] == [
         64, 64, 128, 250, 250]
 

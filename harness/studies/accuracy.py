@@ -527,7 +527,9 @@ STUDY = Study(
     presets={"smoke": _SMOKE, "cpu": _CPU, "cpu-full": _CPU_FULL, "gpu": _GPU},
     grid=grid,
     run=run,
-    version=2,
+    # 3: batches of a task shorter than 128 tokens are no longer cut to length buckets
+    # (`harness.train.BUCKET_SPACING`), which changes its runs at float round-off.
+    version=3,
     skip_reason=skip_reason,
     programs=programs,
 )

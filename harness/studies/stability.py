@@ -538,7 +538,8 @@ STUDY = Study(
     grid=grid,
     run=run,
     # 2: BatchNorm's statistics over valid steps only (`models.network`), which the probe uses.
-    version=2,
+    # 3: one length bucket for tasks shorter than 128 tokens (`harness.train.BUCKET_SPACING`).
+    version=3,
     skip_reason=skip_reason,
     programs=programs,
 )
