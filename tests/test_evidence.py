@@ -193,6 +193,9 @@ def test_section_tunes_tests_and_states_findings(tmp_path):
     assert any(line.startswith("Informative tasks") and "listops" in line
                for line in finding.lines)
     assert any("RotRNN over LRU" in line for line in finding.lines) == (ref.pvalue < 0.05)
+    if ref.pvalue < 0.05:  # the only pair, and significant: not "the other 0 pairs ..."
+        line = next(line for line in finding.lines if "RotRNN over LRU" in line)
+        assert line.endswith("; every pair differs.")
     assert artifacts["accuracy_sensitivity"].name == "accuracy_sensitivity"
     assert type(artifacts["accuracy_sensitivity"]).__name__ == "Figure"
 

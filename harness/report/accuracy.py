@@ -1245,9 +1245,11 @@ def _findings(informative: pd.DataFrame, significance: pd.DataFrame, ranks: dict
                 f"{max(abs(row.low), abs(row.high)):.2f}])"
                 for row in supported.itertuples())
             rest = len(of_task) - len(supported)
+            others = ("every pair differs" if rest == 0 else
+                      f"the other {rest} pair{'s are' if rest != 1 else ' is'} not "
+                      "significantly different")
             lines.append(f"On {task}, the significant differences (paired t-tests over {n} "
-                         f"seeds, Holm-adjusted, 5%) are: {pairs}; the other {rest} pair"
-                         f"{'s are' if rest != 1 else ' is'} not significantly different.")
+                         f"seeds, Holm-adjusted, 5%) are: {pairs}; {others}.")
     table = ranks.get("ranks")
     if isinstance(table, pd.DataFrame) and table.shape[0] >= 2:
         average = table.mean(axis=0).sort_values()

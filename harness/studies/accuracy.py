@@ -452,7 +452,7 @@ _CPU = AccuracyConfig(
 
 _CPU_FULL = AccuracyConfig(
     # Decisive CPU numbers within about two hours on two cores (the whole `make report
-    # PRESET=cpu-full`, measured in benchmarks/README.md): 5 seeds, every task tuned on the
+    # PRESET=cpu-full` is timed in docs/performance.md): 5 seeds, every task tuned on the
     # cpu preset's three learning-rate pairs, twice the steps, ListOps deeper and longer (trees
     # of depth <= 4, 21-99 tokens, 16000 training examples), MQAR and selective copying;
     # 360 runs. The full 3 x 3 product of the two grids (lr_pairing=product, 1080 runs) takes

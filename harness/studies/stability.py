@@ -514,8 +514,8 @@ PRESETS = {
         tasks=("listops",), depths=(1, 2, 4, 8), train_depths=(1, 2), seeds=(0, 1, 2),
         steps=400, eval_every=50,
     ),
-    # For decisive CPU numbers (with accuracy's cpu-full, hours on two cores; not yet timed
-    # whole): five seeds, both tasks trained at two depths, 1500 steps.
+    # For decisive CPU numbers (the whole `make report PRESET=cpu-full` is timed in
+    # docs/performance.md): five seeds, both tasks trained at two depths, 1500 steps.
     "cpu-full": StabilityConfig(
         depths=(1, 2, 4, 8), train_depths=(2, 4), train_tasks=("listops", "digits"),
         seeds=(0, 1, 2, 3, 4), steps=1500, eval_every=100,
