@@ -336,6 +336,21 @@ def test_probe_in_a_fresh_process_matches_in_process():
         assert fresh["process_peak_bytes"] is not None and fresh["process_peak_bytes"] >= 0
 
 
+def test_a_compile_only_program_has_the_memory_of_the_drawn_one():
+    # The memory study compiles from shapes alone (`layer_program(abstract=True)`); XLA's
+    # buffer assignment must be the drawn inputs' (a training step donates its state).
+    layer = models.build("lru", d_model=4, d_state=4, key=jax.random.PRNGKey(0))
+    compiled = {}
+    for abstract in (False, True):
+        function, args, donate, _ = programs.layer_program(
+            layer, mode="train", batch=2, seq_len=64, d_model=4, key=jax.random.PRNGKey(1),
+            abstract=abstract)
+        compiled[abstract] = programs.compiled_memory(
+            jax.jit(function, donate_argnums=donate).lower(*args).compile())
+    assert compiled[True] == compiled[False]
+    assert compiled[True]["alias_bytes"] > 0
+
+
 # --------------------------------------------------------------------------------------------
 # The benchmarks' in-run baseline computes the layers' function
 
