@@ -460,9 +460,10 @@ BUCKET_SPACING = 64
 
 def bucket_lengths(seq_len: int, buckets: int = 4, spacing: int | None = None) -> tuple[int, ...]:
     """The lengths a batch is cut to: ``seq_len`` times k / n for k = 1..n, rounded up to a
-    multiple of 8 (at most ``seq_len``), where n is ``buckets`` or fewer, so that buckets lie
-    at least ``spacing`` tokens apart (`BUCKET_SPACING` by default; one bucket, ``seq_len``
-    itself, for a task shorter than twice that). A task compiles at most n shapes."""
+    multiple of 8 (at most ``seq_len``), where n is ``buckets`` or fewer, at most
+    ``seq_len // spacing`` (`BUCKET_SPACING` by default), so that buckets lie about ``spacing``
+    tokens apart or more (the rounding can take up to 7 off a gap); one bucket, ``seq_len``
+    itself, for a task shorter than twice ``spacing``. A task compiles at most n shapes."""
     spacing = BUCKET_SPACING if spacing is None else spacing
     buckets = max(1, min(buckets, seq_len // spacing))
 
