@@ -362,14 +362,15 @@ def _cmd_study(args) -> int:
 
 def _cmd_report(args) -> int:
     from . import studies
-    from .report import ReportError, _writers, render
+    from .report import ReportError, _writers, check_destination, render
     from .runner import run_study
 
     try:
         # Before any study runs: a bad --out would otherwise be found after hours of runs.
         out = _writers.check_out_dir(args.out)
+        check_destination(args.store, out)
         _writers.FigureWriters.check_workers(args.workers)
-    except ValueError as e:
+    except (ReportError, ValueError) as e:
         raise UsageError(str(e)) from None
     if args.run:
         _check_preset(args.preset)

@@ -117,15 +117,29 @@ def test_render_writes_every_format_and_is_byte_identical(store, tmp_path):
     assert r"\toprule" in (out / "tables/accuracy_test.tex").read_text()
     first = _digests(out)
 
-    # A stale file from an earlier render is gone after the next one, and the bytes repeat,
-    # with the figures drawn in worker processes from their pickles this time.
+    # A file an earlier render wrote (its manifest names it) and this one does not is gone
+    # after the next render; a user's files in the folder are kept, and the report's bytes
+    # repeat, with the figures drawn in worker processes from their pickles this time.
+    manifest = json.loads((out / MARKER).read_text())
+    assert set(manifest["files"]) == set(first) - {MARKER}
     (out / "figures" / "stale.png").write_bytes(b"old")
+    (out / "retired").mkdir()
+    (out / "retired" / "table.csv").write_bytes(b"old")
+    manifest["files"] += ["figures/stale.png", "retired/table.csv", "../outside.txt"]
+    (out / MARKER).write_text(json.dumps(manifest))
+    (tmp_path / "outside.txt").write_text("a manifest never reaches outside its folder")
+    (out / "notes.txt").write_text("mine")
+    (out / "figures" / "accuracy_by_task_annotated.png").write_bytes(b"mine too")
     # So is the temporary folder of a render that was killed half-way.
     leftover = tmp_path / ".reports.killed.tmp"
     leftover.mkdir()
     (leftover / MARKER).write_text("")
     render(store, out, workers=2)
-    assert _digests(out) == first
+    user_files = {"notes.txt", "figures/accuracy_by_task_annotated.png"}
+    assert _digests(out) == first | {f: _digests(out)[f] for f in user_files}
+    assert (out / "notes.txt").read_text() == "mine"
+    assert not (out / "retired").exists()
+    assert (tmp_path / "outside.txt").exists()
     assert not leftover.exists()
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".reports")]
 
@@ -252,15 +266,72 @@ def test_refuses_to_replace_a_folder_it_did_not_write(store, tmp_path):
     out = tmp_path / "precious"
     out.mkdir()
     (out / "thesis.tex").write_text("do not delete")
-    with pytest.raises(ReportError, match="Refusing to replace"):
+    with pytest.raises(ReportError, match="Refusing to write into"):
         render(store, out)
     assert (out / "thesis.tex").read_text() == "do not delete"
     (out / "thesis.tex").unlink()
     (out / "README.md").write_text("my own notes")  # a README that is not the generated note
-    with pytest.raises(ReportError, match="Refusing to replace"):
+    with pytest.raises(ReportError, match="Refusing to write into"):
         render(store, out)
     assert (out / "README.md").read_text() == "my own notes"
     assert not any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
+
+
+def test_never_writes_into_the_store_folder_or_over_a_users_file(store, tmp_path):
+    # The store inside the report folder (or the folder being the store's): refused before
+    # anything is written, the store intact.
+    for out in (store.path.parent, tmp_path.parent):
+        before = store.path.read_bytes()
+        with pytest.raises(ReportError, match="contains the results store"):
+            render(store, out)
+        assert store.path.read_bytes() == before
+    # An earlier report folder into which the user later moved the store.
+    out = tmp_path / "rep"
+    render(store, out)
+    moved = out / "store.sqlite"
+    moved.write_bytes(store.path.read_bytes())
+    with pytest.raises(ReportError, match="contains the results store"):
+        render(Store(moved), out)
+    assert moved.read_bytes() == store.path.read_bytes()
+    # A file the user put where the new report would write one: refused, the file and the
+    # previous report unchanged.
+    (out / "tables" / "accuracy_test.csv").unlink()
+    manifest = json.loads((out / MARKER).read_text())
+    manifest["files"].remove("tables/accuracy_test.csv")
+    (out / MARKER).write_text(json.dumps(manifest))
+    (out / "tables" / "accuracy_test.csv").write_text("my own table")
+    before = _digests(out)
+    with pytest.raises(ReportError, match="accuracy_test.csv, which an earlier render did not"):
+        render(store, out)
+    assert _digests(out) == before
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_command_line_refuses_an_out_holding_the_store_before_any_run(store, tmp_path,
+                                                                        capsys):
+    from harness.cli import main
+
+    rep = tmp_path / "rep"
+    render(store, rep)
+    moved = rep / "store.sqlite"
+    moved.write_bytes(store.path.read_bytes())
+    for argv in (["report"], ["report", "--run", "--preset", "smoke"]):
+        assert main([*argv, "--store", str(moved), "--out", str(rep)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "contains the results store" in err[0]
+        assert moved.read_bytes() == store.path.read_bytes()
+
+
+def test_a_report_folder_of_an_earlier_version_is_replaced_by_its_provenance(store, tmp_path):
+    # Before manifests the marker was one line; the files it owns are those its provenance.json
+    # lists, and a user's file there survives.
+    out = tmp_path / "reports"
+    first = render(store, out)
+    (out / MARKER).write_text("written by harness.report.render\n")
+    (out / "notes.txt").write_text("mine")
+    assert sorted(render(store, out)) == sorted(first)
+    assert (out / "notes.txt").read_text() == "mine"
+    assert json.loads((out / MARKER).read_text())["files"]
 
 
 def test_readme_note_matches_and_published_numbers_are_kept_apart():
