@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.report import MARKER, README_TEXT, ReportError, render
+from harness.report import MARKER, README_TEXT, ReportError, Section, render
 from harness.report import _published, _writers, accuracy, style
 from harness.report._artifacts import Table
 from harness.store import Store
@@ -183,20 +183,35 @@ def test_missing_or_broken_section_is_stated(tmp_path, monkeypatch):
     from harness import studies
 
     broken = types.ModuleType("harness.report.brokenstudy")
-    broken.TITLE, broken.INTRO = "Broken", "A section that raises."
 
     def section(store):
         raise RuntimeError("boom")
 
-    broken.section = section
+    broken.SECTION = Section("brokenstudy", "Broken", "A section that raises.", section)
+    untyped = types.ModuleType("harness.report.untypedstudy")
+    untyped.TITLE, untyped.INTRO, untyped.section = "Untyped", "Old style.", lambda store: []
     monkeypatch.setitem(sys.modules, "harness.report.brokenstudy", broken)
-    monkeypatch.setattr(studies, "names", lambda: ["accuracy", "nosuchstudy", "brokenstudy"])
+    monkeypatch.setitem(sys.modules, "harness.report.untypedstudy", untyped)
+    monkeypatch.setattr(studies, "names",
+                        lambda: ["accuracy", "nosuchstudy", "brokenstudy", "untypedstudy"])
     out = tmp_path / "reports"
     render(Store(tmp_path / "s.sqlite"), out)
     index = (out / "index.md").read_text()
     assert "no report section module `harness/report/nosuchstudy.py` exists yet" in index
     assert "- [Nosuchstudy](#nosuchstudy): not produced" in index
     assert "**Broken** (whole section): its section raised RuntimeError: boom" in index
+    assert ("has no `SECTION = Section('untypedstudy', title, intro, build)`" in index)
+
+
+def test_every_study_has_a_typed_section():
+    import importlib
+
+    from harness import studies
+
+    for name in studies.names():
+        section = importlib.import_module(f"harness.report.{name}").SECTION
+        assert isinstance(section, Section) and section.study == name
+        assert section.title and section.intro and callable(section.build)
 
 
 def _markdown_rows(markdown: str) -> list[list[str]]:

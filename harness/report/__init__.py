@@ -1,8 +1,8 @@
 """The report: every table and figure of the studies, written from the results store.
 
 `render(store, out_dir)` goes through the studies in registry order (`harness.studies.names`),
-imports each one's section module ``harness.report.<study>`` (``TITLE``, ``INTRO``,
-``section(store) -> list[Artifact]``), and writes::
+takes each one's `Section` (``SECTION`` of the module ``harness.report.<study>``: title,
+introduction, ``build(store) -> list[Artifact]``), and writes::
 
     out_dir/tables/<name>.{csv,md,tex}     every Table
     out_dir/figures/<name>.{png,pdf}       every Figure
@@ -49,10 +49,10 @@ from .. import studies
 from ..errors import ReportError as ReportError  # re-exported: its old import place
 from ..store import Snapshot, Store
 from . import _provenance, _published, _writers
-from ._artifacts import Artifact, Figure, Finding, Missing, Table
+from ._artifacts import Artifact, Figure, Finding, Missing, Section, Table
 
-__all__ = ["Artifact", "Figure", "Finding", "Missing", "ReportError", "Table", "check_destination",
-           "render"]
+__all__ = ["Artifact", "Figure", "Finding", "Missing", "ReportError", "Section", "Table",
+           "check_destination", "render"]
 
 log = logging.getLogger(__name__)
 
@@ -201,13 +201,14 @@ def _study_section(store: Store, name: str) -> _Section:
         else:
             problem = f"no report section module `harness/report/{name}.py` exists yet."
         return _Section(name, title, "", (), summary, problem)
-    missing = [a for a in ("TITLE", "INTRO", "section") if not hasattr(module, a)]
-    if missing:
-        problem = f"the section module `{module_name}` lacks {', '.join(missing)}."
+    section = getattr(module, "SECTION", None)
+    if not isinstance(section, Section) or section.study != name:
+        problem = (f"the section module `{module_name}` has no `SECTION = Section({name!r}, "
+                   "title, intro, build)`.")
         return _Section(name, title, "", (), summary, problem)
-    title, intro = str(module.TITLE), str(module.INTRO)
+    title, intro = section.title, section.intro
     try:
-        artifacts = tuple(module.section(store))
+        artifacts = tuple(section.build(store))
     except Exception as e:  # one broken section must not cost the rest of the report
         log.exception("report section %s", module_name)
         problem = f"its section raised {type(e).__name__}: {e}"

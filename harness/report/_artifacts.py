@@ -1,18 +1,22 @@
 """What a report section returns: tables, figures, and statements of what could not be made.
 
-A section is a module `harness.report.<study>` with ``TITLE: str``, ``INTRO: str`` (a paragraph:
-what the study measures and how) and ``section(store) -> list[Artifact]``, a pure function of the
-store. The writer (`harness.report.render`) turns artifacts into files and the index page.
+A section is a `Section`: a study's title, an introduction (what the study measures and how)
+and ``build(store) -> list[Artifact]``, a pure function of the store. Each study's section is the
+``SECTION`` of the module `harness.report.<study>`; the writer (`harness.report.render`) turns
+its artifacts into files and the index page.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Literal, Union
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Literal, Union
 
 import pandas as pd
 from matplotlib.figure import Figure as MplFigure
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,3 +99,25 @@ def all_missing(titles: Mapping[str, str], reason: str) -> list[Missing]:
     """Every artifact of ``titles`` (name -> title, a section's list of what it makes) as
     missing for one ``reason``."""
     return [Missing(name, title, reason) for name, title in titles.items()]
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """One study's part of the report.
+
+    Attributes:
+        study: the study's registry key (`harness.studies.names`), whose runs it reads.
+        title: the section's heading.
+        intro: one paragraph: what the study measures and how.
+        build: ``build(store) -> list[Artifact]``, a pure function of the store; a table or
+            figure it cannot make is a `Missing` saying why, never left out silently.
+    """
+
+    study: str
+    title: str
+    intro: str
+    build: Callable[[Store], Sequence[Artifact]]
+
+    def __post_init__(self):
+        if not callable(self.build):
+            raise TypeError(f"Section {self.study!r}: build must be callable, got {self.build!r}.")

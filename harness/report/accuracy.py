@@ -40,7 +40,7 @@ from ..store import Store
 from ..studies import PRESET_NAMES
 from ..studies import accuracy as study
 from . import _published, _stats, style
-from ._artifacts import Artifact, Figure, Finding, Missing, Table, all_missing
+from ._artifacts import Artifact, Figure, Finding, Missing, Section, Table, all_missing
 from ._provenance import CUSTOM, in_preset, pick_preset, with_presets
 
 log = logging.getLogger(__name__)
@@ -1271,3 +1271,6 @@ def _findings(informative: pd.DataFrame, significance: pd.DataFrame, ranks: dict
                      + ".")
     return Finding(name="accuracy_findings", title=_TITLES["accuracy_findings"],
                    lines=tuple(lines), runs=run_ids)
+
+
+SECTION = Section(STUDY, TITLE, INTRO, section)

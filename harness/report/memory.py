@@ -9,7 +9,7 @@ from ..store import Store
 from ..studies import memory as study
 from . import style
 from .style import MODE_LABELS
-from ._artifacts import Artifact, Figure, Missing, Table, all_missing, no_runs
+from ._artifacts import Artifact, Figure, Missing, Section, Table, all_missing, no_runs
 from ._provenance import largest_preset
 
 # The study's row columns (`harness.studies.memory.COLUMNS`): ``C.total_bytes``.
@@ -163,3 +163,6 @@ def _points_table(points: pd.DataFrame, preset: str | None) -> Table:
         digits=0,
         runs=tuple(sorted(points["run_id"].unique())),
     )
+
+
+SECTION = Section("memory", TITLE, INTRO, section)

@@ -14,7 +14,7 @@ from ..store import Store
 from ..studies import stability as study
 from ..variants import variants
 from . import _stats, style
-from ._artifacts import Artifact, Figure, Finding, Missing, Table, all_missing, no_runs
+from ._artifacts import Artifact, Figure, Finding, Missing, Section, Table, all_missing, no_runs
 from ._provenance import in_preset, pick_preset, with_presets
 
 # The study's row columns (`harness.studies.stability.COLUMNS`): ``C.norm_mean``.
@@ -554,3 +554,6 @@ def variants_of_models(names) -> list[str]:
     """The variants that are a model's own configuration (no ablation): keyed by the model."""
     known = variants()
     return [v for v in names if v in known and known[v].model == v]
+
+
+SECTION = Section("stability", TITLE, INTRO, section)

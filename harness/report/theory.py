@@ -12,7 +12,7 @@ from ..store import Store
 from ..studies import theory as study
 from ..variants import variants
 from . import style
-from ._artifacts import Artifact, Figure, Table, all_missing, no_runs
+from ._artifacts import Artifact, Figure, Section, Table, all_missing, no_runs
 from ._provenance import largest_preset
 
 # The study's row columns (`harness.studies.theory.COLUMNS`): ``C.predicted``.
@@ -256,3 +256,6 @@ def _equivalence_table(equivalence: pd.DataFrame, preset: str | None) -> Table:
         digits=4,
         runs=tuple(sorted(equivalence["run_id"].unique())),
     )
+
+
+SECTION = Section("theory", TITLE, INTRO, section)

@@ -9,7 +9,7 @@ from ..store import Store
 from ..studies import throughput as study
 from . import style
 from .style import MODE_LABELS
-from ._artifacts import Artifact, Figure, Missing, Table, no_runs
+from ._artifacts import Artifact, Figure, Missing, Section, Table, no_runs
 from ._provenance import largest_preset
 
 # The study's row columns (`harness.studies.throughput.COLUMNS`): ``C.tokens_per_s``.
@@ -260,3 +260,6 @@ def _all(frame: pd.DataFrame, preset: str | None) -> Table:
         digits=4,
         runs=tuple(sorted(frame["run_id"].unique())),
     )
+
+
+SECTION = Section("throughput", TITLE, INTRO, section)
