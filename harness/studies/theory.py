@@ -56,6 +56,7 @@ import models
 from models import DiscreteSystem
 from models._validate import integer, non_negative_int, positive_int
 
+from ..state_norm import closed_form_energy, stationary_energy
 from ..variants import build_options, check_variants, variant, variants
 from ._schema import Column, Schema
 from ._study import Study, requires
@@ -267,33 +268,6 @@ def run(spec: TheoryRun) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------------------------
 # White noise
-
-
-def closed_form_energy(system: DiscreteSystem, length: int) -> np.ndarray:
-    """E|h_{p,t}|^2 under unit white noise, ``(length, P)`` for t = 1..length, in float64.
-
-    ``||b_p||^2 (1 - |lam_p|^(2t)) / (1 - |lam_p|^2)`` (module docstring), written with
-    ``expm1`` so that moduli near 1 keep their digits.
-    """
-    lam = np.asarray(system.lam, dtype=np.complex128).reshape(-1)
-    B = np.asarray(system.B, dtype=np.complex128)
-    if system.structure == "bank":
-        # (H, N), channel-major like the engine's flattened state: state (h, n) sees u[:, h] only.
-        row_energy = np.abs(B.reshape(-1)) ** 2
-    elif system.structure == "mimo":
-        row_energy = np.sum(np.abs(B) ** 2, axis=1)
-    else:
-        raise ValueError(f"Unknown system structure {system.structure!r}; accepted: mimo, bank.")
-    log_modulus = np.log(np.abs(lam))
-    t = np.arange(1, length + 1, dtype=np.float64)[:, None]
-    return row_energy * np.expm1(2.0 * t * log_modulus) / np.expm1(2.0 * log_modulus)
-
-
-def stationary_energy(system: DiscreteSystem) -> np.ndarray:
-    """The t -> infinity limit ``||b_p||^2 / (1 - |lam_p|^2)`` per state, ``(P,)``."""
-    lam = np.asarray(system.lam, dtype=np.complex128).reshape(-1)
-    energy = closed_form_energy(system, 1)[0]  # ||b_p||^2, the energy after one input
-    return energy / (1.0 - np.abs(lam) ** 2)
 
 
 def modulus_groups(modulus: np.ndarray, rtol: float = 1e-5) -> np.ndarray:
