@@ -24,7 +24,7 @@ export GLIBC_TUNABLES := glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:glibc.ma
 # and take a core from XLA's matmuls (measured: RotRNN forward at L=4096 45 -> 32 ms with one).
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: env test report bench asv asv-history lock clean-venv
+.PHONY: env test report tex-check bench asv asv-history lock clean-venv
 
 env: $(STAMP)
 
@@ -59,6 +59,19 @@ test: $(STAMP)
 
 report: $(STAMP)
 	$(PY) -m harness report --run --preset $(PRESET) $(REPORT_EXECUTOR)
+
+# Every LaTeX table of reports/ (OUT=folder for another) compiled alone with pdflatex, in a
+# minimal article with booktabs; Debian's texlive is installed first when pdflatex is missing.
+OUT ?= reports
+tex-check:
+	@command -v pdflatex >/dev/null || (apt-get install -y -qq --no-install-recommends \
+		texlive-latex-base texlive-latex-recommended >/dev/null)
+	@tmp=$$(mktemp -d); n=0; failed=0; \
+	for f in $(abspath $(OUT))/tables/*.tex; do n=$$((n + 1)); \
+		printf '\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n\\input{%s}\n\\end{document}\n' "$$f" > $$tmp/doc.tex; \
+		(cd $$tmp && pdflatex -interaction=nonstopmode -halt-on-error doc.tex >/dev/null) \
+			|| { echo "pdflatex failed on $$f (log: $$tmp/doc.log)"; failed=$$((failed + 1)); }; \
+	done; echo "$$((n - failed)) of $$n tables compiled with pdflatex"; test $$failed -eq 0
 
 # pytest-benchmark at the asv shapes; results saved under .benchmarks/ (compare two runs with
 # `.venv/bin/pytest-benchmark compare 0001 0002`). BENCH=expr selects tests (pytest -k).

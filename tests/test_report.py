@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -103,6 +104,36 @@ def _digests(folder: Path) -> dict[str, str]:
     }
 
 
+def _check_latex(tex: str, name: str) -> None:
+    """ASCII only, braces balanced (escaped ones aside), environments closed in order, and a
+    caption and label in a table float (`make tex-check` compiles them with pdflatex)."""
+    assert tex.isascii(), (name, [c for c in tex if not c.isascii()])
+    depth = 0
+    for match in re.finditer(r"\\.|[{}]", tex):
+        token = match.group()
+        depth += {"{": 1, "}": -1}.get(token, 0)
+        assert depth >= 0, name
+    assert depth == 0, name
+    stack = []
+    for kind, env in re.findall(r"\\(begin|end)\{(\w+)\}", tex):
+        if kind == "begin":
+            stack.append(env)
+        else:
+            assert stack and stack.pop() == env, name
+    assert not stack, name
+    assert tex.count(r"\caption{") == 1 and r"\label{tab:" in tex and r"\begin{table}" in tex
+
+
+def test_latex_is_ascii_whatever_the_text():
+    frame = pd.DataFrame({"Δ (pp)": [-1.5, 0.0]}, index=pd.Index(["LRU − RotRNN", "λ ≤ 1"]))
+    tex = _writers.table_latex(Table("t", "Differences", "95 % interval, n = 5 ± s.e.", frame))
+    _check_latex(tex, "t")
+    assert r"LRU - RotRNN" in tex and r"$\lambda$ $\leq$ 1" in tex and r"$\Delta$ (pp)" in tex
+    assert r"\caption{Differences. 95 \% interval, n = 5 $\pm$ s.e.}" in tex
+    with pytest.raises(ValueError, match="No LaTeX spelling for '\u2603'"):
+        _writers.latex_escape("\u2603")
+
+
 def test_render_writes_every_format_and_is_byte_identical(store, tmp_path):
     out = tmp_path / "reports"
     written = render(store, out)
@@ -115,6 +146,8 @@ def test_render_writes_every_format_and_is_byte_identical(store, tmp_path):
     assert (out / "figures/accuracy_by_task.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "figures/accuracy_by_task.pdf").read_bytes()[:5] == b"%PDF-"
     assert r"\toprule" in (out / "tables/accuracy_test.tex").read_text()
+    for tex in out.glob("tables/*.tex"):
+        _check_latex(tex.read_text(encoding="utf-8"), tex.name)
     first = _digests(out)
 
     # A file an earlier render wrote (its manifest names it) and this one does not is gone

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -249,33 +250,68 @@ def table_markdown(table: Table) -> str:
     return cells.to_markdown(index=False, colalign=align, disable_numparse=True) + "\n"
 
 
+# LaTeX's special characters, and a spelling for every non-ASCII character the report writes:
+# the .tex files are ASCII, so pdflatex takes them without inputenc or fontenc options.
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "|": r"\textbar{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+}
+_LATEX_UNICODE = {
+    "–": "--", "—": "---", "−": "-", "‐": "-", "…": r"\ldots{}", "’": "'", "‘": "`",
+    "“": "``", "”": "''", "\u00a0": "~", "°": r"\textdegree{}", "·": r"$\cdot$",
+    "±": r"$\pm$", "×": r"$\times$", "≤": r"$\leq$", "≥": r"$\geq$", "≈": r"$\approx$",
+    "≠": r"$\neq$", "→": r"$\to$", "←": r"$\leftarrow$", "⇔": r"$\Leftrightarrow$",
+    "⟺": r"$\Leftrightarrow$", "∞": r"$\infty$", "√": r"$\surd$", "∈": r"$\in$",
+    "‖": r"$\|$", "²": r"$^2$", "³": r"$^3$", "⁰": r"$^0$", "¹": r"$^1$", "⁻": r"$^-$",
+    "α": r"$\alpha$", "β": r"$\beta$", "γ": r"$\gamma$", "δ": r"$\delta$", "Δ": r"$\Delta$",
+    "ε": r"$\varepsilon$", "η": r"$\eta$", "θ": r"$\theta$", "λ": r"$\lambda$", "Λ": r"$\Lambda$",
+    "μ": r"$\mu$", "ξ": r"$\xi$", "π": r"$\pi$", "ρ": r"$\rho$", "σ": r"$\sigma$",
+    "τ": r"$\tau$", "φ": r"$\phi$", "χ": r"$\chi$", "ω": r"$\omega$",
+}
+
+
 def latex_escape(text: str) -> str:
-    """``text`` with LaTeX's special characters escaped (for names and labels)."""
-    replacements = {
-        "\\": r"\textbackslash{}",
-        "&": r"\&",
-        "%": r"\%",
-        "$": r"\$",
-        "#": r"\#",
-        "_": r"\_",
-        "{": r"\{",
-        "}": r"\}",
-        "~": r"\textasciitilde{}",
-        "^": r"\textasciicircum{}",
-        "|": r"\textbar{}",
-        "<": r"\textless{}",
-        ">": r"\textgreater{}",
-        "–": "--",
-        "±": r"$\pm$",
-    }
-    return "".join(replacements.get(ch, ch) for ch in str(text))
+    """``text`` as ASCII LaTeX: special characters escaped, every non-ASCII character spelt
+    with a macro (`_LATEX_UNICODE`) or, for accented letters, without its accent.
+
+    Raises `ValueError` for a character with no spelling, so that a new symbol is named here
+    instead of reaching a ``.tex`` file that pdflatex rejects.
+    """
+    out = []
+    for ch in str(text):
+        if ch in _LATEX_SPECIAL:
+            out.append(_LATEX_SPECIAL[ch])
+        elif ch.isascii():
+            out.append(ch)
+        elif ch in _LATEX_UNICODE:
+            out.append(_LATEX_UNICODE[ch])
+        else:
+            plain = "".join(c for c in unicodedata.normalize("NFKD", ch)
+                            if not unicodedata.combining(c))
+            if not plain.isascii() or not plain:
+                raise ValueError(
+                    f"No LaTeX spelling for {ch!r} (U+{ord(ch):04X}, "
+                    f"{unicodedata.name(ch, 'unnamed')}); add one to _writers._LATEX_UNICODE."
+                )
+            out.append(plain)
+    return "".join(out)
 
 
 def table_latex(table: Table) -> str:
-    """A booktabs ``tabular`` (``\\usepackage{booktabs}``), best per column in bold.
-
-    Only the tabular is written, so a paper wraps it in its own ``table`` environment and
-    caption: ``\\input{reports/tables/<name>.tex}``.
+    """A ``table`` float holding a booktabs ``tabular`` (``\\usepackage{booktabs}``), with the
+    table's title and caption as its caption and ``tab:<name>`` as its label, best per column in
+    bold; ASCII only. In a paper: ``\\input{reports/tables/<name>.tex}``.
     """
     _check_table(table)
     cells = _cells(table, "tex")
@@ -288,7 +324,12 @@ def table_latex(table: Table) -> str:
     spec = "l" * index_frame.shape[1] + "".join(
         "r" if _is_numeric_column(table.frame[c]) else "l" for c in table.frame.columns
     )
-    tex = body.style.hide(axis="index").to_latex(hrules=True, column_format=spec)
+    title = table.title.rstrip(".")
+    caption = latex_escape(f"{title}. {table.caption}" if table.caption else title)
+    tex = body.style.hide(axis="index").to_latex(
+        hrules=True, column_format=spec, caption=caption, label=f"tab:{table.name}",
+        position="tbp", position_float="centering",
+    )
     return f"% {latex_escape(table.title)} (linrnn-bench table {table.name})\n{tex}"
 
 
