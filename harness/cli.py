@@ -6,7 +6,8 @@
                                  [--executor local|processes|ray] [--workers N]
                                  [--ray-address ADDR]
     python -m harness report [--run] [--preset P] [--executor E] [--workers N] [--store PATH]
-                             [--out reports]
+                             [--out reports] [--only NAME ...]
+    python -m harness figure NAME [NAME ...] [--store PATH] [--out reports]
     python -m harness check-layer MODEL [--d-model H] [--d-state N] [--long-length L]
 
 A MODEL is a registry name or an outside layer's import path ``package.module:Layer``.
@@ -128,7 +129,16 @@ def _build_parser() -> argparse.ArgumentParser:
     _executor_arguments(p)
     p.add_argument("--store", type=Path, default=DEFAULT_PATH)
     p.add_argument("--out", type=Path, default=Path("reports"))
+    p.add_argument("--only", action="append", default=[], metavar="NAME",
+                   help="write this table or figure alone (repeatable)")
     p.set_defaults(handler=_cmd_report)
+
+    p = sub.add_parser("figure", help="regenerate one table or figure from the store alone")
+    p.add_argument("names", nargs="+", metavar="NAME")
+    p.add_argument("--store", type=Path, default=DEFAULT_PATH)
+    p.add_argument("--out", type=Path, default=Path("reports"))
+    p.set_defaults(handler=_cmd_figure, run=False, preset="cpu", executor=None, workers=1,
+                   ray_address=None)
 
     _check_layer_parser(sub)
     return parser
@@ -360,6 +370,13 @@ def _cmd_study(args) -> int:
     return 0
 
 
+def _cmd_figure(args) -> int:
+    """``figure NAME``: ``report --only NAME`` (the artifact's files, byte-identical to the
+    whole report's)."""
+    args.only = list(args.names)
+    return _cmd_report(args)
+
+
 def _cmd_report(args) -> int:
     from . import studies
     from .report import ReportError, _writers, check_destination, render
@@ -392,7 +409,7 @@ def _cmd_report(args) -> int:
     store = Store(args.store, create=False, readonly=True)
     store.check()
     try:
-        render(store, out, workers=args.workers)
+        render(store, out, workers=args.workers, only=tuple(args.only))
     except (ReportError, ValueError) as e:  # e.g. --out holds files it did not write
         raise UsageError(str(e)) from None
     except OSError as e:  # a full disk or a permission change while writing

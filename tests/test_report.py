@@ -370,6 +370,34 @@ def test_the_command_line_refuses_an_out_holding_the_store_before_any_run(store,
         assert moved.read_bytes() == store.path.read_bytes()
 
 
+def test_one_artifact_regenerated_alone_is_byte_identical(store, tmp_path, capsys):
+    from harness.cli import main
+
+    full = tmp_path / "full"
+    render(store, full)
+    provenance = json.loads((full / "provenance.json").read_text())
+    hashes = provenance["artifacts"]["accuracy_test"]["run_ids"]
+    runs = store.runs("accuracy")
+    runs = runs[runs["status"] == "done"]  # the table's runs: its diverged one has no test value
+    assert hashes == dict(zip(runs["run_id"], runs["config_hash"]))
+    # Alone into a new folder, and into the full report (which keeps its other files).
+    alone = tmp_path / "alone"
+    assert main(["figure", "accuracy_by_task", "accuracy_test", "--store", str(store.path),
+                 "--out", str(alone)]) == 0
+    files = _digests(alone)
+    assert {f for f in files if f != MARKER} == {
+        f"{d}/{n}{s}" for d, n, suffixes in (
+            ("figures", "accuracy_by_task", _writers.FIGURE_SUFFIXES),
+            ("tables", "accuracy_test", _writers.TABLE_SUFFIXES)) for s in suffixes}
+    full_digests = _digests(full)
+    assert all(files[f] == full_digests[f] for f in files if f != MARKER)
+    (full / "figures" / "accuracy_by_task.png").write_bytes(b"stale")
+    render(store, full, only=("accuracy_by_task",))
+    assert _digests(full) == full_digests
+    with pytest.raises(ReportError, match="No table or figure named 'nope'.*accepted: .*accuracy_test"):
+        render(store, alone, only=("nope",))
+
+
 def test_a_report_folder_of_an_earlier_version_is_replaced_by_its_provenance(store, tmp_path):
     # Before manifests the marker was one line; the files it owns are those its provenance.json
     # lists, and a user's file there survives.

@@ -92,7 +92,7 @@ class _Section:
 
 
 def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
-           workers: int = 1) -> list[Path]:
+           workers: int = 1, only: Sequence[str] = ()) -> list[Path]:
     """Write the whole report for ``store`` into ``out_dir``, replacing the previous report.
 
     Arguments:
@@ -102,6 +102,9 @@ def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str
             replaced; any other file there is kept), be empty, or hold only the
             generated-folder note ``README.md`` of a fresh clone. It must not contain the store.
         workers: processes drawing the figures (1: this process); the bytes are the same.
+        only: names of tables or figures to write alone (their files only, byte-identical to
+            the whole report's; the index and provenance.json are left as they are); empty for
+            the whole report.
 
     Returns:
         The paths of the files written, sorted, under ``out_dir``.
@@ -135,12 +138,14 @@ def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str
 
                 def send(section: _Section) -> None:
                     for artifact in section.artifacts:
-                        if isinstance(artifact, Figure):
+                        if isinstance(artifact, Figure) and (not only or artifact.name in only):
                             figures[artifact.name] = writers.submit(artifact, tmp / "figures")
 
                 sections = _sections(store, send)
-                files = _write(store, sections, tmp, figures)
-            _commit(tmp, out_dir, owned, files)
+                if only:
+                    _check_only(sections, only)
+                files = _write(store, sections, tmp, figures, only)
+            _commit(tmp, out_dir, owned, files, keep=bool(only))
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -278,15 +283,29 @@ def _dedupe(section: _Section, seen: dict[str, str]) -> _Section:
 # Writing
 
 
+def _check_only(sections: Sequence[_Section], only: Sequence[str]) -> None:
+    names = sorted(a.name for s in sections for a in s.artifacts if isinstance(a, (Table, Figure)))
+    unknown = [n for n in only if n not in names]
+    if unknown:
+        raise ReportError(
+            f"No table or figure named {', '.join(map(repr, unknown))} in this store's report; "
+            f"accepted: {', '.join(names)}."
+        )
+
+
 def _write(store: Store, sections: Sequence[_Section], root: Path,
-           figures: Mapping[str, Callable[[], list[Path]]]) -> list[str]:
+           figures: Mapping[str, Callable[[], list[Path]]], only: Sequence[str] = ()
+           ) -> list[str]:
     """Write every table, the index, provenance.json and the README under ``root``, and
-    record every figure (``figures``: name -> a call that waits for its written paths)."""
+    record every figure (``figures``: name -> a call that waits for its written paths); with
+    ``only``, those artifacts' files alone."""
     written: dict[str, list[str]] = {}  # artifact name -> relative paths
     failures: dict[str, str] = {}
     records: dict[str, dict[str, Any]] = {}
     for section in sections:
         for artifact in section.artifacts:
+            if only and artifact.name not in only:
+                continue
             record: dict[str, Any] = {
                 "section": section.key,
                 "kind": type(artifact).__name__.lower(),
@@ -319,7 +338,14 @@ def _write(store: Store, sections: Sequence[_Section], root: Path,
             record["caption"] = artifact.caption
             record["files"] = {r: _sha256(root / r) for r in rel}
             record["provenance"] = _artifact_provenance(store, section, artifact)
+            if section.provenance is not None:
+                record["run_ids"] = _run_hashes(store, section.key, artifact.runs)
             records[artifact.name] = record
+    if only:
+        failed = [name for name in only if name in failures]
+        if failed:
+            raise ReportError("; ".join(f"{name}: {failures[name]}" for name in failed))
+        return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
     (root / "index.md").write_text(
         _index(store, sections, written, failures), encoding="utf-8", newline="\n"
     )
@@ -342,6 +368,19 @@ def _artifact_provenance(
     if artifact.runs:
         return _provenance.summarise(store, section.key, artifact.runs)
     return section.provenance
+
+
+def _run_hashes(store: Store, study: str, run_ids: Sequence[str]) -> dict[str, str]:
+    """``{run id: configuration hash}`` of the runs behind an artifact: ``run_ids`` when it
+    names them, else every finished run of its study."""
+    runs = store.runs(study)
+    if runs.empty:
+        return {}
+    if run_ids:
+        runs = runs[runs["run_id"].isin(set(run_ids))]
+    else:
+        runs = runs[runs["status"].isin(("done", "diverged"))]
+    return dict(sorted(zip(runs["run_id"].astype(str), runs["config_hash"].astype(str))))
 
 
 def _sha256(path: Path) -> str:
@@ -436,9 +475,11 @@ def _owned_files(out_dir: Path) -> set[str]:
     )
 
 
-def _commit(tmp: Path, out_dir: Path, owned: set[str], files: Sequence[str]) -> None:
+def _commit(tmp: Path, out_dir: Path, owned: set[str], files: Sequence[str], *,
+            keep: bool = False) -> None:
     """Move the render in ``tmp`` into ``out_dir``: its files replace the old report's, the old
-    report's files it lacks are removed, and nothing else in ``out_dir`` is touched."""
+    report's files it lacks are removed (kept with ``keep``: a render of some artifacts only),
+    and nothing else in ``out_dir`` is touched."""
     new = {f for f in files if f != MARKER}
     collisions = sorted(f for f in new - owned if os.path.lexists(out_dir / f))
     if collisions:
@@ -455,6 +496,8 @@ def _commit(tmp: Path, out_dir: Path, owned: set[str], files: Sequence[str]) -> 
         target = out_dir / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp / relative, target)
+    if keep:
+        new |= owned
     for relative in sorted(owned - new):
         stale = out_dir / relative
         if stale.is_file() or stale.is_symlink():

@@ -54,7 +54,9 @@ class Table:
 class Figure:
     """A matplotlib figure written as PNG and PDF with deterministic bytes.
 
-    ``runs`` (optional) are the run ids drawn, as for `Table`.
+    ``runs`` (optional) are the run ids drawn, as for `Table`. ``data`` (optional) holds the
+    numbers drawn, one row per plotted point or bar (with its interval where one is drawn),
+    written beside the figure as ``<name>.csv`` so a reader can redraw or cite them.
     """
 
     name: str
@@ -62,6 +64,7 @@ class Figure:
     caption: str
     figure: MplFigure
     runs: tuple[str, ...] = ()
+    data: pd.DataFrame | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -353,7 +353,8 @@ def write_table(table: Table, directory: Path) -> list[Path]:
 
 
 def write_figure(figure: Figure, directory: Path) -> list[Path]:
-    """Write ``<name>.png`` and ``.pdf`` with deterministic bytes, then close the figure."""
+    """Write ``<name>.png`` and ``.pdf`` with deterministic bytes (and ``<name>.csv``, the
+    numbers drawn, when the figure has them), then close the figure."""
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure as MplFigure
 
@@ -364,6 +365,13 @@ def write_figure(figure: Figure, directory: Path) -> list[Path]:
             f"{type(figure.figure).__name__}."
         )
     paths = []
+    if figure.data is not None:
+        if not isinstance(figure.data, pd.DataFrame):
+            raise TypeError(f"Figure {figure.name!r}: data must be a pandas DataFrame or None.")
+        path = directory / f"{figure.name}.csv"
+        path.write_text(_index_columns(figure.data).to_csv(index=False, lineterminator="\n"),
+                        encoding="utf-8", newline="\n")
+        paths.append(path)
     try:
         for suffix, metadata in ((".png", _PNG_METADATA), (".pdf", _PDF_METADATA)):
             path = directory / f"{figure.name}{suffix}"
