@@ -7,6 +7,7 @@ section against a synthetic store whose winners, baselines and learning-rate cho
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import numpy as np
@@ -14,6 +15,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from harness import stats as inference
 from harness.report import _stats, accuracy
 from harness.report._artifacts import Finding, Table
 from harness.store import Store
@@ -28,55 +30,129 @@ _PROV = {"git_commit": "0" * 40, "git_dirty": False, "versions": {"jax": "0.10.2
 # Statistics
 
 
-def test_paired_t_matches_scipy_and_holm_by_hand():
+def _sign_flip_by_hand(d: np.ndarray) -> float:
+    """The exact two-sided sign-flip p, every flip written out."""
+    flips = [abs(sum(s * x for s, x in zip(signs, d)))
+             for signs in itertools.product((-1, 1), repeat=len(d))]
+    return sum(f >= abs(d.sum()) - 1e-12 for f in flips) / len(flips)
+
+
+def test_paired_comparison_matches_scipy_and_by_hand():
     rng = np.random.default_rng(0)
-    scores = pd.DataFrame({"a": rng.normal(50, 2, 5), "b": rng.normal(40, 2, 5),
-                           "c": rng.normal(49, 2, 5)})
-    pairs = _stats.paired_differences(scores, higher_is_better=True).set_index(["first",
-                                                                                 "second"])
+    scores = pd.DataFrame({"a": rng.normal(50, 2, 7), "b": rng.normal(40, 2, 7),
+                           "c": rng.normal(49, 2, 7)})
+    pairs = inference.pairwise(scores, higher_is_better=True).set_index(["first", "second"])
     for (a, b), row in pairs.iterrows():
+        d = (scores[a] - scores[b]).to_numpy()
         ref = stats.ttest_rel(scores[a], scores[b])
-        assert row["p"] == pytest.approx(ref.pvalue, rel=1e-10)
         ci = ref.confidence_interval(0.95)
         assert (row["low"], row["high"]) == pytest.approx((ci.low, ci.high), rel=1e-10)
-        assert row["diff"] == pytest.approx(float((scores[a] - scores[b]).mean()))
+        assert row["p_t"] == pytest.approx(ref.pvalue, rel=1e-10)
+        assert row["diff"] == pytest.approx(d.mean())
+        assert row["effect"] == pytest.approx(d.mean() / d.std(ddof=1))  # d_z
+        assert row["test"] == "exact sign-flip" and row["n"] == 7
+        assert row["p"] == pytest.approx(_sign_flip_by_hand(d))
+        assert row["smallest_p"] == pytest.approx(2 / 2**7)
+        assert row["m"] == 3
     # Holm: sorted p1 <= p2 <= p3 become 3 p1, max(3 p1, 2 p2), max(.., p3), capped at 1.
     p = np.array([0.01, 0.04, 0.03, float("nan")])
-    assert np.allclose(_stats.holm(p)[:3], [0.03, 0.06, 0.06])
-    assert math.isnan(_stats.holm(p)[3])
+    assert np.allclose(inference.holm(p)[:3], [0.03, 0.06, 0.06])
+    assert math.isnan(inference.holm(p)[3])
+    assert np.allclose(inference.holm(np.array([[0.01, 0.04, 0.03], [0.5, 0.001, 0.2]])),
+                       [[0.03, 0.06, 0.06], [0.5, 0.003, 0.4]])
+    # a beats b on every seed: p = 2/2^7 = 0.0156, times 3 by Holm: 0.047 <= 0.05.
+    assert pairs.loc[("a", "b"), "p_holm"] == pytest.approx(3 * 2 / 2**7)
     assert pairs.loc[("a", "b"), "significant"] and pairs.loc[("a", "b"), "better"] == "a"
-    lower = _stats.paired_differences(scores, higher_is_better=False).set_index(["first",
-                                                                                  "second"])
+    lower = inference.pairwise(scores, higher_is_better=False).set_index(["first", "second"])
     assert lower.loc[("a", "b"), "better"] == "b"  # for a loss the smaller mean wins
+    # Beyond ten seeds the test is the paired t.
+    many = inference.paired(rng.normal(1, 1, 12), rng.normal(0, 1, 12))
+    assert many.test == "paired t" and many.p == many.p_t and many.mdd == many.mdd_t
 
 
-def test_friedman_and_nemenyi_follow_demsar():
-    # k = 4 models over n = 4 tasks: q_0.05 = 2.569 (Demsar 2006, Table 5a).
-    assert _stats.nemenyi_cd(4, 4) == pytest.approx(2.569 * math.sqrt(4 * 5 / 24), abs=2e-3)
+def test_small_n_cannot_reach_alpha_and_says_so():
+    c = inference.paired([60.0, 62.0, 61.0], [50.0, 52.0, 54.0])
+    assert c.p == pytest.approx(0.25) and c.smallest_p == pytest.approx(0.25)
+    assert math.isinf(c.mdd) and math.isfinite(c.mdd_t)
+    assert "n = 3 cannot reach alpha = 0.05 with an exact test" in inference.mdd_text(c)
+    assert math.isinf(inference.sign_flip_mdd(5)) and math.isfinite(inference.sign_flip_mdd(6))
+    family = inference.pairwise(pd.DataFrame({"x": [1.0, 2.0, 3.0], "y": [0.0, 0.5, 1.0]}),
+                                higher_is_better=True)
+    assert _stats.family_verdict(family).startswith("n = 3 cannot reach alpha = 0.05")
+    assert "a paired t-test could detect" in _stats.comparison_text(next(family.itertuples()))
+
+
+def test_minimum_detectable_difference_has_its_power():
+    for n in (3, 5, 10, 30):
+        effect = inference.paired_t_mdd(n)
+        df, critical = n - 1, stats.t.ppf(0.975, n - 1)
+        power = (stats.nct.sf(critical, df, effect * math.sqrt(n))
+                 + stats.nct.cdf(-critical, df, effect * math.sqrt(n)))
+        assert power == pytest.approx(0.80, abs=1e-4)
+    assert inference.paired_t_mdd(10) == pytest.approx(0.9958, abs=2e-3)  # G*Power's d_z
+    # Harder to detect with fewer pairs, at a stricter alpha, and with the exact test.
+    assert inference.paired_t_mdd(5) > inference.paired_t_mdd(10)
+    assert inference.sign_flip_mdd(8, 0.05 / 3) > inference.sign_flip_mdd(8)
+    assert inference.sign_flip_mdd(8) >= inference.paired_t_mdd(8)
+    c = inference.paired([3.0, 1.0, 2.0, 5.0, 4.0, 2.5, 3.5], [0.0] * 7)
+    assert c.mdd == pytest.approx(inference.sign_flip_mdd(7) * c.sd)
+
+
+def test_unpaired_matches_scipy():
+    a, b = [1.0, 2.0, 3.0], [4.0, 5.0, 6.5]
+    c = inference.unpaired(a, b)
+    ref = stats.ttest_ind(a, b, equal_var=False)
+    assert (c.low, c.high) == pytest.approx(tuple(ref.confidence_interval()))
+    assert c.p_t == pytest.approx(ref.pvalue)
+    assert c.p == pytest.approx(0.1) and c.smallest_p == pytest.approx(0.1)  # 2 of 20 splits
+    assert c.test == "exact permutation" and math.isinf(c.mdd)
+
+
+def test_across_tasks_friedman_with_ties_and_wilcoxon_holm():
     scores = pd.DataFrame({"a": [90, 80, 70, 0.1], "b": [85, 75, 60, 0.2], "c": [80, 70, 65, 0.3],
                            "d": [70, 60, 50, 0.4]}, index=["t1", "t2", "t3", "mse"])
-    ranks = _stats.average_ranks(scores, {"t1": True, "t2": True, "t3": True, "mse": False})
-    assert ranks.loc["mse"].tolist() == [1.0, 2.0, 3.0, 4.0]  # lower MSE ranks first
-    assert ranks.mean().tolist() == pytest.approx([1.0, 2.25, 2.75, 4.0])
-    chi2, p = _stats.friedman(ranks)
-    # The same statistic from scipy on the scores oriented so that larger is better.
+    higher = {"t1": True, "t2": True, "t3": True, "mse": False}
+    out = inference.across_tasks(scores, higher)
+    assert out["ranks"].loc["mse"].tolist() == [1.0, 2.0, 3.0, 4.0]  # lower MSE ranks first
+    assert _stats.average_ranks(scores, higher).equals(out["ranks"])
     oriented = scores.copy()
     oriented.loc["mse"] *= -1
-    ref = stats.friedmanchisquare(*[-oriented[c] for c in oriented.columns])
-    assert chi2 == pytest.approx(ref.statistic) and p == pytest.approx(ref.pvalue)
+    ref = stats.friedmanchisquare(*[oriented[c] for c in oriented.columns])
+    assert out["chi2"] == pytest.approx(ref.statistic) and out["p"] == pytest.approx(ref.pvalue)
+    pairs = out["pairs"].set_index(["first", "second"])
+    ab = oriented["a"] - oriented["b"]
+    assert pairs.loc[("a", "b"), "p"] == pytest.approx(stats.wilcoxon(ab).pvalue)
+    assert out["smallest_p"] == pytest.approx(0.125) and out["weak"]
+    assert not pairs["significant"].any()  # four tasks cannot reach 5%
+    # An exact tie (the issue's RotRNN = S4D on ListOps): scipy's Friedman is tie-corrected
+    # (the uncorrected statistic is smaller), and each tie-break is checked.
+    tied = pd.DataFrame({"lru": [40.0, 80.0, 70.0, 60.0], "rot": [37.0, 75.0, 60.0, 61.0],
+                         "s4d": [37.0, 70.0, 65.0, 50.0]}, index=list("wxyz"))
+    out = inference.across_tasks(tied, dict.fromkeys("wxyz", True))
+    r = out["ranks"].mean().to_numpy()
+    uncorrected = 12 * 4 / (3 * 4) * (np.sum(r**2) - 3 * 16 / 4)
+    assert out["chi2"] > uncorrected
+    assert out["tie_breaks"] == 2
+    broken = [stats.friedmanchisquare([1, 1, 1, 2], [2, 2, 3, 1], [3, 3, 2, 3]).pvalue,
+              stats.friedmanchisquare([1, 1, 1, 2], [3, 2, 3, 1], [2, 3, 2, 3]).pvalue]
+    assert (out["p_best"], out["p_worst"]) == pytest.approx((min(broken), max(broken)))
+    rot_s4d = out["pairs"].set_index(["first", "second"]).loc[("rot", "s4d")]
+    both = [stats.wilcoxon([e, 5.0, -5.0, 11.0]).pvalue for e in (-1.0, 1.0)]
+    assert rot_s4d["p"] == pytest.approx(max(both)) and rot_s4d["ties"] == 1
 
 
-def test_baseline_margin_and_bootstrap():
+def test_baseline_margin_mean_interval_and_refused_bootstrap():
     ok, margin = _stats.beats_baseline([40.0, 42.0, 44.0], 30.0, higher_is_better=True)
     assert ok and margin == pytest.approx(12.0 / (2.0 / math.sqrt(3)))
     ok, margin = _stats.beats_baseline([0.5, 0.6], 0.55, higher_is_better=False)
     assert not ok and margin == pytest.approx(0.0)
-    low, high = _stats.bootstrap_ci([1.0, 2.0, 3.0, 4.0], seed=1)
-    assert 1.0 <= low < 2.5 < high <= 4.0
-    assert _stats.bootstrap_ci([1.0, 2.0, 3.0], seed=1) == _stats.bootstrap_ci([1.0, 2.0, 3.0],
-                                                                               seed=1)
-    diff, low, high = _stats.bootstrap_difference([1.0, 1.1, 0.9], [3.0, 3.2, 2.8])
-    assert diff == pytest.approx(-2.0) and high < 0
+    mean, low, high, n = inference.mean_interval([1.0, 2.0, 4.0])
+    ref = stats.ttest_1samp([1.0, 2.0, 4.0], 0.0).confidence_interval()
+    assert (mean, low, high, n) == pytest.approx((7 / 3, ref.low, ref.high, 3))
+    with pytest.raises(inference.TooFewError, match="at least 30 values"):
+        inference.percentile_bootstrap([1.0, 2.0, 3.0])
+    low, high = inference.percentile_bootstrap(np.arange(40.0))
+    assert low < 19.5 < high
     assert _stats.coefficient_of_variation([1.0, 3.0]) == pytest.approx(0.5)
 
 
