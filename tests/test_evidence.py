@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
+from scipy import optimize, stats
 
 from harness import stats as inference
 from harness.report import _stats, accuracy
@@ -262,18 +262,76 @@ def test_section_tunes_tests_and_states_findings(tmp_path):
     significance = artifacts["accuracy_significance"].frame
     row = significance.loc[("listops", "RotRNN − LRU")]
     ref = stats.ttest_rel([60, 62, 61], [50, 52, 54])
-    assert row["p (paired t)"] == pytest.approx(ref.pvalue)
-    assert (row["significant"] == "yes") == (ref.pvalue < 0.05)
+    assert (row["95% CI low"], row["95% CI high"]) == pytest.approx(
+        tuple(ref.confidence_interval()))
+    assert row["p"] == pytest.approx(0.25) and row["test"] == "exact sign-flip"
+    assert row["significant"] == "no" and math.isinf(row["MDD"])
     finding = artifacts["accuracy_findings"]
     assert isinstance(finding, Finding)
     assert any(line.startswith("Informative tasks") and "listops" in line
                for line in finding.lines)
-    assert any("RotRNN over LRU" in line for line in finding.lines) == (ref.pvalue < 0.05)
-    if ref.pvalue < 0.05:  # the only pair, and significant: not "the other 0 pairs ..."
-        line = next(line for line in finding.lines if "RotRNN over LRU" in line)
-        assert line.endswith("; every pair differs.")
+    line = next(line for line in finding.lines if line.startswith("On listops"))
+    assert "n = 3 cannot reach alpha = 0.05 with an exact test" in line
+    assert "RotRNN − LRU: +9.00 pp [" in line and "d_z = " in line
+    assert "a paired t-test could detect" in line
     assert artifacts["accuracy_sensitivity"].name == "accuracy_sensitivity"
     assert type(artifacts["accuracy_sensitivity"]).__name__ == "Figure"
+
+
+def test_significance_table_recomputes_with_scipy(tmp_path):
+    """The significance table from a synthetic store, recomputed here from the seeds' numbers
+    with scipy alone (t interval, sign flips by enumeration, Holm by hand, MDD from nct)."""
+    rng = np.random.default_rng(3)
+    seeds = 7
+    accs = {"lru": 0.60 + 0.02 * rng.standard_normal(seeds),
+            "rotrnn": 0.55 + 0.02 * rng.standard_normal(seeds),
+            "s5": 0.59 + 0.02 * rng.standard_normal(seeds)}
+    store = Store(tmp_path / "s.sqlite")
+    for model, values in accs.items():
+        for seed, acc in enumerate(values):
+            run_id = f"{model}-{seed}"
+            store.record(
+                run_id=run_id, study="accuracy", status="done",
+                config={"network": {"layer": model, "depth": 1}, "task": "digits",
+                        "train": {"lr": 1e-3, "recurrent_lr": 1e-3}, "seed": seed},
+                config_hash=run_id, seed=seed, provenance=_PROV,
+                rows=[{"kind": "final", "val_accuracy": acc, "test_accuracy": float(acc),
+                       "val_loss": 1.0, "test_loss": 1.0, "selection": "accuracy",
+                       "params": 100, "steps": 10, "train_seconds": 1.0,
+                       "baseline_test_accuracy": 0.1, "baseline_test_loss": 2.3}])
+    artifacts = {a.name: a for a in accuracy.section(store)}
+    table = artifacts["accuracy_significance"].frame
+    labels = {"lru": "LRU", "rotrnn": "RotRNN", "s5": "S5"}
+    order = ["rotrnn", "lru", "s5"]  # the report's model order (harness.report.style)
+    pairs = list(itertools.combinations(order, 2))
+    raw = {}
+    for a, b in pairs:
+        d = 100 * accs[a] - 100 * accs[b]
+        flips = np.array(list(itertools.product((-1.0, 1.0), repeat=seeds)))
+        raw[a, b] = np.mean(np.abs(flips @ d) >= abs(d.sum()) - 1e-9)
+    ascending = sorted(raw, key=raw.get)
+    holm_p, running = {}, 0.0
+    for i, key in enumerate(ascending):
+        running = max(running, min(1.0, (len(ascending) - i) * raw[key]))
+        holm_p[key] = running
+    for first, second in pairs:
+        key = (first, second)
+        row = table.loc[("digits", f"{labels[first]} − {labels[second]}")]
+        d = 100 * accs[first] - 100 * accs[second]
+        ci = stats.ttest_1samp(d, 0.0).confidence_interval()
+        sd = d.std(ddof=1)
+        critical = stats.t.ppf(0.975, seeds - 1)
+        effect = optimize.brentq(lambda e: stats.nct.sf(critical, seeds - 1, e * math.sqrt(seeds))
+                                 + stats.nct.cdf(-critical, seeds - 1, e * math.sqrt(seeds))
+                                 - 0.8, 0.01, 50)
+        assert row["paired seeds"] == seeds
+        assert row["difference"] == pytest.approx(d.mean())
+        assert (row["95% CI low"], row["95% CI high"]) == pytest.approx((ci.low, ci.high))
+        assert row["d_z"] == pytest.approx(d.mean() / sd)
+        assert row["p"] == pytest.approx(raw[key])
+        assert row["p (Holm)"] == pytest.approx(holm_p[key])
+        assert row["MDD (paired t)"] == pytest.approx(effect * sd, rel=1e-3)
+        assert (row["significant"] == "yes") == (holm_p[key] <= 0.05)
 
 
 # --------------------------------------------------------------------------------------------
@@ -297,20 +355,33 @@ def _trained_rows(spreads: dict[str, tuple[float, ...]]) -> pd.DataFrame:
 def test_stability_verdict_is_computed_for_whichever_layers_are_present():
     from harness.report import stability as report
 
-    trained = _trained_rows({"rotrnn": (0.01, 0.02, 0.015), "lru": (0.9, 1.0, 1.1),
-                             "s5": (0.012, 0.018, 0.014), "lru-no-gamma": (2.0, 2.1, 2.2)})
+    rng = np.random.default_rng(0)
+    eight = lambda centre: tuple(centre * (1 + 0.1 * rng.standard_normal(8)))  # noqa: E731
+    steady = (0.010, 0.011, 0.012, 0.013, 0.014, 0.015, 0.016, 0.017)
+    # S5's seeds have RotRNN's spreads in another order: differences +-0.001 .. 0.007 that
+    # sum to zero, so p = 1.
+    trained = _trained_rows({"rotrnn": steady, "lru": eight(1.0),
+                             "s5": steady[1::2] + steady[0::2], "lru-no-gamma": eight(2.1)})
     spread = report.spread_by_run(trained)
     cv = spread.set_index("run_id")["cv"]
-    values = 1.0 + 0.9 * np.arange(0, 250, 50) / 200
+    lru0 = spread.set_index("run_id").loc["lru-0"]
+    values = 1.0 + trained.loc[trained["run_id"] == "lru-0", "norm_mean"].to_numpy()[::2] - 1.0
     assert cv["lru-0"] == pytest.approx(np.std(values) / np.mean(values))
-    assert spread.set_index("run_id").at["lru-0", "drift"] == pytest.approx(1.9)
+    assert lru0["drift"] == pytest.approx(values[-1])
     finding = report._finding(spread, "listops", "cpu", ())
     verdict, ablations = finding.lines
     assert "from lowest: S5" in verdict or "from lowest: RotRNN" in verdict
-    assert "RotRNN < LRU" in verdict and "S5 < LRU" in verdict
-    assert "RotRNN and S5" in verdict or "S5 and RotRNN" in verdict  # not distinguishable
+    # Eight seeds, three pairs: each LRU pair has p = 2/256, Holm 3x that: significant.
+    assert "exact sign-flip test, Holm over the 3 pairs" in verdict
+    assert "significant: RotRNN over LRU" in verdict and "; S5 over LRU." in verdict
+    assert "RotRNN over S5" not in verdict and "S5 over RotRNN" not in verdict
+    assert "d_z = " in verdict and "MDD " in verdict
     assert ablations.startswith("Ablations on listops at depth 2: LRU, gamma off")
     # The same code says the opposite when the data do.
     flipped = report._finding(report.spread_by_run(_trained_rows(
-        {"rotrnn": (0.9, 1.0, 1.1), "lru": (0.01, 0.02, 0.015)})), "listops", "cpu", ())
-    assert "LRU < RotRNN" in flipped.lines[0]
+        {"rotrnn": eight(1.0), "lru": eight(0.015)})), "listops", "cpu", ())
+    assert "significant: LRU over RotRNN." in flipped.lines[0]
+    # Three seeds cannot reach 5% with the exact test, and the verdict says so.
+    few = report._finding(report.spread_by_run(_trained_rows(
+        {"rotrnn": (0.01, 0.02, 0.015), "lru": (0.9, 1.0, 1.1)})), "listops", "cpu", ())
+    assert "n = 3 cannot reach alpha = 0.05 with an exact test" in few.lines[0]
