@@ -522,23 +522,27 @@ def _finding(spread: pd.DataFrame, task: str, preset: str | None,
         ranked = ", ".join(f"{_label(r.variant)} {r.cv:.3g} [{r.cv_low:.3g}, {r.cv_high:.3g}]"
                            for r in models_here.itertuples())
         runs = spread[spread["depth"] == depth]
-        text = (f"On {task} at depth {depth} ({n} seeds, preset {preset}), the spread of the "
-                f"state norm through training and across layers (CV; mean and 95% t interval "
-                f"over seeds), from lowest: {ranked}.")
+        text = (f"On {task} at depth {depth} ({n} seed{'s' if n != 1 else ''}, preset "
+                f"{preset}), the spread of the state norm through training and across layers "
+                f"(CV; mean and 95% t interval over seeds), from lowest: {ranked}.")
         ordered = list(models_here["variant"])
         if len(ordered) >= 2:
             by_seed = runs[runs["variant"].isin(ordered)].pivot_table(
                 index="seed", columns="variant", values="cv", aggfunc="mean")
             by_seed = by_seed.reindex(columns=ordered).rename(columns=_label)
             family = inference.pairwise(by_seed, higher_is_better=False)
-            m = int(family["m"].iloc[0])
-            text += (f" Compared seed by seed ({family['test'].iloc[0]} test, Holm over the "
-                     f"{m} pair{'s' if m != 1 else ''} at this depth, 5%; a lower CV is "
-                     f"steadier): {_stats.family_verdict(family)}")
-            text += (" Per pair (first − second, 95% CI, d_z, Holm p, the difference detectable "
-                     "with 80% power at 5% assuming normal differences): " + "; ".join(
-                         _stats.comparison_text(r, spec=".3g") for r in family.itertuples())
-                     + ".")
+            if int(family["n"].max()) < 2:
+                text += (" With fewer than two seeds run by both layers of a pair, no "
+                         "difference between layers can be tested.")
+            else:
+                m = int(family["m"].iloc[0])
+                text += (f" Compared seed by seed ({family['test'].iloc[0]} test, Holm over the "
+                         f"{m} pair{'s' if m != 1 else ''} at this depth, 5%; a lower CV is "
+                         f"steadier): {_stats.family_verdict(family)}")
+                text += (" Per pair (first − second, 95% CI, d_z, Holm p, the difference "
+                         "detectable with 80% power at 5% assuming normal differences): "
+                         + "; ".join(_stats.comparison_text(r, spec=".3g")
+                                     for r in family.itertuples()) + ".")
         lines.append(text)
         ablations = at_depth[~at_depth["variant"].isin(base)]
         if not ablations.empty:
