@@ -7,13 +7,15 @@ section against a synthetic store whose winners, baselines and learning-rate cho
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
+from scipy import optimize, stats
 
+from harness import stats as inference
 from harness.report import _stats, accuracy
 from harness.report._artifacts import Finding, Table
 from harness.store import Store
@@ -28,55 +30,133 @@ _PROV = {"git_commit": "0" * 40, "git_dirty": False, "versions": {"jax": "0.10.2
 # Statistics
 
 
-def test_paired_t_matches_scipy_and_holm_by_hand():
+def _sign_flip_by_hand(d: np.ndarray) -> float:
+    """The exact two-sided sign-flip p, every flip written out."""
+    flips = [abs(sum(s * x for s, x in zip(signs, d)))
+             for signs in itertools.product((-1, 1), repeat=len(d))]
+    return sum(f >= abs(d.sum()) - 1e-12 for f in flips) / len(flips)
+
+
+def test_paired_comparison_matches_scipy_and_by_hand():
     rng = np.random.default_rng(0)
-    scores = pd.DataFrame({"a": rng.normal(50, 2, 5), "b": rng.normal(40, 2, 5),
-                           "c": rng.normal(49, 2, 5)})
-    pairs = _stats.paired_differences(scores, higher_is_better=True).set_index(["first",
-                                                                                 "second"])
+    scores = pd.DataFrame({"a": rng.normal(50, 2, 7), "b": rng.normal(40, 2, 7),
+                           "c": rng.normal(49, 2, 7)})
+    pairs = inference.pairwise(scores, higher_is_better=True).set_index(["first", "second"])
     for (a, b), row in pairs.iterrows():
+        d = (scores[a] - scores[b]).to_numpy()
         ref = stats.ttest_rel(scores[a], scores[b])
-        assert row["p"] == pytest.approx(ref.pvalue, rel=1e-10)
         ci = ref.confidence_interval(0.95)
         assert (row["low"], row["high"]) == pytest.approx((ci.low, ci.high), rel=1e-10)
-        assert row["diff"] == pytest.approx(float((scores[a] - scores[b]).mean()))
+        assert row["p_t"] == pytest.approx(ref.pvalue, rel=1e-10)
+        assert row["diff"] == pytest.approx(d.mean())
+        assert row["effect"] == pytest.approx(d.mean() / d.std(ddof=1))  # d_z
+        assert row["test"] == "exact sign-flip" and row["n"] == 7
+        assert row["p"] == pytest.approx(_sign_flip_by_hand(d))
+        assert row["smallest_p"] == pytest.approx(2 / 2**7)
+        assert row["m"] == 3
     # Holm: sorted p1 <= p2 <= p3 become 3 p1, max(3 p1, 2 p2), max(.., p3), capped at 1.
     p = np.array([0.01, 0.04, 0.03, float("nan")])
-    assert np.allclose(_stats.holm(p)[:3], [0.03, 0.06, 0.06])
-    assert math.isnan(_stats.holm(p)[3])
+    assert np.allclose(inference.holm(p)[:3], [0.03, 0.06, 0.06])
+    assert math.isnan(inference.holm(p)[3])
+    assert np.allclose(inference.holm(np.array([[0.01, 0.04, 0.03], [0.5, 0.001, 0.2]])),
+                       [[0.03, 0.06, 0.06], [0.5, 0.003, 0.4]])
+    # a beats b on every seed: p = 2/2^7 = 0.0156, times 3 by Holm: 0.047 <= 0.05.
+    assert pairs.loc[("a", "b"), "p_holm"] == pytest.approx(3 * 2 / 2**7)
     assert pairs.loc[("a", "b"), "significant"] and pairs.loc[("a", "b"), "better"] == "a"
-    lower = _stats.paired_differences(scores, higher_is_better=False).set_index(["first",
-                                                                                  "second"])
+    lower = inference.pairwise(scores, higher_is_better=False).set_index(["first", "second"])
     assert lower.loc[("a", "b"), "better"] == "b"  # for a loss the smaller mean wins
+    # Beyond ten seeds the test is the paired t.
+    many = inference.paired(rng.normal(1, 1, 12), rng.normal(0, 1, 12))
+    assert many.test == "paired t" and many.p == many.p_t and many.mdd == many.mdd_t
 
 
-def test_friedman_and_nemenyi_follow_demsar():
-    # k = 4 models over n = 4 tasks: q_0.05 = 2.569 (Demsar 2006, Table 5a).
-    assert _stats.nemenyi_cd(4, 4) == pytest.approx(2.569 * math.sqrt(4 * 5 / 24), abs=2e-3)
+def test_small_n_cannot_reach_alpha_and_says_so():
+    c = inference.paired([60.0, 62.0, 61.0], [50.0, 52.0, 54.0])
+    assert c.p == pytest.approx(0.25) and c.smallest_p == pytest.approx(0.25)
+    assert math.isinf(c.mdd) and math.isfinite(c.mdd_t)
+    assert "n = 3 cannot reach alpha = 0.05 with an exact test" in inference.mdd_text(c)
+    assert math.isinf(inference.sign_flip_mdd(5)) and math.isfinite(inference.sign_flip_mdd(6))
+    family = inference.pairwise(pd.DataFrame({"x": [1.0, 2.0, 3.0], "y": [0.0, 0.5, 1.0]}),
+                                higher_is_better=True)
+    assert _stats.family_verdict(family).startswith("n = 3 cannot reach alpha = 0.05")
+    assert "a paired t-test could detect" in _stats.comparison_text(next(family.itertuples()))
+
+
+def test_minimum_detectable_difference_has_its_power():
+    for n in (3, 5, 10, 30):
+        effect = inference.paired_t_mdd(n)
+        df, critical = n - 1, stats.t.ppf(0.975, n - 1)
+        power = (stats.nct.sf(critical, df, effect * math.sqrt(n))
+                 + stats.nct.cdf(-critical, df, effect * math.sqrt(n)))
+        assert power == pytest.approx(0.80, abs=1e-4)
+    assert inference.paired_t_mdd(10) == pytest.approx(0.9958, abs=2e-3)  # G*Power's d_z
+    # Harder to detect with fewer pairs, at a stricter alpha, and with the exact test.
+    assert inference.paired_t_mdd(5) > inference.paired_t_mdd(10)
+    assert inference.sign_flip_mdd(8, 0.05 / 3) > inference.sign_flip_mdd(8)
+    assert inference.sign_flip_mdd(8) >= inference.paired_t_mdd(8)
+    c = inference.paired([3.0, 1.0, 2.0, 5.0, 4.0, 2.5, 3.5], [0.0] * 7)
+    assert c.mdd == pytest.approx(inference.sign_flip_mdd(7) * c.sd)
+
+
+def test_unpaired_matches_scipy():
+    a, b = [1.0, 2.0, 3.0], [4.0, 5.0, 6.5]
+    c = inference.unpaired(a, b)
+    ref = stats.ttest_ind(a, b, equal_var=False)
+    assert (c.low, c.high) == pytest.approx(tuple(ref.confidence_interval()))
+    assert c.p_t == pytest.approx(ref.pvalue)
+    # The permutation p: 2 of the 20 splits are as extreme; p is the larger of it and Welch's.
+    assert stats.permutation_test((a, b), lambda x, y: np.mean(x) - np.mean(y),
+                                  permutation_type="independent").pvalue == pytest.approx(0.1)
+    assert c.p == pytest.approx(max(0.1, ref.pvalue)) and c.smallest_p == pytest.approx(0.1)
+    assert c.test == "Welch t and exact permutation" and math.isinf(c.mdd)
+    assert math.isfinite(c.mdd_t)
+
+
+def test_across_tasks_friedman_with_ties_and_wilcoxon_holm():
     scores = pd.DataFrame({"a": [90, 80, 70, 0.1], "b": [85, 75, 60, 0.2], "c": [80, 70, 65, 0.3],
                            "d": [70, 60, 50, 0.4]}, index=["t1", "t2", "t3", "mse"])
-    ranks = _stats.average_ranks(scores, {"t1": True, "t2": True, "t3": True, "mse": False})
-    assert ranks.loc["mse"].tolist() == [1.0, 2.0, 3.0, 4.0]  # lower MSE ranks first
-    assert ranks.mean().tolist() == pytest.approx([1.0, 2.25, 2.75, 4.0])
-    chi2, p = _stats.friedman(ranks)
-    # The same statistic from scipy on the scores oriented so that larger is better.
+    higher = {"t1": True, "t2": True, "t3": True, "mse": False}
+    out = inference.across_tasks(scores, higher)
+    assert out["ranks"].loc["mse"].tolist() == [1.0, 2.0, 3.0, 4.0]  # lower MSE ranks first
+    assert _stats.average_ranks(scores, higher).equals(out["ranks"])
     oriented = scores.copy()
     oriented.loc["mse"] *= -1
-    ref = stats.friedmanchisquare(*[-oriented[c] for c in oriented.columns])
-    assert chi2 == pytest.approx(ref.statistic) and p == pytest.approx(ref.pvalue)
+    ref = stats.friedmanchisquare(*[oriented[c] for c in oriented.columns])
+    assert out["chi2"] == pytest.approx(ref.statistic) and out["p"] == pytest.approx(ref.pvalue)
+    pairs = out["pairs"].set_index(["first", "second"])
+    ab = oriented["a"] - oriented["b"]
+    assert pairs.loc[("a", "b"), "p"] == pytest.approx(stats.wilcoxon(ab).pvalue)
+    assert out["smallest_p"] == pytest.approx(0.125) and out["weak"]
+    assert not pairs["significant"].any()  # four tasks cannot reach 5%
+    # An exact tie (the issue's RotRNN = S4D on ListOps): scipy's Friedman is tie-corrected
+    # (the uncorrected statistic is smaller), and each tie-break is checked.
+    tied = pd.DataFrame({"lru": [40.0, 80.0, 70.0, 60.0], "rot": [37.0, 75.0, 60.0, 61.0],
+                         "s4d": [37.0, 70.0, 65.0, 50.0]}, index=list("wxyz"))
+    out = inference.across_tasks(tied, dict.fromkeys("wxyz", True))
+    r = out["ranks"].mean().to_numpy()
+    uncorrected = 12 * 4 / (3 * 4) * (np.sum(r**2) - 3 * 16 / 4)
+    assert out["chi2"] > uncorrected
+    assert out["tie_breaks"] == 2
+    broken = [stats.friedmanchisquare([1, 1, 1, 2], [2, 2, 3, 1], [3, 3, 2, 3]).pvalue,
+              stats.friedmanchisquare([1, 1, 1, 2], [3, 2, 3, 1], [2, 3, 2, 3]).pvalue]
+    assert (out["p_best"], out["p_worst"]) == pytest.approx((min(broken), max(broken)))
+    rot_s4d = out["pairs"].set_index(["first", "second"]).loc[("rot", "s4d")]
+    both = [stats.wilcoxon([e, 5.0, -5.0, 11.0]).pvalue for e in (-1.0, 1.0)]
+    assert rot_s4d["p"] == pytest.approx(max(both)) and rot_s4d["ties"] == 1
 
 
-def test_baseline_margin_and_bootstrap():
+def test_baseline_margin_mean_interval_and_refused_bootstrap():
     ok, margin = _stats.beats_baseline([40.0, 42.0, 44.0], 30.0, higher_is_better=True)
     assert ok and margin == pytest.approx(12.0 / (2.0 / math.sqrt(3)))
     ok, margin = _stats.beats_baseline([0.5, 0.6], 0.55, higher_is_better=False)
     assert not ok and margin == pytest.approx(0.0)
-    low, high = _stats.bootstrap_ci([1.0, 2.0, 3.0, 4.0], seed=1)
-    assert 1.0 <= low < 2.5 < high <= 4.0
-    assert _stats.bootstrap_ci([1.0, 2.0, 3.0], seed=1) == _stats.bootstrap_ci([1.0, 2.0, 3.0],
-                                                                               seed=1)
-    diff, low, high = _stats.bootstrap_difference([1.0, 1.1, 0.9], [3.0, 3.2, 2.8])
-    assert diff == pytest.approx(-2.0) and high < 0
+    mean, low, high, n = inference.mean_interval([1.0, 2.0, 4.0])
+    ref = stats.ttest_1samp([1.0, 2.0, 4.0], 0.0).confidence_interval()
+    assert (mean, low, high, n) == pytest.approx((7 / 3, ref.low, ref.high, 3))
+    with pytest.raises(inference.TooFewError, match="at least 30 values"):
+        inference.percentile_bootstrap([1.0, 2.0, 3.0])
+    low, high = inference.percentile_bootstrap(np.arange(40.0))
+    assert low < 19.5 < high
     assert _stats.coefficient_of_variation([1.0, 3.0]) == pytest.approx(0.5)
 
 
@@ -186,18 +266,76 @@ def test_section_tunes_tests_and_states_findings(tmp_path):
     significance = artifacts["accuracy_significance"].frame
     row = significance.loc[("listops", "RotRNN − LRU")]
     ref = stats.ttest_rel([60, 62, 61], [50, 52, 54])
-    assert row["p (paired t)"] == pytest.approx(ref.pvalue)
-    assert (row["significant"] == "yes") == (ref.pvalue < 0.05)
+    assert (row["95% CI low"], row["95% CI high"]) == pytest.approx(
+        tuple(ref.confidence_interval()))
+    assert row["p"] == pytest.approx(0.25) and row["test"] == "exact sign-flip"
+    assert row["significant"] == "no" and math.isinf(row["MDD"])
     finding = artifacts["accuracy_findings"]
     assert isinstance(finding, Finding)
     assert any(line.startswith("Informative tasks") and "listops" in line
                for line in finding.lines)
-    assert any("RotRNN over LRU" in line for line in finding.lines) == (ref.pvalue < 0.05)
-    if ref.pvalue < 0.05:  # the only pair, and significant: not "the other 0 pairs ..."
-        line = next(line for line in finding.lines if "RotRNN over LRU" in line)
-        assert line.endswith("; every pair differs.")
+    line = next(line for line in finding.lines if line.startswith("On listops"))
+    assert "n = 3 cannot reach alpha = 0.05 with an exact test" in line
+    assert "RotRNN − LRU: +9.00 pp [" in line and "d_z = " in line
+    assert "a paired t-test could detect" in line
     assert artifacts["accuracy_sensitivity"].name == "accuracy_sensitivity"
     assert type(artifacts["accuracy_sensitivity"]).__name__ == "Figure"
+
+
+def test_significance_table_recomputes_with_scipy(tmp_path):
+    """The significance table from a synthetic store, recomputed here from the seeds' numbers
+    with scipy alone (t interval, sign flips by enumeration, Holm by hand, MDD from nct)."""
+    rng = np.random.default_rng(3)
+    seeds = 7
+    accs = {"lru": 0.60 + 0.02 * rng.standard_normal(seeds),
+            "rotrnn": 0.55 + 0.02 * rng.standard_normal(seeds),
+            "s5": 0.59 + 0.02 * rng.standard_normal(seeds)}
+    store = Store(tmp_path / "s.sqlite")
+    for model, values in accs.items():
+        for seed, acc in enumerate(values):
+            run_id = f"{model}-{seed}"
+            store.record(
+                run_id=run_id, study="accuracy", status="done",
+                config={"network": {"layer": model, "depth": 1}, "task": "digits",
+                        "train": {"lr": 1e-3, "recurrent_lr": 1e-3}, "seed": seed},
+                config_hash=run_id, seed=seed, provenance=_PROV,
+                rows=[{"kind": "final", "val_accuracy": acc, "test_accuracy": float(acc),
+                       "val_loss": 1.0, "test_loss": 1.0, "selection": "accuracy",
+                       "params": 100, "steps": 10, "train_seconds": 1.0,
+                       "baseline_test_accuracy": 0.1, "baseline_test_loss": 2.3}])
+    artifacts = {a.name: a for a in accuracy.section(store)}
+    table = artifacts["accuracy_significance"].frame
+    labels = {"lru": "LRU", "rotrnn": "RotRNN", "s5": "S5"}
+    order = ["rotrnn", "lru", "s5"]  # the report's model order (harness.report.style)
+    pairs = list(itertools.combinations(order, 2))
+    raw = {}
+    for a, b in pairs:
+        d = 100 * accs[a] - 100 * accs[b]
+        flips = np.array(list(itertools.product((-1.0, 1.0), repeat=seeds)))
+        raw[a, b] = np.mean(np.abs(flips @ d) >= abs(d.sum()) - 1e-9)
+    ascending = sorted(raw, key=raw.get)
+    holm_p, running = {}, 0.0
+    for i, key in enumerate(ascending):
+        running = max(running, min(1.0, (len(ascending) - i) * raw[key]))
+        holm_p[key] = running
+    for first, second in pairs:
+        key = (first, second)
+        row = table.loc[("digits", f"{labels[first]} − {labels[second]}")]
+        d = 100 * accs[first] - 100 * accs[second]
+        ci = stats.ttest_1samp(d, 0.0).confidence_interval()
+        sd = d.std(ddof=1)
+        critical = stats.t.ppf(0.975, seeds - 1)
+        effect = optimize.brentq(lambda e: stats.nct.sf(critical, seeds - 1, e * math.sqrt(seeds))
+                                 + stats.nct.cdf(-critical, seeds - 1, e * math.sqrt(seeds))
+                                 - 0.8, 0.01, 50)
+        assert row["paired seeds"] == seeds
+        assert row["difference"] == pytest.approx(d.mean())
+        assert (row["95% CI low"], row["95% CI high"]) == pytest.approx((ci.low, ci.high))
+        assert row["d_z"] == pytest.approx(d.mean() / sd)
+        assert row["p"] == pytest.approx(raw[key])
+        assert row["p (Holm)"] == pytest.approx(holm_p[key])
+        assert row["MDD (paired t)"] == pytest.approx(effect * sd, rel=1e-3)
+        assert (row["significant"] == "yes") == (holm_p[key] <= 0.05)
 
 
 # --------------------------------------------------------------------------------------------
@@ -221,20 +359,33 @@ def _trained_rows(spreads: dict[str, tuple[float, ...]]) -> pd.DataFrame:
 def test_stability_verdict_is_computed_for_whichever_layers_are_present():
     from harness.report import stability as report
 
-    trained = _trained_rows({"rotrnn": (0.01, 0.02, 0.015), "lru": (0.9, 1.0, 1.1),
-                             "s5": (0.012, 0.018, 0.014), "lru-no-gamma": (2.0, 2.1, 2.2)})
+    rng = np.random.default_rng(0)
+    eight = lambda centre: tuple(centre * (1 + 0.1 * rng.standard_normal(8)))  # noqa: E731
+    steady = (0.010, 0.011, 0.012, 0.013, 0.014, 0.015, 0.016, 0.017)
+    # S5's seeds have RotRNN's spreads in another order: differences +-0.001 .. 0.007 that
+    # sum to zero, so p = 1.
+    trained = _trained_rows({"rotrnn": steady, "lru": eight(1.0),
+                             "s5": steady[1::2] + steady[0::2], "lru-no-gamma": eight(2.1)})
     spread = report.spread_by_run(trained)
     cv = spread.set_index("run_id")["cv"]
-    values = 1.0 + 0.9 * np.arange(0, 250, 50) / 200
+    lru0 = spread.set_index("run_id").loc["lru-0"]
+    values = 1.0 + trained.loc[trained["run_id"] == "lru-0", "norm_mean"].to_numpy()[::2] - 1.0
     assert cv["lru-0"] == pytest.approx(np.std(values) / np.mean(values))
-    assert spread.set_index("run_id").at["lru-0", "drift"] == pytest.approx(1.9)
+    assert lru0["drift"] == pytest.approx(values[-1])
     finding = report._finding(spread, "listops", "cpu", ())
     verdict, ablations = finding.lines
     assert "from lowest: S5" in verdict or "from lowest: RotRNN" in verdict
-    assert "RotRNN < LRU" in verdict and "S5 < LRU" in verdict
-    assert "RotRNN and S5" in verdict or "S5 and RotRNN" in verdict  # not distinguishable
+    # Eight seeds, three pairs: each LRU pair has p = 2/256, Holm 3x that: significant.
+    assert "exact sign-flip test, Holm over the 3 pairs" in verdict
+    assert "significant: RotRNN over LRU" in verdict and "; S5 over LRU." in verdict
+    assert "RotRNN over S5" not in verdict and "S5 over RotRNN" not in verdict
+    assert "d_z = " in verdict and "MDD " in verdict
     assert ablations.startswith("Ablations on listops at depth 2: LRU, gamma off")
     # The same code says the opposite when the data do.
     flipped = report._finding(report.spread_by_run(_trained_rows(
-        {"rotrnn": (0.9, 1.0, 1.1), "lru": (0.01, 0.02, 0.015)})), "listops", "cpu", ())
-    assert "LRU < RotRNN" in flipped.lines[0]
+        {"rotrnn": eight(1.0), "lru": eight(0.015)})), "listops", "cpu", ())
+    assert "significant: LRU over RotRNN." in flipped.lines[0]
+    # Three seeds cannot reach 5% with the exact test, and the verdict says so.
+    few = report._finding(report.spread_by_run(_trained_rows(
+        {"rotrnn": (0.01, 0.02, 0.015), "lru": (0.9, 1.0, 1.1)})), "listops", "cpu", ())
+    assert "n = 3 cannot reach alpha = 0.05 with an exact test" in few.lines[0]

@@ -16,9 +16,11 @@ for every model) and the **tuned** one (on the tasks the preset tunes, the learn
 whose mean validation metric over seeds is best, `harness.studies.accuracy.select`: validation
 only, then its test metric once per seed). Every table and figure shows the task's **trivial
 baseline** (the training split's majority class, or its mean for regression, scored on test;
-computed by the study from the data). The comparisons use `harness.report._stats`: paired
-t-tests on per-seed differences with Holm's correction within a task, average ranks with the
-Friedman test and the Nemenyi critical difference across tasks.
+computed by the study from the data). The comparisons use `harness.stats` (on scipy.stats):
+within a task, per-seed differences with their paired t interval, d_z, the exact sign-flip
+p-value (paired t above ten seeds), Holm's correction over the task's pairs and the minimum
+detectable difference; across tasks, the Friedman test with its tie correction and pairwise
+Wilcoxon signed-rank tests with Holm, each claim checked under every way of breaking exact ties.
 
 Rows read from the store: the study's, as it declares them (`harness.studies.accuracy.COLUMNS`),
 the ``kind="eval"`` rows (a learning-curve point) and the ``kind="final"`` rows (the result at
@@ -39,6 +41,7 @@ import pandas as pd
 from ..store import Store
 from ..studies import PRESET_NAMES
 from ..studies import accuracy as study
+from .. import stats as inference
 from . import _published, _stats, style
 from ._artifacts import Artifact, Figure, Finding, Missing, Section, Table, all_missing
 from ._provenance import CUSTOM, in_preset, pick_preset, with_presets
@@ -59,9 +62,12 @@ INTRO = (
     "fixes the data order for every model, so models are compared seed by seed. Every table "
     "and figure shows the task's trivial baseline (majority class or training mean), computed "
     "from the data, and a task counts as informative when some model beats it by more than "
-    "three standard errors. Differences between models are tested (paired t-tests, Holm's "
-    "correction per task; Friedman test and Nemenyi critical difference across tasks), and the "
-    "findings state only what those tests support. These are small-scale runs on the "
+    "three standard errors. Differences between models are stated with their size: the mean "
+    "per-seed difference with its 95% interval, the effect size d_z, the p-value of an exact "
+    "sign-flip test over the seeds (Holm's correction per task) and the smallest difference "
+    "the design could detect; across tasks, the Friedman test and pairwise Wilcoxon "
+    "signed-rank tests with Holm's correction. The findings state only what those tests "
+    "support, and how large an effect could have been seen. These are small-scale runs on the "
     "project's machines unless the preset says otherwise; the papers' full-scale LRA numbers "
     "are in the next section, labelled as published."
 )
@@ -102,7 +108,7 @@ _TITLES = {
     "accuracy_informative": "Is each task informative? The best model against the trivial baseline",
     "accuracy_significance": "Pairwise differences between models, per task",
     "accuracy_ranks": "Average rank across tasks",
-    "accuracy_cd": "Critical-difference diagram of the average ranks",
+    "accuracy_cd": "Critical-difference diagram of the average ranks (Wilcoxon-Holm)",
     "accuracy_detail": "Accuracy, parameters and cost per model and task",
     "accuracy_by_task": "Test metric by task",
     "accuracy_curves": "Validation metric during training",
@@ -667,20 +673,24 @@ def _seed_scores(final: pd.DataFrame, task: str, labels: _Labels) -> pd.DataFram
     return table.reindex(columns=[c for c in order if c in table.columns])
 
 
+_SIGNIFICANCE_COLUMNS = ["task", "first", "second", *inference.Comparison.__dataclass_fields__,
+                         "m", "p_holm", "significant", "better", "mdd_family"]
+
+
 def _significance(final: pd.DataFrame, labels: _Labels) -> pd.DataFrame:
-    """Every task's pairwise paired differences (`_stats.paired_differences`)."""
+    """Every task's pairwise paired comparisons (`harness.stats.pairwise`), one family per
+    task."""
     frames = []
     for task in sorted(final["task"].unique()):
         scores = _seed_scores(final, task, labels)
         if scores.shape[1] < 2:
             continue
-        pairs = _stats.paired_differences(scores, higher_is_better=not _is_regression(
+        pairs = inference.pairwise(scores, higher_is_better=not _is_regression(
             final[final["task"] == task]))
         frames.append(pairs.assign(task=task))
     if not frames:
-        return pd.DataFrame(columns=["task", "first", "second", "n", "diff", "low", "high", "p",
-                                     "p_holm", "significant", "better"])
-    return pd.concat(frames, ignore_index=True)
+        return pd.DataFrame(columns=_SIGNIFICANCE_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[_SIGNIFICANCE_COLUMNS]
 
 
 def _significance_table(significance: pd.DataFrame, tuning: str, scale: str,
@@ -695,32 +705,52 @@ def _significance_table(significance: pd.DataFrame, tuning: str, scale: str,
         "difference": significance["diff"],
         "95% CI low": significance["low"],
         "95% CI high": significance["high"],
-        "p (paired t)": significance["p"],
+        "d_z": significance["effect"],
+        "test": significance["test"],
+        "p": significance["p"],
         "p (Holm)": significance["p_holm"],
         "significant": np.where(significance["significant"], "yes", "no"),
         "favours": significance["better"],
+        "MDD": significance["mdd"],
+        "MDD (Holm)": significance["mdd_family"],
+        "MDD (paired t)": significance["mdd_t"],
     }).set_index(["Task", "Pair"])
+    smallest = ", ".join(f"n = {n}: {inference.smallest_sign_flip_p(n):.3g}"
+                         for n in sorted({int(n) for n in significance["n"] if n >= 2}
+                                         ) if n <= inference.EXACT_MAX_N)
     return Table(
         name=name,
         title=_TITLES[name],
         caption=(
-            "For each task, every pair of models at their tuned learning rates: the mean over "
-            "paired seeds of the difference in test metric (first − second; accuracy in "
-            "percentage points, or MSE), its 95% t interval, the two-sided paired t-test's "
-            "p-value, and that p-value adjusted by Holm's step-down method over the task's "
-            "pairs (family-wise error 5%). 'significant' means p (Holm) < 0.05; 'favours' names "
-            "the better model of a significant pair. With few seeds the test has little power: "
-            f"a 'no' is absence of evidence, not evidence of equality. {tuning} {scale}"
+            "For each task, every pair of models at their tuned learning rates, paired by seed: "
+            "the mean of the per-seed differences in test metric (first − second; accuracy in "
+            "percentage points, or MSE), its 95% paired t interval, the effect size d_z (mean "
+            "difference over the standard deviation of the differences), and the two-sided "
+            "p-value of the test named: the exact sign-flip test over all 2^n flips of the n "
+            f"paired seeds up to n = {inference.EXACT_MAX_N}, the paired t-test above. Its "
+            "smallest possible p is 2/2^n"
+            + (f" ({smallest})" if smallest else "")
+            + ", so with 5 seeds or fewer no pair can reach 5%. 'p (Holm)' is adjusted by "
+            "Holm's step-down method over the task's pairs (one family per task, family-wise "
+            "error 5%); 'significant' means p (Holm) <= 0.05, and 'favours' names the better "
+            "model of a significant pair. MDD: the minimum detectable difference, the true "
+            "difference the test detects with 80% power at 5% (in the metric's units, from the "
+            "standard deviation of this pair's differences, assuming they are normal); 'inf' "
+            "where the exact test cannot reach 5% at this n. 'MDD (Holm)' is at 5% / m for the "
+            "task's m pairs, where Holm rejects a pair whatever the others do; 'MDD (paired "
+            "t)' is what a paired t-test at 5% could detect. A 'no' is absence of evidence, "
+            f"not evidence of equality, when the difference is below the MDD. {tuning} {scale}"
         ),
         frame=frame,
-        digits={"difference": 2, "95% CI low": 2, "95% CI high": 2, "p (paired t)": 4,
-                "p (Holm)": 4},
+        digits={"difference": 2, "95% CI low": 2, "95% CI high": 2, "d_z": 2, "p": 4,
+                "p (Holm)": 4, "MDD": 2, "MDD (Holm)": 2, "MDD (paired t)": 2},
         runs=run_ids,
     )
 
 
 def _ranks(cells: pd.DataFrame, labels: _Labels) -> dict[str, object]:
-    """Per-task ranks of the series' mean test metric, average ranks, Friedman and Nemenyi."""
+    """Per-task ranks of the series' mean test metric and the tests across tasks
+    (`harness.stats.across_tasks`)."""
     cells = cells[cells["n"] > 0]
     if cells.empty:
         return {"ranks": pd.DataFrame()}
@@ -732,10 +762,41 @@ def _ranks(cells: pd.DataFrame, labels: _Labels) -> dict[str, object]:
     if table.empty or table.shape[1] < 2:
         return {"ranks": pd.DataFrame()}
     higher = {t: not bool(cells.loc[cells["task"] == t, "regression"].any()) for t in table.index}
-    ranks = _stats.average_ranks(table, higher)
-    chi2, p = _stats.friedman(ranks)
-    cd = _stats.nemenyi_cd(ranks.shape[1], ranks.shape[0])
-    return {"ranks": ranks, "chi2": chi2, "p": p, "cd": cd}
+    out = inference.across_tasks(table, higher)
+    out["ranks"] = _stats.average_ranks(table, higher)
+    return out
+
+
+def _friedman_text(ranks: dict) -> str:
+    """The Friedman test in one sentence, with whether tie-breaks change it."""
+    n_tasks, k = ranks["ranks"].shape
+    if not math.isfinite(ranks.get("p", math.nan)):
+        return (f"With {k} models over {n_tasks} tasks the Friedman test is not computed (it "
+                "needs at least three models).")
+    text = (f"Friedman test over {n_tasks} tasks and {k} models (tie-corrected): "
+            f"chi² = {ranks['chi2']:.2f}, p = {ranks['p']:.3g}")
+    if ranks["tie_breaks"] > 1 and math.isfinite(ranks["p_worst"]):
+        text += (f"; over the {ranks['tie_breaks']} ways of breaking exact ties p ranges "
+                 f"{ranks['p_best']:.3g} to {ranks['p_worst']:.3g}")
+    elif ranks["tie_breaks"] > 1:
+        text += f"; the {ranks['tie_breaks']} ways of breaking exact ties are too many to check"
+    return text + "."
+
+
+def _pairs_text(ranks: dict) -> str:
+    """What the Wilcoxon-Holm pairs across tasks support, and why a claim is weak."""
+    n_tasks = ranks["ranks"].shape[0]
+    smallest = ranks["smallest_p"]
+    text = ("Pairwise across tasks: Wilcoxon signed-rank tests on the per-task differences "
+            "of mean test metric, Holm-adjusted over the pairs, each p the largest over every "
+            "way of breaking exact ties.")
+    if smallest > inference.ALPHA:
+        text += (f" With {n_tasks} tasks the exact test's smallest p is {smallest:.3g}, above "
+                 "5%, so no pair can differ significantly across tasks.")
+    if ranks["weak"]:
+        text += (f" Fewer than five tasks ({n_tasks}): a rank claim across them is weak, as "
+                 "each task is one observation of the ordering.")
+    return text
 
 
 def _rank_artifacts(ranks: dict, scale: str, run_ids: tuple[str, ...]) -> list[Artifact]:
@@ -748,27 +809,28 @@ def _rank_artifacts(ranks: dict, scale: str, run_ids: tuple[str, ...]) -> list[A
     frame = table.T.copy()
     frame.index.name = "Model"
     frame["average rank"] = table.mean(axis=0)
-    n_tasks, k = table.shape
-    stats_text = (
-        f"Friedman test over {n_tasks} tasks and {k} models: chi² = {ranks['chi2']:.2f}, "
-        f"p = {ranks['p']:.3g}; Nemenyi critical difference at 5%: {ranks['cd']:.2f} ranks."
-    )
+    n_tasks = table.shape[0]
+    stats_text = f"{_friedman_text(ranks)} {_pairs_text(ranks)}"
     caption = (
         "Rank of each model's mean test metric on each task (1 = best; ties share the mean "
         "rank), at the tuned learning rates, and the average rank over tasks (lower is "
-        f"better, best in bold). {stats_text} Two models differ significantly across tasks "
-        "only when their average ranks differ by more than the critical difference (Demšar "
-        f"2006). {scale}"
+        f"better, best in bold). {stats_text} {scale}"
     )
     rank_table = Table(name="accuracy_ranks", title=_TITLES["accuracy_ranks"], caption=caption,
                        frame=frame, best={"average rank": "min"}, digits=2, runs=run_ids)
-    return [rank_table, _cd_figure(frame["average rank"], ranks["cd"], n_tasks, stats_text,
+    pairs = ranks.get("pairs")
+    apart = set()
+    if isinstance(pairs, pd.DataFrame) and not pairs.empty:
+        apart = {frozenset((r.first, r.second)) for r in pairs.itertuples() if r.significant}
+    return [rank_table, _cd_figure(frame["average rank"], apart, n_tasks, stats_text,
                                    run_ids)]
 
 
-def _cd_figure(average: pd.Series, cd: float, n_tasks: int, stats_text: str,
+def _cd_figure(average: pd.Series, apart: set[frozenset], n_tasks: int, stats_text: str,
                run_ids: tuple[str, ...]) -> Figure:
-    """Demšar's diagram: models on a rank axis, bars joining groups not significantly apart."""
+    """Demšar's diagram: models on a rank axis, bars joining groups not significantly apart
+    (as aeon draws it: a group is a run of consecutive models no two of which the
+    Wilcoxon-Holm tests in ``apart`` separate)."""
     style.apply_style()
     k = len(average)
     order = average.sort_values()
@@ -784,10 +846,6 @@ def _cd_figure(average: pd.Series, cd: float, n_tasks: int, stats_text: str,
     for r in range(low, high + 1):
         ax.plot([r, r], [axis_y, axis_y + 0.06], color="black", linewidth=0.8)
         ax.text(r, axis_y + 0.09, str(r), ha="center", va="bottom", fontsize=7)
-    if math.isfinite(cd):
-        ax.plot([low, low + cd], [top + 0.33, top + 0.33], color="black", linewidth=1.2)
-        ax.text(low + cd + 0.05, top + 0.33, f"CD = {cd:.2f}", ha="left", va="center",
-                fontsize=6.5)
     for i, (label, rank) in enumerate(order.items()):
         left = i < half
         y = axis_y - 0.25 * ((i if left else k - 1 - i) + 1)
@@ -795,11 +853,12 @@ def _cd_figure(average: pd.Series, cd: float, n_tasks: int, stats_text: str,
         ax.plot([rank, rank, x_text], [axis_y, y, y], color="0.3", linewidth=0.7)
         ax.text(x_text - 0.05 if left else x_text + 0.05, y, f"{label} ({rank:.2f})",
                 ha="right" if left else "left", va="center", fontsize=6.5)
-    # Cliques: maximal runs of consecutive models whose rank span is within the CD.
-    cliques, ranks_sorted = [], order.to_numpy()
+    # Cliques: maximal runs of consecutive models no two of which are significantly apart.
+    cliques, ranks_sorted, names = [], order.to_numpy(), list(order.index)
     for i in range(k):
         j = i
-        while j + 1 < k and ranks_sorted[j + 1] - ranks_sorted[i] <= cd:
+        while j + 1 < k and not any(frozenset((names[m], names[j + 1])) in apart
+                                    for m in range(i, j + 1)):
             j += 1
         if j > i and not any(a <= i and j <= b for a, b in cliques):
             cliques.append((i, j))
@@ -812,9 +871,9 @@ def _cd_figure(average: pd.Series, cd: float, n_tasks: int, stats_text: str,
         title=_TITLES["accuracy_cd"],
         caption=(
             f"Average rank of each model over {n_tasks} tasks (tuned learning rates; 1 = best). "
-            "A thick bar joins models whose average ranks differ by less than the Nemenyi "
-            f"critical difference (CD, drawn at the top): those are not significantly apart. "
-            f"{stats_text}"
+            "A thick bar joins models no two of which the pairwise Wilcoxon signed-rank tests "
+            "(Holm-adjusted, 5%, under every tie-break) separate: those are not significantly "
+            f"apart. {stats_text}"
         ),
         figure=fig,
         runs=run_ids,
@@ -1215,6 +1274,8 @@ def _findings(informative: pd.DataFrame, significance: pd.DataFrame, ranks: dict
               tuned_tasks: list[str], left_out: list[tuple[str, str]],
               run_ids: tuple[str, ...]) -> Finding:
     lines = []
+    regression_tasks = set(informative.loc[informative["metric"].str.startswith("test MSE"),
+                                           "task"])
     verdicts = dict(zip(informative["task"], informative["informative"]))
     good = [t for t, v in verdicts.items() if v == "yes"]
     flat = [t for t, v in verdicts.items() if v == "no"]
@@ -1231,37 +1292,10 @@ def _findings(informative: pd.DataFrame, significance: pd.DataFrame, ranks: dict
                      "before the study recorded it), so whether they are informative is not "
                      "stated.")
     for task, of_task in (significance.groupby("task") if not significance.empty else []):
-        supported = of_task[of_task["significant"]]
-        n = int(of_task["n"].max()) if len(of_task) else 0
         if task in flat:
             continue
-        if supported.empty:
-            lines.append(f"On {task}, no pairwise difference between models is significant "
-                         f"(paired t-tests over {n} seeds, Holm-adjusted, 5%).")
-        else:
-            pairs = "; ".join(
-                f"{row.better} over {row.second if row.better == row.first else row.first} "
-                f"({abs(row.diff):.2f}, 95% CI [{min(abs(row.low), abs(row.high)):.2f}, "
-                f"{max(abs(row.low), abs(row.high)):.2f}])"
-                for row in supported.itertuples())
-            rest = len(of_task) - len(supported)
-            others = ("every pair differs" if rest == 0 else
-                      f"the other {rest} pair{'s are' if rest != 1 else ' is'} not "
-                      "significantly different")
-            lines.append(f"On {task}, the significant differences (paired t-tests over {n} "
-                         f"seeds, Holm-adjusted, 5%) are: {pairs}; {others}.")
-    table = ranks.get("ranks")
-    if isinstance(table, pd.DataFrame) and table.shape[0] >= 2:
-        average = table.mean(axis=0).sort_values()
-        cd = float(ranks["cd"])
-        apart = [(a, b) for i, a in enumerate(average.index) for b in average.index[i + 1:]
-                 if average[b] - average[a] > cd]
-        best = ", ".join(f"{m} {r:.2f}" for m, r in average.items())
-        verdict = ("; ".join(f"{a} ranks better than {b}" for a, b in apart) if apart
-                   else "no two models' average ranks differ by more than the critical "
-                        "difference, so no overall ordering is supported")
-        lines.append(f"Across {table.shape[0]} tasks, average ranks (lower is better): {best}. "
-                     f"Friedman p = {ranks['p']:.3g}; Nemenyi CD = {cd:.2f}: {verdict}.")
+        lines.append(_task_finding(task, of_task, regression=task in regression_tasks))
+    lines += _rank_findings(ranks)
     if not tuned_tasks:
         lines.append("No task was tuned at this preset, so these comparisons use one shared "
                      "recipe, which may favour one model's preferred learning rate.")
@@ -1271,6 +1305,54 @@ def _findings(informative: pd.DataFrame, significance: pd.DataFrame, ranks: dict
                      + ".")
     return Finding(name="accuracy_findings", title=_TITLES["accuracy_findings"],
                    lines=tuple(lines), runs=run_ids)
+
+
+def _task_finding(task: str, of_task: pd.DataFrame, regression: bool) -> str:
+    """One task's pairwise comparisons in a sentence: what is significant, and every pair's
+    size, interval, d_z, Holm p and detectable difference, true whichever way they come out."""
+    unit = "" if regression else " pp"
+    n = int(of_task["n"].max()) if len(of_task) else 0
+    if n < 2:
+        return (f"On {task}, {n} paired seed{'s' if n != 1 else ''}: no difference between "
+                "models can be tested (a comparison needs at least two seeds).")
+    test = of_task["test"].iloc[0]
+    m = int(of_task["m"].iloc[0])
+    head = (f"On {task} ({n} paired seeds; {test} test, Holm over the task's {m} "
+            f"pair{'s' if m != 1 else ''}, 5%): ")
+    spec = ".3g" if regression else ".2f"
+    pairs = "; ".join(_stats.comparison_text(r, unit, spec) for r in of_task.itertuples())
+    return (head + _stats.family_verdict(of_task) + " Per pair (first − second, 95% CI, d_z, "
+            "Holm p, the difference detectable with 80% power at 5% assuming normal "
+            f"differences): {pairs}.")
+
+
+def _rank_findings(ranks: dict) -> list[str]:
+    """The ranking across tasks, and only the pairwise claims that hold under every tie-break."""
+    table = ranks.get("ranks")
+    if not isinstance(table, pd.DataFrame) or table.shape[0] < 2:
+        return []
+    average = table.mean(axis=0).sort_values()
+    best = ", ".join(f"{m} {r:.2f}" for m, r in average.items())
+    pairs = ranks.get("pairs")
+    apart = (pairs[pairs["significant"]] if isinstance(pairs, pd.DataFrame) and not pairs.empty
+             else pd.DataFrame())
+    if apart.empty:
+        verdict = ("no two models differ significantly across tasks (Wilcoxon signed-rank, "
+                   "Holm, 5%, under every tie-break), so no overall ordering is supported.")
+    else:
+        verdict = "; ".join(
+            f"{r.better} ranks better than {r.second if r.better == r.first else r.first} "
+            f"(Wilcoxon-Holm p = {r.p_holm:.2g})" for r in apart.itertuples()) + (
+            " (Wilcoxon signed-rank, Holm, 5%, under every tie-break).")
+    text = (f"Across {table.shape[0]} tasks, average ranks (lower is better): {best}. "
+            f"{_friedman_text(ranks)} Pairwise: {verdict}")
+    if ranks["smallest_p"] > inference.ALPHA:
+        text += (f" With {table.shape[0]} tasks the exact Wilcoxon test's smallest p is "
+                 f"{ranks['smallest_p']:.3g}, so no pair could have reached 5%.")
+    if ranks["weak"]:
+        text += (f" A rank claim over fewer than five tasks is weak: each task is one "
+                 "observation of the ordering.")
+    return [text]
 
 
 SECTION = Section(STUDY, TITLE, INTRO, section)

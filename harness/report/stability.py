@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..store import Store
 from ..studies import stability as study
+from .. import stats as inference
 from ..variants import variants
 from . import _stats, style
 from ._artifacts import Artifact, Figure, Finding, Missing, Section, Table, all_missing, no_runs
@@ -461,10 +462,10 @@ def spread_by_run(trained: pd.DataFrame) -> pd.DataFrame:
 
 
 def _spread_summary(spread: pd.DataFrame) -> pd.DataFrame:
-    """Per (depth, variant): seeds, the mean spread with its bootstrap interval, the drift."""
+    """Per (depth, variant): seeds, the mean spread with its t interval, the drift."""
     records = []
     for (depth, variant), runs in spread.groupby(["depth", "variant"]):
-        low, high = _stats.bootstrap_ci(runs["cv"])
+        _, low, high, _ = inference.mean_interval(runs["cv"])
         records.append({
             "depth": int(depth), "variant": variant, "model": runs["model"].iloc[0],
             "seeds": len(runs), "cv": float(runs["cv"].mean()), "cv_low": low, "cv_high": high,
@@ -489,13 +490,13 @@ def _spread_table(spread: pd.DataFrame, task: str, preset: str | None,
     }).set_index(["Depth", "Variant"])
     return Table(
         name=f"stability_spread_{task}",
-        title=f"Spread of the hidden-state norm per run, with bootstrap intervals ({task})",
+        title=f"Spread of the hidden-state norm per run, with 95% intervals ({task})",
         caption=(
             f"For every trained network on {task} (preset {preset}): the coefficient of "
             "variation (standard deviation over mean) of the per-layer mean state norm over "
             "all its layers and evaluation steps, i.e. how much the norm moves through training "
-            "and across depth in one run; its mean over seeds with a 95% percentile bootstrap "
-            "interval over seeds (10,000 resamples; with 3 seeds the interval is coarse), and "
+            "and across depth in one run; its mean over seeds with a 95% t interval over seeds "
+            "(a percentile bootstrap under-covers at so few seeds), and "
             "the geometric mean over layers and seeds of the last evaluation's norm over the "
             "initial one (1 = no drift)."
         ),
@@ -507,8 +508,9 @@ def _spread_table(spread: pd.DataFrame, task: str, preset: str | None,
 
 def _finding(spread: pd.DataFrame, task: str, preset: str | None,
              run_ids: tuple[str, ...]) -> Finding:
-    """Per trained depth: the layers ranked by spread, and which pairs of layers (each model's
-    own variant, not the ablations) differ by a bootstrap interval that excludes zero."""
+    """Per trained depth: the layers ranked by spread, and every pair of layers (each model's
+    own variant, not the ablations) compared seed by seed (`harness.stats.pairwise`: the exact
+    sign-flip test, Holm over the depth's pairs), with its size, interval and MDD."""
     lines = []
     summary = _spread_summary(spread)
     base = set(variants_of_models(summary["variant"]))
@@ -517,33 +519,35 @@ def _finding(spread: pd.DataFrame, task: str, preset: str | None,
         if models_here.empty:
             continue
         n = int(at_depth["seeds"].min())
-        ranked = ", ".join(f"{_label(r.variant)} {r.cv:.3f} [{r.cv_low:.3f}, {r.cv_high:.3f}]"
+        ranked = ", ".join(f"{_label(r.variant)} {r.cv:.3g} [{r.cv_low:.3g}, {r.cv_high:.3g}]"
                            for r in models_here.itertuples())
         runs = spread[spread["depth"] == depth]
-        apart, close = [], []
+        text = (f"On {task} at depth {depth} ({n} seed{'s' if n != 1 else ''}, preset "
+                f"{preset}), the spread of the state norm through training and across layers "
+                f"(CV; mean and 95% t interval over seeds), from lowest: {ranked}.")
         ordered = list(models_here["variant"])
-        for i, a in enumerate(ordered):
-            for b in ordered[i + 1:]:
-                diff, low, high = _stats.bootstrap_difference(
-                    runs.loc[runs["variant"] == a, "cv"], runs.loc[runs["variant"] == b, "cv"])
-                if math.isfinite(low) and (high < 0 or low > 0):
-                    apart.append(f"{_label(a)} < {_label(b)} (difference {diff:.3f}, 95% CI "
-                                 f"[{low:.3f}, {high:.3f}])")
-                else:
-                    close.append(f"{_label(a)} and {_label(b)}")
-        text = (f"On {task} at depth {depth} ({n} seeds, preset {preset}), the spread of the "
-                f"state norm through training and across layers (CV; mean and 95% bootstrap "
-                f"interval over seeds), from lowest: {ranked}. ")
-        text += (f"Differences whose bootstrap interval excludes zero: {'; '.join(apart)}. "
-                 if apart else "No two layers' spreads differ by an interval that excludes "
-                               "zero. ")
-        if close and apart:
-            text += f"Not distinguishable at this n: {', '.join(close)}."
-        lines.append(text.strip())
+        if len(ordered) >= 2:
+            by_seed = runs[runs["variant"].isin(ordered)].pivot_table(
+                index="seed", columns="variant", values="cv", aggfunc="mean")
+            by_seed = by_seed.reindex(columns=ordered).rename(columns=_label)
+            family = inference.pairwise(by_seed, higher_is_better=False)
+            if int(family["n"].max()) < 2:
+                text += (" With fewer than two seeds run by both layers of a pair, no "
+                         "difference between layers can be tested.")
+            else:
+                m = int(family["m"].iloc[0])
+                text += (f" Compared seed by seed ({family['test'].iloc[0]} test, Holm over the "
+                         f"{m} pair{'s' if m != 1 else ''} at this depth, 5%; a lower CV is "
+                         f"steadier): {_stats.family_verdict(family)}")
+                text += (" Per pair (first − second, 95% CI, d_z, Holm p, the difference "
+                         "detectable with 80% power at 5% assuming normal differences): "
+                         + "; ".join(_stats.comparison_text(r, spec=".3g")
+                                     for r in family.itertuples()) + ".")
+        lines.append(text)
         ablations = at_depth[~at_depth["variant"].isin(base)]
         if not ablations.empty:
             lines.append(f"Ablations on {task} at depth {depth}: " + ", ".join(
-                f"{_label(r.variant)} {r.cv:.3f} [{r.cv_low:.3f}, {r.cv_high:.3f}]"
+                f"{_label(r.variant)} {r.cv:.3g} [{r.cv_low:.3g}, {r.cv_high:.3g}]"
                 for r in ablations.sort_values("cv").itertuples()) + ".")
     return Finding(name=f"stability_findings_{task}",
                    title=f"What the stability statistics support ({task})",
