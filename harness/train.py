@@ -583,14 +583,16 @@ def _evaluation_totals(sums: Callable[..., jax.Array], network: Network, state: 
     lengths = split.lengths if split.lengths.ndim == 1 else split.lengths.max(axis=1)
     order = np.argsort(lengths, kind="stable") if trim else np.arange(n)
     buckets = bucket_lengths(split_length(split))
-    totals = jnp.zeros(3)
+    totals = None
     for start in range(0, n, size):
         index = np.arange(start, start + size)
         weights = (index < n).astype(np.float32)
         index = order[np.where(index < n, index, start)]
         length = trimmed_length(lengths[index], buckets) if trim else None
         batch = to_batch(split, index, length)
-        totals = totals + sums(network, state, batch, jnp.asarray(weights))
+        sums_here = sums(network, state, batch, jnp.asarray(weights))
+        totals = sums_here if totals is None else totals + sums_here
+    assert totals is not None  # a split has at least one example
     return totals
 
 
