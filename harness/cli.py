@@ -317,6 +317,7 @@ def _cmd_train(args) -> int:
             models=(request.get("model", base.models[0]),),
             tasks=(request.get("task", base.tasks[0]),),
             seeds=tuple(seeds),
+            group_seeds=True,  # seeds=0,1,2 trains the seeds as one group
             depths=(),
             tune_tasks=(),  # one run at the recipe's learning rates, not the tuning grid
             recipes=(*base.recipes, Recipe(overrides=extra, source="command line")),

@@ -170,7 +170,7 @@ def test_an_interrupted_group_resumes_from_its_checkpoints(task, tmp_path):
 def test_a_grouped_run_has_the_id_and_rows_of_a_separate_one(tmp_path, monkeypatch):
     monkeypatch.setenv(accuracy.CHECKPOINT_ENV, str(tmp_path / "checkpoints"))
     study = accuracy.STUDY
-    config = study.config("smoke", {"models": "lru", "seeds": "0,1,2"})
+    config = study.config("smoke", {"models": "lru", "seeds": "0,1,2", "group_seeds": "true"})
     alone = dataclasses.replace(config, group_seeds=False)
     specs = study.grid(config)
     assert [study.run_id(s) for s in specs] == [study.run_id(s) for s in study.grid(alone)]
