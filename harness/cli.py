@@ -1,7 +1,8 @@
 """The command line, ``python -m harness``: a thin layer over the registries and the runner.
 
     python -m harness list [models|tasks|studies|presets]
-    python -m harness train model=lru task=digits [seed=0] [preset=cpu] [network.d_model=64 ...]
+    python -m harness train model=lru task=digits [seed=0 | seeds=0,1,2] [preset=cpu]
+                            [network.d_model=64 ...]
     python -m harness study NAME [--preset P] [key=value ...] [--fresh] [--store PATH]
                                  [--executor local|processes|ray] [--workers N]
                                  [--ray-address ADDR]
@@ -43,7 +44,7 @@ _PRESET_LINES = {
     "cpu-full": "hours on two CPU cores: five seeds, more steps and tasks, every task tuned",
     "gpu": "the papers' configurations, for an accelerator",
 }
-_TRAIN_KEYS = ("model", "task", "seed", "preset")
+_TRAIN_KEYS = ("model", "task", "seed", "seeds", "preset")
 _TRAIN_COLUMNS = ("kind", "step", "lr", "train_loss", "val_loss", "val_accuracy", "best_step",
                   "test_loss", "test_accuracy", "params", "train_seconds")
 
@@ -304,7 +305,11 @@ def _cmd_train(args) -> int:
     request = {k: items.pop(k) for k in _TRAIN_KEYS if k in items}
     preset = request.get("preset", "cpu")
     _check_preset(preset)
-    seed = _config.parse_value(request.get("seed", "0"), int, "train.seed")
+    if "seed" in request and "seeds" in request:
+        raise UsageError("train takes seed=N or seeds=N,M,... (trained together), not both.")
+    # Several seeds train together as one program (a seed group), one run each.
+    seeds = _config.parse_value(request.get("seeds", request.get("seed", "0")),
+                                tuple[int, ...], "train.seeds")
     # task.* and layer.* keys become a recipe for this one run (their text is parsed by the
     # task's and the layer's config classes once the model is known); the rest are config keys.
     extra = tuple((k, v) for k, v in items.items() if k.startswith(("task.", "layer.")))
@@ -321,7 +326,8 @@ def _cmd_train(args) -> int:
             base,
             models=(request.get("model", base.models[0]),),
             tasks=(request.get("task", base.tasks[0]),),
-            seeds=(seed,),
+            seeds=tuple(seeds),
+            group_seeds=True,  # seeds=0,1,2 trains the seeds as one group
             depths=(),
             tune_tasks=(),  # one run at the recipe's learning rates, not the tuning grid
             recipes=(*base.recipes, Recipe(overrides=extra, source="command line")),
@@ -333,19 +339,22 @@ def _cmd_train(args) -> int:
     store = _prepare(args.store)
     summary = run_study(study, config, store=store, fresh=args.fresh)
     _print_summary(summary)
-    run_id = study.run_id(specs[0])
-    rows = store.read("train", statuses=("done", "diverged", "failed"))
-    rows = rows[rows["run_id"] == run_id] if not rows.empty else rows
-    status = store.status(run_id)
-    print(f"run {run_id}: {status}")
-    if not rows.empty:
-        shown = [c for c in _TRAIN_COLUMNS if c in rows.columns]
-        print(rows[shown].to_string(index=False, na_rep=""))
-    if status != "done":
-        error = store.runs("train").set_index("run_id").loc[run_id, "error"]
-        print(f"{status}: {str(error).splitlines()[0] if error else ''}")
-        return 1
-    return 0
+    code = 0
+    every = store.read("train", statuses=("done", "diverged", "failed"))
+    for spec in specs:
+        run_id = study.run_id(spec)
+        rows = every[every["run_id"] == run_id] if not every.empty else every
+        status = store.status(run_id)
+        print(f"run {run_id} (seed {spec.seed}): {status}" if len(specs) > 1
+              else f"run {run_id}: {status}")
+        if not rows.empty:
+            shown = [c for c in _TRAIN_COLUMNS if c in rows.columns]
+            print(rows[shown].to_string(index=False, na_rep=""))
+        if status != "done":
+            error = store.runs("train").set_index("run_id").loc[run_id, "error"]
+            print(f"{status}: {str(error).splitlines()[0] if error else ''}")
+            code = 1
+    return code
 
 
 def _grid(study, config) -> list[Any]:

@@ -33,8 +33,8 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from .errors import ExecutorError as ExecutorError  # re-exported: its old import place
-from .runner import Executor, Outcome, enable_compilation_cache, execute, local_executor
-from .studies import Study
+from .runner import Executor, Outcome, enable_compilation_cache, execute_unit, local_executor
+from .studies import Study, lead
 
 EXECUTORS: tuple[str, ...] = ("local", "processes", "ray")
 # Environment variables a worker needs to behave like the driver (checkpoint and cache places).
@@ -112,9 +112,9 @@ def _watch_driver(driver: int) -> None:
 
 def _seed_major(specs: list[Any]) -> list[Any]:
     """``specs`` with every run of the first seed first, then the next seed's, and so on (the
-    grid's order within a seed)."""
+    grid's order within a seed). A seed group (`harness.studies.Group`) goes by its first run."""
     def seed(spec: Any) -> int:
-        value = getattr(spec, "seed", None)
+        value = getattr(lead(spec), "seed", None)
         return value if isinstance(value, int) else 0
 
     return sorted(specs, key=seed)  # stable: the grid's order within a seed
@@ -129,7 +129,8 @@ def schedule(study: Study, specs: list[Any]) -> list[Any]:
     of every group goes first, the workers compiling different programs side by side, and the
     other runs follow, seed-major, finding them compiled (`docs/performance.md` has the
     measurement). A study without ``programs`` is taken seed-major: runs that differ only in
-    their seed are taken as one group.
+    their seed are taken as one group. ``specs`` may hold seed groups (`Study.units`): one unit
+    of work each, ordered by its first run.
     """
     ordered = _seed_major(specs)
     if study.programs is None:
@@ -137,7 +138,7 @@ def schedule(study: Study, specs: list[Any]) -> list[Any]:
     seen: set[Any] = set()
     first, rest = [], []
     for spec in ordered:
-        key = study.programs(spec)
+        key = study.programs(lead(spec))
         (rest if key in seen else first).append(spec)
         seen.add(key)
     return first + rest
@@ -206,10 +207,11 @@ class ProcessExecutor:
         pool = self._pool(len(specs))
         finished = False
         try:
-            futures = [pool.submit(execute, study, spec) for spec in schedule(study, specs)]
+            # A unit is one run or a seed group, which one worker trains as one program.
+            futures = [pool.submit(execute_unit, study, unit) for unit in schedule(study, specs)]
             for future in as_completed(futures):
                 try:
-                    yield future.result()
+                    yield from future.result()
                 except BrokenProcessPool:
                     raise ExecutorError(
                         f"A worker process of the {study.name} grid died (killed or out of "
@@ -251,11 +253,11 @@ def _import_ray() -> Any:
     return ray
 
 
-def _execute_remote(study: Study, spec: Any) -> Outcome:
-    # Runs in a Ray worker: the same `execute` as the local executor, so a failing or diverging
-    # run comes back as an Outcome, never as a Ray task error.
+def _execute_remote(study: Study, unit: Any) -> list[Outcome]:
+    # Runs in a Ray worker: the same `execute_unit` as the local executor, so a failing or
+    # diverging run comes back as an Outcome, never as a Ray task error.
     enable_compilation_cache()
-    return execute(study, spec)
+    return execute_unit(study, unit)
 
 
 class RayExecutor:
@@ -297,7 +299,7 @@ class RayExecutor:
         try:
             while pending:
                 done, pending = self.ray.wait(pending, num_returns=1)
-                yield self.ray.get(done[0])
+                yield from self.ray.get(done[0])
         finally:
             # An interrupted driver records nothing more; unfinished runs are rerun next time.
             for ref in pending:

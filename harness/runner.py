@@ -24,7 +24,7 @@ from . import config as _config
 from .provenance import now, provenance
 from .store import Store
 from .errors import Diverged
-from .studies import Study
+from .studies import Group, Study
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,10 +44,48 @@ class Outcome:
 def execute(study: Study, spec: Any) -> Outcome:
     """Execute one run of ``study``; never raises for a failing or diverging run."""
     started, t0 = now(), time.perf_counter()
-    error: str | None = None
     try:
-        rows, status = study.run(spec), "done"
-    except Diverged as e:
+        result: list[dict[str, Any]] | Exception = study.run(spec)
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # a failed run is a row with its error; the grid goes on
+        result = e
+    return _outcome(study, spec, result, started, time.perf_counter() - t0,
+                    {**provenance(), "seed_group": 1})
+
+
+def execute_group(study: Study, specs: tuple[Any, ...] | list[Any]) -> list[Outcome]:
+    """Execute a seed group (`Study.run_group`): one outcome per run, as `execute` would give
+    it, each run's provenance saying it was trained in a group of k (``seed_group``) and its
+    ``seconds`` the group's divided by k. Never raises for failing or diverging runs."""
+    started, t0 = now(), time.perf_counter()
+    assert study.run_group is not None
+    try:
+        results: list[Any] = list(study.run_group(list(specs)))
+        if len(results) != len(specs):
+            raise RuntimeError(f"run_group gave {len(results)} results for {len(specs)} runs")
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # the whole group failed: every run is recorded as failed
+        results = [e] * len(specs)
+    seconds = (time.perf_counter() - t0) / len(specs)
+    where = {**provenance(), "seed_group": len(specs)}
+    return [_outcome(study, spec, result, started, seconds, where)
+            for spec, result in zip(specs, results)]
+
+
+def execute_unit(study: Study, unit: Any) -> list[Outcome]:
+    """Execute a unit of work (`Study.units`): a `harness.studies.Group` or one spec."""
+    if isinstance(unit, Group):
+        return execute_group(study, unit.specs)
+    return [execute(study, unit)]
+
+
+def _outcome(study: Study, spec: Any, result: list[dict[str, Any]] | Exception, started: str,
+             seconds: float, where: dict[str, Any]) -> Outcome:
+    error: str | None = None
+    if isinstance(result, Diverged):
+        e = result
         if e.step is not None and e.step <= 1:
             # Non-finite before any update took effect: the initial parameters (or the data)
             # cannot train, which says nothing about training. A failed run, not a result:
@@ -58,11 +96,12 @@ def execute(study: Study, spec: Any) -> Outcome:
                      "in training. Check the layer's options and the task's inputs.")
         else:
             rows, status, error = e.rows, "diverged", str(e)
-    except KeyboardInterrupt:
-        raise
-    except Exception as e:  # a failed run is a row with its error; the grid goes on
+    elif isinstance(result, Exception):
         rows, status = [], "failed"
-        error = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"
+        trace = "".join(traceback.format_exception(result, limit=8))
+        error = f"{type(result).__name__}: {result}\n{trace}"
+    else:
+        rows, status = result, "done"
     return Outcome(
         run_id=study.run_id(spec),
         status=status,
@@ -70,18 +109,19 @@ def execute(study: Study, spec: Any) -> Outcome:
         error=error,
         started_at=started,
         finished_at=now(),
-        seconds=time.perf_counter() - t0,
-        provenance=provenance(),
+        seconds=seconds,
+        provenance=where,
     )
 
 
-# An executor maps (study, specs) to an iterator of outcomes, in any order.
+# An executor maps (study, units) to an iterator of outcomes, in any order: a unit is a spec or
+# a `harness.studies.Group` of specs (`Study.units`), and each spec gives one outcome.
 Executor = Callable[[Study, list[Any]], Iterator[Outcome]]
 
 
-def local_executor(study: Study, specs: list[Any]) -> Iterator[Outcome]:
-    for spec in specs:
-        yield execute(study, spec)
+def local_executor(study: Study, units: list[Any]) -> Iterator[Outcome]:
+    for unit in units:
+        yield from execute_unit(study, unit)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,7 +168,8 @@ def run_study(
     counts: dict[str, int] = {}
     bar = progress_bar(len(todo), f"{study.name}", enabled=progress)
     try:
-        for outcome, spec in _with_specs(executor(study, todo), study, todo):
+        units = study.units(config, todo)
+        for outcome, spec in _with_specs(executor(study, units), study, todo):
             store.record(
                 run_id=outcome.run_id,
                 study=study.name,

@@ -410,10 +410,9 @@ class Stepper:
         return self.lowered(batch, key).compile()
 
 
-@functools.cache
-def _flat_step(static_leaves: tuple, static_def: Any, dynamic_def: Any,
+def _flat_body(static_leaves: tuple, static_def: Any, dynamic_def: Any,
                optimiser: Optimiser) -> Callable[..., tuple]:
-    """The jitted step of `Stepper` for one structure (cached: equal structures share it)."""
+    """`_train_step_body` on flat arrays: ``(leaves, batch, key) -> (leaves, loss, finite)``."""
 
     def flat_train_step(leaves, batch, key):
         static = jax.tree.unflatten(static_def, static_leaves)
@@ -422,13 +421,75 @@ def _flat_step(static_leaves: tuple, static_def: Any, dynamic_def: Any,
             network, state, opt_state, batch, key, optimiser)
         return jax.tree.leaves(eqx.filter((network, state, opt_state), eqx.is_array)), loss, finite
 
-    return jax.jit(flat_train_step)
+    return flat_train_step
 
 
-@eqx.filter_jit
-def _eval_sums(network, state, batch, weights):
+@functools.cache
+def _flat_step(static_leaves: tuple, static_def: Any, dynamic_def: Any,
+               optimiser: Optimiser) -> Callable[..., tuple]:
+    """The jitted step of `Stepper` for one structure (cached: equal structures share it)."""
+    return jax.jit(_flat_body(static_leaves, static_def, dynamic_def, optimiser))
+
+
+@functools.cache
+def _flat_group_step(static_leaves: tuple, static_def: Any, dynamic_def: Any,
+                     optimiser: Optimiser) -> Callable[..., tuple]:
+    """`_flat_step`'s step vmapped over a leading seed axis (`GroupStepper`), with the seeds
+    whose ``active`` flag is off or whose step was not finite kept where they were.
+
+    ``(leaves, batch, keys, active) -> (leaves, loss, finite)``: every leaf, the batch's arrays
+    and the keys have the seed axis first; ``loss`` and ``finite`` are ``(k,)``. The step is the
+    one training step (`_train_step_body`), not a second implementation: vmap only batches it.
+    """
+    step = jax.vmap(_flat_body(static_leaves, static_def, dynamic_def, optimiser))
+
+    def group_step(leaves, batch, keys, active):
+        new, loss, finite = step(leaves, batch, keys)
+        keep = active & finite
+        new = [jnp.where(keep.reshape(keep.shape + (1,) * (x.ndim - 1)), x, old)
+               for x, old in zip(new, leaves)]
+        return new, loss, finite
+
+    return jax.jit(group_step)
+
+
+class GroupStepper:
+    """`Stepper` for k seeds of one configuration: the network, BatchNorm state and optimiser
+    state of every seed stacked on a leading axis, one call of one compiled program a step.
+
+    ``step(batch, keys, active) -> (loss, finite)``, each ``(k,)``: ``batch`` holds every
+    seed's batch stacked (``(k, n, ...)``), ``keys`` every seed's dropout key. A seed whose
+    ``active`` flag is off (diverged) or whose loss or gradient is not finite keeps its
+    parameters and states, so it never turns the stack non-finite; the other seeds go on.
+    """
+
+    def __init__(self, optimiser: Optimiser, network: Network, state: eqx.nn.State,
+                 opt_state: OptimiserState):
+        dynamic, static = eqx.partition((network, state, opt_state), eqx.is_array)
+        self._leaves, self._dynamic = jax.tree.flatten(dynamic)
+        static_leaves, static_def = jax.tree.flatten(static)
+        self._step = _flat_group_step(tuple(static_leaves), static_def, self._dynamic, optimiser)
+        self._static = static
+
+    def __call__(self, batch: Batch, keys: jax.Array, active: np.ndarray
+                 ) -> tuple[jax.Array, jax.Array]:
+        self._leaves, loss, finite = self._step(self._leaves, batch, keys, active)
+        return loss, finite
+
+    def carry(self) -> tuple[Network, eqx.nn.State, OptimiserState]:
+        """The current stacked (network, state, opt_state)."""
+        return eqx.combine(jax.tree.unflatten(self._dynamic, self._leaves), self._static)
+
+
+def _eval_sums_body(network, state, batch, weights):
     loss, correct, count, _ = batch_sums(network, state, batch, weights)
     return jnp.stack([loss, correct, count])
+
+
+_eval_sums = eqx.filter_jit(_eval_sums_body)
+# The same sums for a stack of networks (a seed group) on one batch: (k, 3).
+_group_eval_sums = eqx.filter_jit(eqx.filter_vmap(
+    _eval_sums_body, in_axes=(eqx.if_array(0), eqx.if_array(0), None, None)))
 
 
 def to_batch(split: Split, index: np.ndarray, length: int | None = None, *,
@@ -498,23 +559,47 @@ def evaluate(
     padded with weight-zero copies, so a split compiles one shape per bucket; the sums stay on
     the device until the end.
     """
+    totals = _evaluation_totals(_eval_sums, network, state, split, batch_size, trim)
+    return _metrics(np.asarray(totals), network.target)
+
+
+def evaluate_group(
+    networks: Network, states: eqx.nn.State, split: Split, *, batch_size: int, trim: bool = True
+) -> list[dict[str, float | None]]:
+    """`evaluate` for k networks stacked on a leading axis (a seed group), one dict per seed:
+    the same batches (the order does not depend on the seed), one vmapped program."""
+    totals = np.asarray(_evaluation_totals(_group_eval_sums, networks, states, split,
+                                           batch_size, trim))
+    return [_metrics(t, networks.target) for t in totals]
+
+
+def _evaluation_totals(sums: Callable[..., jax.Array], network: Network, state: eqx.nn.State,
+                       split: Split, batch_size: int, trim: bool) -> jax.Array:
+    """(loss, correct, count) summed over ``split`` by ``sums`` (`evaluate`'s loop); ``(3,)``,
+    or ``(k, 3)`` for a stack of networks."""
     network = eqx.nn.inference_mode(network)
     n = len(split)
     size = min(batch_size, n)
     lengths = split.lengths if split.lengths.ndim == 1 else split.lengths.max(axis=1)
     order = np.argsort(lengths, kind="stable") if trim else np.arange(n)
     buckets = bucket_lengths(split_length(split))
-    totals = jnp.zeros(3)
+    totals = None
     for start in range(0, n, size):
         index = np.arange(start, start + size)
         weights = (index < n).astype(np.float32)
         index = order[np.where(index < n, index, start)]
         length = trimmed_length(lengths[index], buckets) if trim else None
         batch = to_batch(split, index, length)
-        totals = totals + _eval_sums(network, state, batch, jnp.asarray(weights))
-    loss, correct, count = (float(t) for t in np.asarray(totals))
+        sums_here = sums(network, state, batch, jnp.asarray(weights))
+        totals = sums_here if totals is None else totals + sums_here
+    assert totals is not None  # a split has at least one example
+    return totals
+
+
+def _metrics(totals: np.ndarray, target: str) -> dict[str, float | None]:
+    loss, correct, count = (float(t) for t in totals)
     count = max(count, 1.0)
-    accuracy = None if network.target == "regression" else correct / count
+    accuracy = None if target == "regression" else correct / count
     return {"loss": loss / count, "accuracy": accuracy}
 
 
@@ -540,19 +625,29 @@ class BatchSampler:
         self.device = device  # False: host arrays (`to_batch`)
         self._epoch, self._order = -1, np.arange(0)
 
-    def __call__(self, step: int) -> Batch:
-        """The batch of step ``step`` (0-based)."""
+    def __call__(self, step: int, length: int | None = None) -> Batch:
+        """The batch of step ``step`` (0-based), cut to its bucket, or to ``length`` (at least
+        its bucket: a seed group cuts every seed's batch to the longest of their buckets)."""
+        index = self.indices(step)
+        if length is None:
+            length = self.length(index)
+        return to_batch(self.split, index, length, device=self.device)
+
+    def indices(self, step: int) -> np.ndarray:
+        """The examples of step ``step``'s batch."""
         epoch, i = divmod(step, self.per_epoch)
         if epoch != self._epoch:
             # A seed sequence of (seed, epoch): epochs are independent streams, so resuming at
             # any step reconstructs the same order without replaying earlier epochs.
             rng = np.random.default_rng(np.random.SeedSequence([self.seed, epoch]))
             self._epoch, self._order = epoch, rng.permutation(len(self.split))
-        index = self._order[i * self.batch_size : (i + 1) * self.batch_size]
-        length = None
-        if self.buckets is not None:
-            length = trimmed_length(self.split.lengths[index], self.buckets)
-        return to_batch(self.split, index, length, device=self.device)
+        return self._order[i * self.batch_size : (i + 1) * self.batch_size]
+
+    def length(self, index: np.ndarray) -> int | None:
+        """The bucket the examples ``index`` are cut to (None: not cut, ``trim=False``)."""
+        if self.buckets is None:
+            return None
+        return trimmed_length(self.split.lengths[index], self.buckets)
 
 
 # --------------------------------------------------------------------------------------------
@@ -782,3 +877,268 @@ def _resume(path: Path, identity: str, like: Any) -> tuple[dict[str, Any], Any] 
         print(f"Checkpoint {path} is unreadable ({type(e).__name__}: {e}); starting afresh.")
         path.unlink(missing_ok=True)
         return None
+
+
+# --------------------------------------------------------------------------------------------
+# Seed groups: k seeds of one configuration trained as one compiled program
+
+
+def stack(trees: list[Any]) -> Any:
+    """Pytrees of one structure (modules of one configuration) stacked on a new leading axis:
+    their arrays stacked, the rest (static fields) taken from the first."""
+    dynamic = [eqx.filter(t, eqx.is_array) for t in trees]
+    static = eqx.filter(trees[0], eqx.is_array, inverse=True)
+    return eqx.combine(jax.tree.map(lambda *xs: jnp.stack(xs), *dynamic), static)
+
+
+def unstack(tree: Any, i: int) -> Any:
+    """Member ``i`` of a tree stacked by `stack`."""
+    dynamic, static = eqx.partition(tree, eqx.is_array)
+    return eqx.combine(jax.tree.map(lambda x: x[i], dynamic), static)
+
+
+def _rescaled_group(networks: Network, factor: float) -> Network:
+    if factor == 1.0:
+        return networks
+    return eqx.filter_vmap(lambda n: n.rescaled(factor))(networks)
+
+
+@dataclasses.dataclass
+class _Member:
+    """One seed of a group: where it starts (fresh or from its checkpoint) and what it has."""
+
+    seed: int
+    path: Path | None
+    identity: str
+    start: int
+    rows: list[dict[str, Any]]
+    best: dict[str, Any] | None
+    seconds: float
+    carry: tuple[Any, ...]  # (network, state, opt_state, best_network, best_state)
+
+
+def train_group(
+    network_config: NetworkConfig,
+    task: Task,
+    config: TrainConfig,
+    *,
+    seeds: list[int] | tuple[int, ...],
+    on_eval: OnEval | None = None,
+    checkpoints: list[str | Path | None] | None = None,
+    progress: bool = False,
+) -> list[TrainResult | Diverged]:
+    """`train` for several seeds of one configuration at once: one result per seed, in order.
+
+    Every seed's network, BatchNorm state and optimiser state are stacked on a leading seed
+    axis and trained by `train`'s own step under `jax.vmap` (`GroupStepper`): one compiled
+    program and one call per step for the k seeds, which at small widths costs little more than
+    one seed. Each seed keeps what `train` gives it: its initialisation, its batch order
+    (`BatchSampler` of its seed), its dropout keys, its evaluations, its best step and its
+    checkpoint (the same file and format as `train`'s: a run resumes from it whether it was
+    trained alone or in a group). Where the seeds' batches of a step cut to different length
+    buckets, every seed's batch is cut to the longest (padding is exact: the same loss up to
+    float round-off). A seed whose loss, gradient or validation loss goes non-finite is
+    recorded as `train` records it (its result is the `Diverged` that `train` would raise) and
+    frozen; the others go on. Validation and test are evaluated for every seed at once
+    (`evaluate_group`) and ``on_eval`` is called per seed with that seed's network.
+
+    Seeds whose checkpoints stand at different steps train as separate groups, one per step.
+    ``train_seconds`` and ``compile_seconds`` of a final row are the seed's share of the
+    group's: the group's times divided by its size.
+
+    Equal to k calls of `train` up to float round-off: vmap batches the same operations, and
+    XLA may order a batched reduction or matrix product differently.
+    """
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("train_group needs at least one seed.")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"train_group: seeds repeat a value: {seeds!r}.")
+    paths = [None] * len(seeds) if checkpoints is None else [
+        None if c is None else Path(c) for c in checkpoints]
+    if len(paths) != len(seeds):
+        raise ValueError(f"train_group: {len(paths)} checkpoints for {len(seeds)} seeds.")
+    info = task.info
+    members = []
+    for seed, path in zip(seeds, paths):
+        network, state = build_network(network_config, info, key=jr.fold_in(jr.PRNGKey(seed), 0))
+        optimiser = make_optimiser(network, config)
+        opt_state = optimiser.init(eqx.filter(network, eqx.is_inexact_array), config)
+        member = _Member(seed, path, _identity(network_config, task, config, seed), 0, [], None,
+                         0.0, (network, state, opt_state, network, state))
+        if path is not None and path.exists():
+            resumed = _resume(path, member.identity, member.carry)
+            if resumed is not None:
+                header, member.carry = resumed
+                member.start, member.rows = header["step"], header["rows"]
+                member.best, member.seconds = header["best"], header["seconds"]
+                print(f"Resuming {path.name} from step {member.start} of {config.steps}.")
+        members.append(member)
+    results: dict[int, TrainResult | Diverged] = {}
+    for start in sorted({m.start for m in members}):
+        group = [m for m in members if m.start == start]
+        for member, result in zip(group, _train_members(network_config, task, config, group,
+                                                        optimiser, on_eval, progress)):
+            results[member.seed] = result
+    return [results[s] for s in seeds]
+
+
+def _train_members(
+    network_config: NetworkConfig, task: Task, config: TrainConfig, members: list[_Member],
+    optimiser: Optimiser, on_eval: OnEval | None, progress: bool,
+) -> list[TrainResult | Diverged]:
+    """Train ``members`` (all starting at one step) as one group; `train_group`'s results."""
+    info = task.info
+    k = len(members)
+    train_split, val_split = task.split("train"), task.split("val")
+    samplers = [BatchSampler(train_split, config.batch_size, m.seed, device=False)
+                for m in members]
+    keys = jnp.stack([jr.fold_in(jr.PRNGKey(m.seed), 1) for m in members])
+    lr_at = config.schedule(config.lr)
+    selection = "loss" if info.target == "regression" else "accuracy"
+    first = members[0].carry[0]
+    params = count_parameters(first)
+    recurrent = count_parameters(eqx.filter(first, recurrent_mask(first)))
+    start = members[0].start
+    network, state, opt_state, best_network, best_state = (
+        stack([m.carry[i] for m in members]) for i in range(5))
+    results: list[TrainResult | Diverged | None] = [None] * k
+    active = np.ones(k, dtype=bool)
+
+    def diverged(i: int, step: int, what: str) -> None:
+        member = members[i]
+        if member.path is not None:
+            member.path.unlink(missing_ok=True)
+        member.rows.append({"kind": "diverged", "step": step})
+        results[i] = Diverged(f"non-finite {what} at step {step}", member.rows)
+        active[i] = False
+
+    def check(step: int, finite: jax.Array) -> None:
+        for i in np.flatnonzero(active & ~np.asarray(finite)):
+            diverged(int(i), step, "loss or gradient")
+
+    def callback(step: int) -> None:
+        if on_eval is None:
+            return
+        for i in np.flatnonzero(active):
+            rows = on_eval(step, unstack(network, int(i)), unstack(state, int(i)))
+            members[i].rows.extend({"step": step, **row} for row in rows)
+
+    if start == 0:
+        callback(0)
+    compiling = [0.0]
+    listener = _compile_listener(compiling)
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    t0 = time.perf_counter()
+    losses: list[jax.Array] = []
+    pending: tuple[int, jax.Array] | None = None
+    bar = progress_bar(config.steps, f"{network_config.layer}/{info.name} x{k}",
+                       enabled=progress)
+    bar.update(start)
+    stepper = GroupStepper(optimiser, network, state, opt_state)
+    try:
+        for s in range(start, config.steps):
+            indices = [sampler.indices(s) for sampler in samplers]
+            lengths = [sampler.length(index) for sampler, index in zip(samplers, indices)]
+            length = None if lengths[0] is None else max(lengths)
+            batches = [to_batch(train_split, index, length, device=False) for index in indices]
+            batch = Batch(*(np.stack(parts) for parts in zip(*batches)))
+            loss, finite = stepper(batch, keys, active)
+            losses.append(loss)
+            if pending is not None:
+                check(*pending)
+                if not active.any():
+                    break
+            pending = (s + 1, finite)
+            bar.update(1)
+            step = s + 1
+            if step % config.eval_every and step != config.steps:
+                continue
+            check(step, finite)
+            pending = None
+            if not active.any():
+                break
+            network, state, opt_state = stepper.carry()
+            vals = evaluate_group(_rescaled_group(network, info.timescale), state, val_split,
+                                  batch_size=config.eval_batch_size)
+            seen = jnp.stack(losses)
+            losses = []
+            improved = np.zeros(k, dtype=bool)
+            for i in np.flatnonzero(active):
+                member, val = members[i], vals[i]
+                if not math.isfinite(val["loss"]):
+                    diverged(int(i), step, "validation loss")
+                    continue
+                member.rows.append({
+                    "kind": "eval",
+                    "step": step,
+                    "lr": float(lr_at(step)),
+                    "train_loss": float(jnp.mean(seen[:, i])),
+                    "val_loss": val["loss"],
+                    "val_accuracy": val["accuracy"],
+                })
+                if member.best is None or _better(val, member.best, selection):
+                    member.best = {"step": step, **val}
+                    improved[i] = True
+            best_network, best_state = _select(improved, (network, state),
+                                               (best_network, best_state))
+            callback(step)
+            elapsed = (time.perf_counter() - t0) / k
+            for i in np.flatnonzero(active):
+                member = members[i]
+                if member.path is not None and step != config.steps:
+                    header = {"format": _CHECKPOINT_FORMAT, "identity": member.identity,
+                              "step": step, "rows": member.rows, "best": member.best,
+                              "seconds": member.seconds + elapsed}
+                    tree = tuple(unstack(t, int(i)) for t in
+                                 (network, state, opt_state, best_network, best_state))
+                    save_checkpoint(member.path, header, tree)
+    finally:
+        bar.close()
+        jax.monitoring.unregister_event_duration_listener(listener)
+    share = (time.perf_counter() - t0) / k
+    if active.any():
+        network, state, _ = stepper.carry()
+        tests = evaluate_group(_rescaled_group(best_network, info.timescale), best_state,
+                               task.split("test"), batch_size=config.eval_batch_size)
+    for i in np.flatnonzero(active):
+        member, test, best = members[i], tests[i], members[i].best
+        assert best is not None  # the last step is always evaluated
+        final = {
+            "kind": "final",
+            "step": config.steps,
+            "best_step": best["step"],
+            "val_loss": best["loss"],
+            "val_accuracy": best["accuracy"],
+            "test_loss": test["loss"],
+            "test_accuracy": test["accuracy"],
+            "selection": selection,
+            "params": params,
+            "recurrent_params": recurrent,
+            "steps": config.steps,
+            "epochs": config.steps * config.batch_size / len(train_split),
+            "train_seconds": round(member.seconds + share, 3),
+            "compile_seconds": round(compiling[0] / k, 3),
+        }
+        member.rows.append(final)
+        if member.path is not None:
+            member.path.unlink(missing_ok=True)
+        results[i] = TrainResult(member.rows, final, unstack(network, int(i)),
+                                 unstack(state, int(i)), unstack(best_network, int(i)),
+                                 unstack(best_state, int(i)))
+    assert all(r is not None for r in results)
+    return results  # type: ignore[return-value]
+
+
+def _select(mask: np.ndarray, new: Any, old: Any) -> Any:
+    """Per seed (the leading axis of every array): ``new`` where ``mask``, else ``old``."""
+    if not mask.any():
+        return old
+    where = jnp.asarray(mask)
+
+    def pick(a: jax.Array, b: jax.Array) -> jax.Array:
+        return jnp.where(where.reshape(where.shape + (1,) * (a.ndim - 1)), a, b)
+
+    dynamic_new, static = eqx.partition(new, eqx.is_array)
+    dynamic_old = eqx.filter(old, eqx.is_array)
+    return eqx.combine(jax.tree.map(pick, dynamic_new, dynamic_old), static)

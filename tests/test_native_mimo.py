@@ -76,6 +76,30 @@ def test_forward_and_vjp_equal_the_unfused_computation(length, channels, states,
             np.testing.assert_allclose(got, expected, rtol=1e-11, atol=1e-11)
 
 
+def test_a_vmap_over_seeds_around_the_batch_gives_each_seed_its_own_parameters():
+    """A seed group (`harness.train.train_group`) vmaps a batched layer once more, over its
+    seeds: the kernel gets parameters (seeds, 1, ...) against u (seeds, batch, ...) and must
+    read seed s's parameters for each of its sequences, forward and backward."""
+    seeds, batch = 3, 2
+    per_seed = [arguments(10 + s, 40, 4, 6, batch) for s in range(seeds)]
+    with jax.enable_x64(True):
+        stacked = [jnp.asarray(np.stack(x)) for x in zip(*per_seed)]
+        *params, u, dy = stacked
+
+        def run(f):
+            g = jax.vmap(f, in_axes=(None, None, None, None, 0))  # over the batch
+            g = jax.vmap(g)  # over the seeds
+            y, vjp = jax.vjp(jax.jit(g), *params, u)
+            return y, vjp(dy)
+
+        y, grads = run(_mimo_output)
+        y_ref, grads_ref = run(unfused)
+        np.testing.assert_allclose(y, y_ref, rtol=1e-12, atol=1e-12)
+        for got, expected in zip(grads, grads_ref, strict=True):
+            assert got.shape == expected.shape
+            np.testing.assert_allclose(got, expected, rtol=1e-11, atol=1e-11)
+
+
 def test_float32_follows_float64():
     *params, u, dy = arguments(3, 1000, 8, 16, 2)
     f = jax.jit(jax.vmap(_mimo_output, in_axes=(None, None, None, None, 0)))

@@ -6,6 +6,8 @@ import importlib
 
 from ._study import PRESET_NAMES as PRESET_NAMES
 from ._study import Diverged as Diverged
+from ._study import Group as Group
+from ._study import lead as lead
 from ._study import Study as Study
 
 # name -> module; a study is one module and one line here. Order is the report's order.

@@ -46,6 +46,24 @@ def requires(*capabilities: str) -> Callable[[Any], str | None]:
 
 
 @dataclasses.dataclass(frozen=True)
+class Group:
+    """Runs of a study trained together as one program (a seed group, `Study.group`): one unit
+    of work for an executor, recorded as one run per spec."""
+
+    specs: tuple[Any, ...]
+
+    @property
+    def lead(self) -> Any:
+        """The first run: what an executor orders the group by."""
+        return self.specs[0]
+
+
+def lead(unit: Any) -> Any:
+    """The spec an executor orders a unit of work by: a `Group`'s first run, or the spec."""
+    return unit.lead if isinstance(unit, Group) else unit
+
+
+@dataclasses.dataclass(frozen=True)
 class Study(Generic[C, S]):
     """One study.
 
@@ -67,6 +85,14 @@ class Study(Generic[C, S]):
             differ only in data such as the seed or the learning rates), or ``None``: runs
             differing only in their seed. Worker processes use it to compile each program once
             (`harness.executors.schedule`); it never changes what a run computes.
+        group: ``(config, spec) ->`` a hashable key, equal for runs that may train together
+            as one seed group (they differ only in their seed), or ``None`` for a run trained
+            alone; ``None`` (the field) for a study without groups. The study's config decides
+            (e.g. ``group_seeds=false`` turns grouping off). Grouping never changes a run's
+            identity nor, beyond float round-off, its rows.
+        run_group: specs of one group -> one entry per spec, in order: its rows, or the
+            exception that run would raise (`Diverged` for a diverged seed). Raising fails
+            every run of the group.
     """
 
     name: str
@@ -78,8 +104,12 @@ class Study(Generic[C, S]):
     exclusive: bool = False
     skip_reason: Callable[[Any], str | None] = enters_all
     programs: Callable[[S], Hashable] | None = None
+    group: Callable[[C, S], Hashable | None] | None = None
+    run_group: Callable[[list[S]], list[list[dict[str, Any]] | Exception]] | None = None
 
     def __post_init__(self):
+        if (self.group is None) != (self.run_group is None):
+            raise ValueError(f"Study {self.name!r}: group and run_group go together.")
         missing = [p for p in PRESET_NAMES if p not in self.presets and p not in PRESET_FALLBACK]
         if missing:
             raise ValueError(f"Study {self.name!r} lacks presets {missing}.")
@@ -94,6 +124,25 @@ class Study(Generic[C, S]):
                 f"{', '.join(self.presets)}."
             )
         return _config.replace(self.presets[preset], overrides or {}, what=f"{self.name} config")
+
+    def units(self, config: C, specs: list[S]) -> list[Any]:
+        """``specs`` as units of work, in the grid's order: a `Group` for the runs of one
+        group key (each group where its first run stood), a spec for a run trained alone. A
+        group of one run is a plain spec."""
+        if self.group is None:
+            return list(specs)
+        keys = [self.group(config, spec) for spec in specs]
+        members: dict[Hashable, list[S]] = {}
+        for key, spec in zip(keys, specs):
+            if key is not None:
+                members.setdefault(key, []).append(spec)
+        units: list[Any] = []
+        for key, spec in zip(keys, specs):
+            if key is None or len(members[key]) == 1:
+                units.append(spec)
+            elif members[key][0] is spec:
+                units.append(Group(tuple(members[key])))
+        return units
 
     def run_id(self, spec: S) -> str:
         return _config.config_hash(spec, self.name, self.version)

@@ -34,7 +34,7 @@ from models._validate import is_integer, is_number
 from models.network import NetworkConfig
 
 from .. import config as _config
-from ..train import TrainConfig, train
+from ..train import TrainConfig, train, train_group
 from ._schema import TRAINING, TRAINING_KINDS, Column, Schema, merged
 from ._study import Study, requires
 
@@ -99,6 +99,11 @@ class AccuracyConfig:
             fixed: a diagonal of the product, for a smaller budget).
         left_out: ``(task, reason)`` for registered tasks this grid does not run, stated in
             the report so that a reader knows why they are absent.
+        group_seeds: train the seeds of one (model, task, recipe) together as one program
+            (`harness.train.train_group`: the same runs, ids and rows up to float round-off);
+            false trains every run alone.
+            Off by default: measured at the cpu preset (benchmarks/README.md) the group
+            was slower than the seeds one by one, so the presets keep separate runs.
     """
 
     models: tuple[str, ...] = dataclasses.field(default_factory=lambda: entering_models())
@@ -114,8 +119,11 @@ class AccuracyConfig:
     recurrent_lr_grid: tuple[float, ...] = ()
     lr_pairing: Literal["product", "paired"] = "product"
     left_out: tuple[tuple[str, str], ...] = ()
+    group_seeds: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.group_seeds, bool):
+            raise ValueError(f"group_seeds must be true or false; got {self.group_seeds!r}.")
         paths = [m for m in self.models if ":" in m]
         for path in paths:
             models.resolve(path)  # an outside layer's import path registers it (or says why not)
@@ -304,6 +312,31 @@ def run(spec: RunSpec) -> list[dict[str, Any]]:
     rows[-1] = {**rows[-1], **trivial_baseline(task.info.target, task.split("train").labels,
                                                task.split("test").labels)}
     return rows
+
+
+def group(config: AccuracyConfig, spec: RunSpec) -> RunSpec | None:
+    """The seed group ``spec`` trains in (`Study.group`): the runs equal to it but for the seed,
+    unless ``config.group_seeds`` is off."""
+    return dataclasses.replace(spec, seed=0) if config.group_seeds else None
+
+
+def run_group(specs: list[RunSpec]) -> list[list[dict[str, Any]] | Exception]:
+    """Train the seeds of one group together (`Study.run_group`); each run's rows as `run`
+    gives them, or its `Diverged`."""
+    first = specs[0]
+    task = tasks.build(first.task, **dict(first.task_options))
+    paths = [checkpoint_dir() / f"accuracy-{STUDY.run_id(s)}.eqx" for s in specs]
+    results = train_group(first.network, task, first.train, seeds=[s.seed for s in specs],
+                          checkpoints=paths, progress=True)
+    baseline = trivial_baseline(task.info.target, task.split("train").labels,
+                                task.split("test").labels)
+    out: list[list[dict[str, Any]] | Exception] = []
+    for result in results:
+        if isinstance(result, Exception):
+            out.append(result)
+        else:
+            out.append([*result.rows[:-1], {**result.rows[-1], **baseline}])
+    return out
 
 
 def trivial_baseline(target: str, train_labels: np.ndarray, test_labels: np.ndarray
@@ -532,4 +565,6 @@ STUDY = Study(
     version=3,
     skip_reason=skip_reason,
     programs=programs,
+    group=group,
+    run_group=run_group,
 )

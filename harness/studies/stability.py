@@ -142,6 +142,11 @@ class StabilityConfig:
         statistics: how BatchNorm normalises the layers' inputs when measuring: ``"batch"``
             (the probe batch's statistics, as in training) or ``"running"`` (the running
             statistics of inference mode); see `state_norms`.
+        group_seeds: train the seeds of one trained configuration together as one program
+            (`harness.train.train_group`: the same runs and rows up to float round-off);
+            false trains every run alone.
+            Off by default: measured at the cpu preset (benchmarks/README.md) the group
+            was slower than the seeds one by one, so the presets keep separate runs.
     """
 
     tasks: tuple[str, ...] = ("listops", "digits")
@@ -162,8 +167,12 @@ class StabilityConfig:
     probe_size: int = 32
     profile_points: int = 16
     statistics: Statistics = "batch"
+    group_seeds: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.group_seeds, bool):
+            raise ValueError(
+                f"stability.group_seeds must be true or false; got {self.group_seeds!r}.")
         if not self.tasks or len(set(self.tasks)) != len(self.tasks):
             raise ValueError(f"stability.tasks must be distinct and non-empty, got {self.tasks!r}.")
         unknown = [t for t in self.tasks if t not in tasks.names()]
@@ -484,6 +493,25 @@ def run(spec: StabilityRun) -> list[dict[str, Any]]:
     return result.rows
 
 
+def group(config: StabilityConfig, spec: StabilityRun) -> StabilityRun | None:
+    """The seed group a trained run trains in (`Study.group`): the runs equal to it but for the
+    seed; None (alone) for a run at initialisation only, or when ``group_seeds`` is off."""
+    if spec.train is None or not config.group_seeds:
+        return None
+    return dataclasses.replace(spec, seed=0)
+
+
+def run_group(specs: list[StabilityRun]) -> list[list[dict[str, Any]] | Exception]:
+    """Train the seeds of one group together (`Study.run_group`), each probed as `run` probes
+    it; each run's rows, or its `Diverged`."""
+    first = specs[0]
+    task = tasks.build(first.task, **dict(first.task_options))
+    probe = Probe(task, first.probe_size, first.profile_points, statistics=first.statistics)
+    results = training.train_group(first.network, task, first.train,
+                                   seeds=[s.seed for s in specs], on_eval=probe)
+    return [r if isinstance(r, Exception) else r.rows for r in results]
+
+
 def programs(spec: StabilityRun) -> tuple[Any, ...]:
     """What decides the programs a run compiles (`Study.programs`): everything but the seed
     and the recipe's numbers, which are data of the compiled step."""
@@ -542,4 +570,6 @@ STUDY = Study(
     version=3,
     skip_reason=skip_reason,
     programs=programs,
+    group=group,
+    run_group=run_group,
 )

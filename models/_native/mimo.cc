@@ -5,9 +5,12 @@
 // in the planar form of models/_scan.py: h_t is a row of 2P reals (real parts, then imaginary
 // parts), B_in = [Re B; Im B] is (2P, H), C_out = s [Re C, -Im C] is (H, 2P). reverse = true
 // runs h_t = lam * h_{t+1} + b_t from the end. Shapes: u, y, dy, du (..., L, H); h (..., L, 2P)
-// (stored as (..., L, 2, P)); B_in, C_out and lam either unbatched or with u's leading
-// dimensions; the parameter cotangents always have u's leading dimensions (one per sequence;
-// mimo.py's custom VJP sums them). float32 and float64.
+// (stored as (..., L, 2, P)); B_in, C_out and lam either unbatched or with leading dimensions
+// of u's rank, each 1 or u's (what nested `jax.vmap`s with "expand_dims" make: under a vmap
+// over seeds around one over the batch, parameters of shape (seeds, 1, ...) for u of shape
+// (seeds, batch, ...): sequence (s, b) reads seed s's parameters); the parameter cotangents
+// always have u's leading dimensions (one per sequence; mimo.py's custom VJP sums them).
+// float32 and float64.
 //
 // Why: unfused, XLA writes b = u B_in^T for the whole sequence, the scan reads it and writes h,
 // the readout reads h: passes over (L, 2P) buffers far larger than the cache; and its backward
@@ -65,9 +68,24 @@ void SingleThreadedBlas() {
   std::call_once(once, [] { scipy_openblas_set_num_threads(1); });
 }
 
+// Where sequence n's copy of a parameter starts: u's leading dimensions are walked from the
+// last (fastest) to the first, and each contributes its index times the parameter's stride
+// along it (0 where the parameter's dimension is 1, or for an unbatched parameter).
+struct Broadcast {
+  std::vector<int64_t> dims, strides;  // u's leading dimensions; the parameter's strides
+  int64_t Offset(int64_t n) const {
+    int64_t offset = 0;
+    for (int64_t i = static_cast<int64_t>(dims.size()) - 1; i >= 0; --i) {
+      offset += (n % dims[i]) * strides[i];
+      n /= dims[i];
+    }
+    return offset;
+  }
+};
+
 struct Sizes {
   int64_t sequences, length, channels, states;  // N, L, H, P
-  int64_t b_stride, c_stride, lam_stride;       // 0 for unbatched parameters
+  Broadcast b, c, lam;                          // B_in's, C_out's and lam's layout over u's
 };
 
 // How the work is split: `blocks` blocks of states per sequence (1 when there are at least as
@@ -155,10 +173,10 @@ void Forward(ffi::ThreadPool& pool, const Sizes& s, const T* u, const T* b_in, c
   ForEachBlock(pool, s, [&](int64_t n, int64_t p0, int64_t nb, const Turn& turn) {
     const T* un = u + n * L * H;
     T* yn = y + n * L * H;
-    const T* bn = b_in + n * s.b_stride;
-    const T* cn = c_out + n * s.c_stride;
-    const T* lr = lam_re + n * s.lam_stride + p0;
-    const T* li = lam_im + n * s.lam_stride + p0;
+    const T* bn = b_in + s.b.Offset(n);
+    const T* cn = c_out + s.c.Offset(n);
+    const T* lr = lam_re + s.lam.Offset(n) + p0;
+    const T* li = lam_im + s.lam.Offset(n) + p0;
     // The chunk's states: in h itself (row stride 2P) when training, else in a local buffer.
     std::vector<T> local(h == nullptr ? kChunk * 2 * nb : 0);
     const int64_t ld = h == nullptr ? 2 * nb : row;
@@ -222,10 +240,10 @@ void Backward(ffi::ThreadPool& pool, const Sizes& s, const T* u, const T* dy, co
     T* dun = du + n * L * H;
     const T* dyn = dy + n * L * H;
     const T* hn = h + n * L * row;
-    const T* bn = b_in + n * s.b_stride;
-    const T* cn = c_out + n * s.c_stride;
-    const T* lr = lam_re + n * s.lam_stride + p0;
-    const T* li = lam_im + n * s.lam_stride + p0;
+    const T* bn = b_in + s.b.Offset(n);
+    const T* cn = c_out + s.c.Offset(n);
+    const T* lr = lam_re + s.lam.Offset(n) + p0;
+    const T* li = lam_im + s.lam.Offset(n) + p0;
     T* dbn = d_b + n * row * H;
     T* dcn = d_c + n * H * row;
     // This block's rows of d B_in and columns of d C_out: accumulated with beta = 1 below.
@@ -305,8 +323,8 @@ void Backward(ffi::ThreadPool& pool, const Sizes& s, const T* u, const T* dy, co
   });
 }
 
-// Checks u (..., L, H) against B_in (2P, H), C_out (H, 2P) and lam (P,), each unbatched or
-// with u's leading dimensions; fills the sizes.
+// Checks u (..., L, H) against B_in (2P, H), C_out (H, 2P) and lam (P,), each unbatched, one
+// per sequence, or with leading dimensions each 1 or u's; fills the sizes.
 ffi::Error CheckLayout(const char* name, ffi::AnyBuffer u, ffi::AnyBuffer b_in,
                        ffi::AnyBuffer c_out, ffi::AnyBuffer lam_re, ffi::AnyBuffer lam_im,
                        Sizes* s) {
@@ -327,23 +345,41 @@ ffi::Error CheckLayout(const char* name, ffi::AnyBuffer u, ffi::AnyBuffer b_in,
   const int64_t per_sequence = s->length * s->channels;
   s->sequences = per_sequence == 0 ? 0 : u.element_count() / per_sequence;
   if (s->sequences == 0 || s->states == 0) return ffi::Error::Success();
-  auto stride = [&](ffi::AnyBuffer x, int64_t size, int64_t* out) {
-    if (x.element_count() == size) {
-      *out = 0;
-    } else if (x.element_count() == size * s->sequences) {
-      *out = size;
-    } else {
+  // u's leading dimensions; a parameter's are none (unbatched: one copy for every sequence) or
+  // as many, each 1 (shared along it) or u's.
+  const std::vector<int64_t> lead(dims.begin(), dims.end() - 2);
+  auto layout = [&](ffi::AnyBuffer x, int64_t trailing, int64_t size, Broadcast* out) {
+    const auto x_dims = x.dimensions();
+    out->dims = lead;
+    out->strides.assign(lead.size(), 0);
+    if (x.element_type() != u.element_type()) return false;
+    if (x.element_count() == size) return true;  // unbatched (or size-1 leading dimensions)
+    if (x.element_count() == size * s->sequences) {  // one per sequence, in u's order
+      out->dims = {s->sequences};
+      out->strides = {size};
+      return true;
+    }
+    if (static_cast<int64_t>(x_dims.size()) != static_cast<int64_t>(lead.size()) + trailing) {
       return false;
     }
-    return x.element_type() == u.element_type();
+    int64_t stride = size;
+    for (int64_t i = static_cast<int64_t>(lead.size()) - 1; i >= 0; --i) {
+      if (x_dims[i] == lead[i]) {
+        out->strides[i] = stride;
+      } else if (x_dims[i] != 1) {
+        return false;
+      }
+      stride *= x_dims[i];
+    }
+    return true;
   };
   const int64_t bc = 2 * s->states * s->channels;
-  if (!stride(b_in, bc, &s->b_stride) || !stride(c_out, bc, &s->c_stride) ||
-      !stride(lam_re, s->states, &s->lam_stride) || lam_im.element_count() !=
+  if (!layout(b_in, 2, bc, &s->b) || !layout(c_out, 2, bc, &s->c) ||
+      !layout(lam_re, 1, s->states, &s->lam) || lam_im.element_count() !=
       lam_re.element_count() || lam_im.element_type() != u.element_type()) {
     return ffi::Error::InvalidArgument(
         std::string(name) + ": B_in (2P, H), C_out (H, 2P), lam_re and lam_im (P,) must be "
-        "unbatched or have u's leading dimensions, all in u's dtype.");
+        "unbatched or have leading dimensions of u's rank, each 1 or u's, all in u's dtype.");
   }
   return ffi::Error::Success();
 }
