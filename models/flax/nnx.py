@@ -37,6 +37,11 @@ class Layer(nnx.Module):
     """
 
     def __init__(self, model: str, *, d_model: int, d_state: int, rngs: nnx.Rngs, **options: Any):
+        if not isinstance(rngs, nnx.Rngs):
+            raise TypeError(
+                f"rngs must be an nnx.Rngs (its params() key initialises the layer), got "
+                f"{type(rngs).__name__}; pass e.g. rngs=nnx.Rngs(0)."
+            )
         self.model = model
         self.config = models.make_config(model, d_model=d_model, d_state=d_state, **options)
         layer = models.from_config(model, self.config, key=rngs.params())
