@@ -85,7 +85,7 @@ ACCEPTED_DTYPES: tuple[Any, ...] = (jnp.dtype(jnp.float32), jnp.dtype(jnp.float6
 # "ours": the layer's array fields by name
 
 
-def shaped_layer(name: str, config: Any) -> models.AbstractRecurrentLayer:
+def shaped_layer(name: str, config: Any) -> eqx.Module:
     """Layer ``name`` under ``config`` with `jax.ShapeDtypeStruct` leaves: its structure only.
 
     Built by `equinox.filter_eval_shape`, so no initialiser runs on data; cached per config
@@ -96,7 +96,7 @@ def shaped_layer(name: str, config: Any) -> models.AbstractRecurrentLayer:
 
 
 @functools.cache
-def _shaped_layer(layer_cls: Any, name: str, config: Any) -> models.AbstractRecurrentLayer:
+def _shaped_layer(layer_cls: Any, name: str, config: Any) -> eqx.Module:
     return eqx.filter_eval_shape(models.from_config, name, config, key=jr.PRNGKey(0))
 
 
@@ -135,7 +135,7 @@ def field_shapes(name: str, config: Any) -> dict[str, tuple[int, ...]]:
     return dict(zip(names, shapes))
 
 
-def _ours_from_layer(layer: models.AbstractRecurrentLayer) -> Params:
+def _ours_from_layer(layer: eqx.Module) -> Params:
     leaves = jax.tree_util.tree_flatten_with_path(layer)[0]
     return {_path_name(path): leaf for path, leaf in leaves}
 
@@ -332,7 +332,7 @@ def _check_layout(layout: str) -> None:
 
 
 def to_flax_params(
-    layer: models.AbstractRecurrentLayer, *, layout: str = "ours", config: Any = None
+    layer: eqx.Module, *, layout: str = "ours", config: Any = None
 ) -> Params:
     """The Flax parameter dict of ``layer`` in ``layout`` (module docstring: the mapping table).
 
@@ -372,8 +372,8 @@ def to_flax_params(
 
 
 def from_flax_params(
-    name: str, params: Mapping[str, Array], config: Any, *, layout: str = "ours"
-) -> models.AbstractRecurrentLayer:
+    name: str, params: Mapping[str, Any], config: Any, *, layout: str = "ours"
+) -> eqx.Module:
     """The Equinox layer ``name`` holding ``params`` (a dict in ``layout``) under ``config``.
 
     The inverse of `to_flax_params`: no initialiser runs, the arrays are used as they are

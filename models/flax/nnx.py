@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import equinox as eqx
 from flax import nnx
 from jaxtyping import Array, Float
 
@@ -53,7 +54,7 @@ class Layer(nnx.Module):
         for name, value in params.items():
             setattr(self, name, nnx.Param(value))
 
-    def layer(self) -> models.AbstractRecurrentLayer:
+    def layer(self) -> eqx.Module:
         """The Equinox layer holding the current parameter values."""
         params = {name: getattr(self, name)[...] for name in self.param_names}
         return from_flax_params(self.model, params, self.config)
