@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import importlib
 import inspect
+import sys
 from collections.abc import Callable, Mapping, Set
 from typing import Any
 
@@ -430,16 +431,18 @@ def _import_outside(path: str, module_name: str) -> Any:
     """Import an outside layer's module; any failure is one line naming the module and error.
 
     A module that fails part-way may have registered layers before it failed: those
-    registrations are removed, so that importing it again (once fixed) registers afresh.
+    registrations are removed (Python forgets the failed module, so importing it again once
+    fixed registers afresh); a module it imported successfully keeps its own.
     """
     before = set(_REGISTRY)
     try:
         return importlib.import_module(module_name)
     except Exception as e:  # noqa: BLE001 (a user's module may fail in any way; the cause is named)
         for name in set(_REGISTRY) - before:
-            del _REGISTRY[name]
+            if getattr(_REGISTRY[name].layer_cls, "__module__", None) not in sys.modules:
+                del _REGISTRY[name]
         missing = getattr(e, "name", None) if isinstance(e, ModuleNotFoundError) else None
-        if missing is not None and (module_name == missing or module_name.startswith(missing + ".")):
+        if missing is not None and (module_name + ".").startswith(missing + "."):
             raise ValueError(
                 f"Model path {path!r}: cannot import module {module_name!r} ({e}); is it on "
                 "PYTHONPATH or installed?"
