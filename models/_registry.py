@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import importlib
 import inspect
+import sys
 from collections.abc import Callable, Mapping, Set
 from typing import Any
 
@@ -252,8 +253,12 @@ def register(
     benchmark: BenchmarkInfo | None = None,
     capabilities: Set[str] = ENGINE_CAPABILITIES,
     equivalence: Equivalence | None = None,
+    replace: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a layer class (or factory) called as ``layer_cls(config, *, key=key)``.
+
+    The class or factory must give an `equinox.Module` mapping ``(L, H) -> (L, H)``; an outside
+    one is checked once per config when first built (`from_config`).
 
     Arguments:
         name: the registry key (lower case, no ``:``), e.g. ``"lru"``.
@@ -270,7 +275,12 @@ def register(
         capabilities: what the layer offers (`CAPABILITIES`); an outside layer not built on
             `AbstractRecurrentLayer` declares its own.
         equivalence: an exact map onto another registered model (needs `EQUIVALENCE`).
+        replace: replace a registration already under ``name`` (e.g. a notebook cell run
+            again). Without it, a second registration of ``name`` is an error, except the very
+            same registration again (the same object and arguments), which changes nothing.
     """
+    if not isinstance(replace, bool):
+        raise TypeError(f"Model {name!r}: replace must be True or False, got {replace!r}.")
     if not isinstance(name, str) or not name or ":" in name or name != name.strip():
         raise ValueError(f"A model name is a non-empty string without ':', got {name!r}.")
     if not (dataclasses.is_dataclass(config_cls) and isinstance(config_cls, type)):
@@ -300,12 +310,13 @@ def register(
         _check_options(name, fields, paper_size.options, "paper_size")
 
     def decorate(layer_cls: Callable[..., Any]) -> Callable[..., Any]:
-        if name in _REGISTRY:
-            raise ValueError(
-                f"Model {name!r} is registered twice (by {_REGISTRY[name].origin} and "
-                f"{_origin(layer_cls)}); choose another name."
+        if not callable(layer_cls):
+            raise TypeError(
+                f"Model {name!r}: register decorates a layer class or a factory "
+                f"(config, *, key) -> layer, got {layer_cls!r}."
             )
-        _REGISTRY[name] = ModelInfo(
+        origin = _origin(layer_cls)
+        registration = ModelInfo(
             name=name,
             label=name if label is None else label,
             config_cls=config_cls,
@@ -318,9 +329,26 @@ def register(
             benchmark=benchmark,
             capabilities=capabilities,
             equivalence=equivalence,
-            origin=_origin(layer_cls),
-            source_sha256=None if _origin(layer_cls) == BUILTIN else _source_sha256(layer_cls),
+            origin=origin,
+            source_sha256=None if origin == BUILTIN else _source_sha256(layer_cls),
         )
+        existing = _REGISTRY.get(name)
+        if existing is not None and existing != registration and not replace:
+            if existing.origin == BUILTIN:
+                raise ValueError(
+                    f"Model {name!r} is one of this package's layers; choose another name for "
+                    f"{origin} (or pass replace=True to register to replace ours on purpose)."
+                )
+            raise ValueError(
+                f"Model {name!r} is already registered (by {existing.origin}); to replace it "
+                f"with {origin} (e.g. a notebook cell run again) pass replace=True to "
+                "register, or choose another name."
+            )
+        if existing is not None and existing != registration:
+            # Import paths resolved to the old registration no longer name it.
+            for path in [p for p, n in _PATHS.items() if n == name]:
+                del _PATHS[path]
+        _REGISTRY[name] = registration
         return layer_cls
 
     return decorate
@@ -381,13 +409,7 @@ def resolve(name_or_path: str) -> str:
             f"Model path {name_or_path!r} is not of the form 'package.module:Layer'."
         )
     _load_all()
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ValueError(
-            f"Model path {name_or_path!r}: cannot import module {module_name!r} ({e}); is it on "
-            "PYTHONPATH or installed?"
-        ) from e
+    module = _import_outside(name_or_path, module_name)
     target = module
     for part in attr.split("."):
         if not hasattr(target, part):
@@ -403,6 +425,47 @@ def resolve(name_or_path: str) -> str:
         )
     _PATHS[name_or_path] = found[0]
     return found[0]
+
+
+def _import_outside(path: str, module_name: str) -> Any:
+    """Import an outside layer's module; any failure is one line naming the module and error.
+
+    A module that fails part-way may have registered layers before it failed: those
+    registrations are removed (Python forgets the failed module, so importing it again once
+    fixed registers afresh); a module it imported successfully keeps its own.
+    """
+    before = set(_REGISTRY)
+    try:
+        return importlib.import_module(module_name)
+    except Exception as e:  # noqa: BLE001 (a user's module may fail in any way; the cause is named)
+        for name in set(_REGISTRY) - before:
+            if getattr(_REGISTRY[name].layer_cls, "__module__", None) not in sys.modules:
+                del _REGISTRY[name]
+        missing = getattr(e, "name", None) if isinstance(e, ModuleNotFoundError) else None
+        if missing is not None and (module_name + ".").startswith(missing + "."):
+            raise ValueError(
+                f"Model path {path!r}: cannot import module {module_name!r} ({e}); is it on "
+                "PYTHONPATH or installed?"
+            ) from e
+        raise ValueError(
+            f"Model path {path!r}: importing module {module_name!r} failed with "
+            f"{_one_line(e)}; fix the module (python -c 'import {module_name}' shows where)."
+        ) from e
+
+
+def _one_line(e: BaseException) -> str:
+    """``Type: message``, the message cut to its first line (a user's error may span many)."""
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0].rstrip('.')}" if lines else type(e).__name__
+
+
+def _kind(value: Any) -> str:
+    """What ``value`` is, in words: "None", "an array of shape (4, 4)", "a Plain"."""
+    if value is None:
+        return "None"
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"an array of shape {tuple(value.shape)}"
+    return f"a {type(value).__name__}"
 
 
 def info(name: str) -> ModelInfo:
@@ -447,6 +510,16 @@ def make_config(name: str, **options: Any) -> Any:
         raise ValueError(
             f"Unknown option(s) {unknown} for model {name!r}; accepted options: {', '.join(accepted)}."
         )
+    try:
+        inspect.signature(cls).bind(**options)
+    except TypeError as e:
+        # A config class with required fields beyond d_model and d_state (or an ``__init__``
+        # of its own): the options given cannot make it.
+        raise ValueError(
+            f"Model {resolve(name)!r}: its config class {cls.__name__} cannot be made from "
+            f"the options {sorted(options)} ({_one_line(e)}); give its other fields defaults, "
+            "or set them (layer.<field>=...)."
+        ) from e
     return cls(**options)
 
 
@@ -457,12 +530,79 @@ def build(name: str, *, d_model: int, d_state: int, key: Any, **options: Any) ->
 
 
 def from_config(name: str, config: Any, *, key: Any) -> Any:
+    """Layer ``name`` built from its validated ``config``.
+
+    An outside layer is checked here, once per config: its class or factory must give an
+    `equinox.Module` that maps ``(L, H) -> (L, H)`` (traced by `equinox.filter_eval_shape`, so
+    nothing runs); anything else, or an exception while building, is a ``ValueError`` of one
+    line naming the model, where it comes from and what went wrong.
+    """
+    import equinox as eqx
+
     model = info(name)
     if not isinstance(config, model.config_cls):
         raise TypeError(
             f"Model {name!r} needs a {model.config_cls.__name__}, got {type(config).__name__}."
         )
-    return model.layer_cls(config, key=key)
+    if model.origin == BUILTIN:
+        return model.layer_cls(config, key=key)
+    where = f"Model {model.name!r} ({model.origin})"
+    try:
+        layer = model.layer_cls(config, key=key)
+    except Exception as e:  # noqa: BLE001 (a user's code may fail in any way; the cause is named)
+        raise ValueError(
+            f"{where}: building the layer failed with {_one_line(e)}; a registered class or "
+            "factory is called as layer_cls(config, *, key=key)."
+        ) from e
+    if not isinstance(layer, eqx.Module):
+        raise ValueError(
+            f"{where} built {_kind(layer)}, not an equinox.Module; a registered class "
+            "or factory must return an equinox.Module mapping (L, H) -> (L, H) (a Flax linen "
+            "module: wrap it in models.flax.linen.FromLinen)."
+        )
+    _check_output(where, model, config, layer)
+    return layer
+
+
+# Outside layers whose output was checked: (layer class or factory, config).
+_CHECKED: set[tuple[Any, Any]] = set()
+# The sequence length of the check: any length must do; this one is check-layer's.
+_CHECK_LENGTH = 16
+
+
+def _check_output(where: str, model: ModelInfo, config: Any, layer: Any) -> None:
+    """``layer`` maps a float32 ``(L, H)`` sequence to one ``(L, H)`` array, H = d_model."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    try:
+        seen = (model.layer_cls, config)
+        if seen in _CHECKED:
+            return
+    except TypeError:  # an unhashable config: checked on every build
+        seen = None
+    H = config.d_model
+    u = jax.ShapeDtypeStruct((_CHECK_LENGTH, H), jnp.float32)
+    # The layer's arrays as shapes: the check traces, and works inside an outer transform.
+    shaped = jax.tree.map(
+        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype) if eqx.is_array(a) else a, layer
+    )
+    try:
+        y = eqx.filter_eval_shape(lambda m, x: m(x), shaped, u)
+    except Exception as e:  # noqa: BLE001 (as in `from_config`)
+        raise ValueError(
+            f"{where}: calling the layer on a float32 (L, H) = {u.shape} sequence failed with "
+            f"{_one_line(e)}; a layer maps one sequence (L, H) -> (L, H)."
+        ) from e
+    if not isinstance(y, jax.ShapeDtypeStruct) or y.shape != u.shape:
+        got = f"shape {y.shape}" if isinstance(y, jax.ShapeDtypeStruct) else _kind(y)
+        raise ValueError(
+            f"{where}: its layer maps (L, H) = {u.shape} to {got}; a layer maps (L, H) -> "
+            f"(L, H) with H = d_model = {H}."
+        )
+    if seen is not None:
+        _CHECKED.add(seen)
 
 
 _loaded = False

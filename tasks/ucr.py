@@ -245,6 +245,14 @@ def make(cfg: UCRConfig) -> dict[str, np.ndarray]:
         unknown = sorted(set(part.labels) - set(index))
         if unknown:
             raise ValueError(f"{paths[name]}: labels {unknown[:5]} are not among {classes}.")
+    seen = sorted(set(train.labels))
+    if len(seen) < 2:
+        # One class: every prediction is right, and a run would report accuracy 1.0.
+        raise ValueError(
+            f"{paths['train']}: every training series has the label {seen[0]!r}; a "
+            "classification set needs at least 2 classes in its training file. Check the "
+            "label column (the first of a UCR .txt line, the last of a .ts line)."
+        )
     channels = {s.shape[1] for s in train.values + test.values}
     if len(channels) != 1:
         raise ValueError(f"{cfg.dataset}: series differ in their number of channels {channels}.")

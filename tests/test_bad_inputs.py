@@ -31,6 +31,8 @@ from harness.errors import ConfigError, StoreError
 from harness.report import _writers
 from harness.store import Store
 
+from helpers import isolated_registry
+
 # --------------------------------------------------------------------------------------------
 # Files the rows point at, made fresh in each test's folder.
 
@@ -80,12 +82,109 @@ def _not_sqlite(root: Path) -> Path:
     return path
 
 
+# Outside layer modules, as a user writes them, each with one mistake. Written into the test's
+# folder (on sys.path, `quiet_environment`); a row names one as ``{<key>}``, which becomes its
+# import path ``<module>:<attribute>``.
+_CONFIG = """
+import dataclasses
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import models
+
+@dataclasses.dataclass(frozen=True)
+class Cfg:
+    d_model: int
+    d_state: int
+"""
+OUTSIDE: dict[str, tuple[str, str]] = {
+    # key: (module source after _CONFIG, attribute)
+    "nameerror": ("""
+@models.register("bad_name", Cfg, capabilities=frozenset())
+def make(config, *, key):
+    return eqx.nn.Identity()
+
+undefined_name + 1
+""", "make"),
+    "syntaxerror": ("def make(config, *, key:\n    pass\n", "make"),
+    "raises": ("raise RuntimeError('the lab server is down')\n", "make"),
+    "configfields": ("""
+@dataclasses.dataclass(frozen=True)
+class WidthFirst:
+    width: int
+    d_state: int
+
+@models.register("width_first", WidthFirst, capabilities=frozenset())
+def make(config, *, key):
+    return eqx.nn.Identity()
+""", "make"),
+    "configrequired": ("""
+@dataclasses.dataclass(frozen=True)
+class NeedsMode:
+    d_model: int
+    d_state: int
+    mode: str
+
+@models.register("needs_mode", NeedsMode, capabilities=frozenset())
+def make(config, *, key):
+    return eqx.nn.Identity()
+""", "make"),
+    "plain": ("""
+@models.register("plain", Cfg, capabilities=frozenset())
+class Plain:  # not an equinox.Module: its arrays would be invisible to jit, grad, the optimiser
+    def __init__(self, config, *, key):
+        self.scale = jnp.ones(config.d_model)
+
+    def __call__(self, u):
+        return self.scale * u
+""", "Plain"),
+    "array": ("""
+@models.register("array_factory", Cfg, capabilities=frozenset())
+def make(config, *, key):
+    return jnp.zeros((config.d_model, config.d_model))
+""", "make"),
+    "wide": ("""
+class Wide(eqx.Module):
+    linear: eqx.nn.Linear
+
+    def __call__(self, u):
+        return jax.vmap(self.linear)(u)
+
+@models.register("wide", Cfg, capabilities=frozenset())
+def make(config, *, key):
+    return Wide(eqx.nn.Linear(config.d_model, config.d_model + 1, key=key))
+""", "make"),
+    "factoryraises": ("""
+@models.register("raising_factory", Cfg, capabilities=frozenset())
+def make(config, *, key):
+    raise RuntimeError("boom: no GPU kernel for this width")
+""", "make"),
+    "nokey": ("""
+@models.register("no_key", Cfg, capabilities=frozenset())
+def make(config):
+    return eqx.nn.Identity()
+""", "make"),
+}
+
+
+def _outside(key: str) -> Callable[[Path], str]:
+    """A maker writing outside module ``key`` into the folder; its import path."""
+
+    def make(root: Path) -> str:
+        source, attribute = OUTSIDE[key]
+        module = f"outside_{key}"
+        (root / f"{module}.py").write_text(_CONFIG + source)
+        return f"{module}:{attribute}"
+
+    return make
+
+
 # --------------------------------------------------------------------------------------------
 # Command-line rows: (id, argv with {tmp} and the files above, exit status, words).
 
-FILES: dict[str, Callable[[Path], Path]] = {
+FILES: dict[str, Callable[[Path], Path | str]] = {
     "store": _store, "corrupt": _corrupt_store, "file": _file, "papers": _folder_with_files,
-    "notsqlite": _not_sqlite,
+    "notsqlite": _not_sqlite, **{key: _outside(key) for key in OUTSIDE},
 }
 
 CLI_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
@@ -165,6 +264,24 @@ CLI_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
                         "--store", "{store}", "--out", "{tmp}/r"], 2,
      ("workers", "positive integer")),
     ("list-unknown", ["list", "gizmos"], 2, ("'gizmos'", "models")),
+    # Outside layers whose module fails at import, or whose config class cannot be made.
+    ("check-layer-module-nameerror", ["check-layer", "{nameerror}"], 2,
+     ("'outside_nameerror'", "NameError", "undefined_name", "fix the module")),
+    ("train-module-nameerror", ["train", "model={nameerror}", "preset=smoke"], 2,
+     ("'outside_nameerror'", "NameError", "undefined_name")),
+    ("study-module-nameerror", ["study", "accuracy", "--preset", "smoke",
+                                "models=({nameerror},)"], 2,
+     ("'outside_nameerror'", "NameError", "undefined_name")),
+    ("check-layer-module-syntaxerror", ["check-layer", "{syntaxerror}"], 2,
+     ("'outside_syntaxerror'", "SyntaxError", "line 12")),
+    ("train-module-syntaxerror", ["train", "model={syntaxerror}", "preset=smoke"], 2,
+     ("'outside_syntaxerror'", "SyntaxError", "line 12")),
+    ("study-module-raises", ["study", "accuracy", "--preset", "smoke", "models=({raises},)"], 2,
+     ("'outside_raises'", "RuntimeError: the lab server is down", "fix the module")),
+    ("train-config-class-fields", ["train", "model={configfields}", "preset=smoke"], 2,
+     ("'outside_configfields'", "first fields must be d_model and d_state", "'width'")),
+    ("train-config-class-required", ["train", "model={configrequired}", "preset=smoke"], 2,
+     ("'needs_mode'", "NeedsMode cannot be made", "'mode'", "defaults")),
 ]
 
 
@@ -181,6 +298,10 @@ def quiet_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("LINRNN_JAX_CACHE", "")
     monkeypatch.setenv("LINRNN_CHECKPOINTS", str(tmp_path / "checkpoints"))
     monkeypatch.chdir(tmp_path)  # a default path (results/, reports/) lands in the test folder
+    monkeypatch.syspath_prepend(str(tmp_path))  # the outside layer modules written there
+    # A row's outside registrations end with the row (a failed import registers nothing).
+    with isolated_registry(*(f"outside_{key}" for key in OUTSIDE)):
+        yield
 
 
 @pytest.mark.parametrize("argv, status, words", [c[1:] for c in CLI_CASES],
@@ -217,6 +338,52 @@ def _task(name: str, **options: Any) -> Callable[[Path], Any]:
 
 def _parse(value: Any, annotation: Any) -> Callable[[Path], Any]:
     return lambda tmp: _config.parse_value(value, annotation, "train.steps")
+
+
+def _build_outside(key: str) -> Callable[[Path], Any]:
+    return lambda tmp: models.build(_outside(key)(tmp), d_model=4, d_state=4, key=jr.PRNGKey(0))
+
+
+def _register_twice(name: str) -> Callable[[Path], Any]:
+    # A notebook cell run again: the same name, a new class object.
+    def call(tmp: Path) -> Any:
+        config_cls = models.info("lru").config_cls
+        for _ in range(2):
+            models.register(name, config_cls)(type("Mine", (), {}))
+
+    return call
+
+
+def _flax(call: Callable[[Any], Any]) -> Callable[[Path], Any]:
+    """``call(models.flax)``; the Flax adapters are imported only by the rows that use them."""
+
+    def run(tmp: Path) -> Any:
+        import models.flax
+
+        return call(models.flax)
+
+    return run
+
+
+def _lru_params(dtype: Any) -> dict[str, Any]:
+    from models.flax import to_flax_params
+
+    layer = models.build("lru", d_model=4, d_state=4, key=jr.PRNGKey(0))
+    return {k: v.astype(dtype) for k, v in to_flax_params(layer).items()}
+
+
+_LRU_CONFIG = models.make_config("lru", d_model=4, d_state=4)
+
+
+def _s5_bidirectional() -> Any:
+    return models.build("s5", d_model=4, d_state=4, key=jr.PRNGKey(0), bidirectional=True,
+                        C_init="complex_normal")
+
+
+def _one_class_ucr(tmp: Path) -> Any:
+    (tmp / "Coffee_TRAIN.txt").write_text("1 0.1 0.2 0.3\n1 1.0 2.0 3.0\n1 5 5 5\n")
+    (tmp / "Coffee_TEST.txt").write_text("1 9 9 9\n")
+    return tasks.build("ucr", dataset="Coffee", path=str(tmp), cache_dir=tmp / "cache")
 
 
 CALL_CASES: list[tuple[str, Callable[[Path], Any], type[Exception], tuple[str, ...]]] = [
@@ -323,6 +490,55 @@ CALL_CASES: list[tuple[str, Callable[[Path], Any], type[Exception], tuple[str, .
         provenance={}), StoreError, ("read-only", "--store")),
     ("out-dir-file", lambda tmp: _writers.check_out_dir(_file(tmp)), ValueError,
      ("a_file is a file", "--out")),
+    # Outside layers: what the class or factory gives must be an equinox.Module (L, H) -> (L, H).
+    ("outside-not-a-module", _build_outside("plain"), ValueError,
+     ("'plain'", "outside_plain:Plain", "built a Plain, not an equinox.Module",
+      "(L, H) -> (L, H)")),
+    ("outside-returns-array", _build_outside("array"), ValueError,
+     ("'array_factory'", "an array of shape (4, 4), not an equinox.Module")),
+    ("outside-wrong-width", _build_outside("wide"), ValueError,
+     ("'wide'", "(16, 4) to shape (16, 5)", "H = d_model = 4")),
+    ("outside-factory-raises", _build_outside("factoryraises"), ValueError,
+     ("'raising_factory'", "RuntimeError: boom: no GPU kernel for this width",
+      "layer_cls(config, *, key=key)")),
+    ("outside-factory-no-key", _build_outside("nokey"), ValueError,
+     ("'no_key'", "unexpected keyword argument 'key'", "layer_cls(config, *, key=key)")),
+    ("outside-config-required", lambda tmp: models.make_config(
+        _outside("configrequired")(tmp), d_model=4, d_state=4), ValueError,
+     ("'needs_mode'", "NeedsMode cannot be made", "'mode'", "layer.<field>=")),
+    ("register-twice", _register_twice("mine"), ValueError,
+     ("'mine'", "already registered", "replace=True", "another name")),
+    ("register-over-builtin", _register_twice("lru"), ValueError,
+     ("'lru'", "one of this package's layers", "choose another name")),
+    # Flax converters and modules.
+    ("to-flax-params-dict", _flax(lambda f: f.to_flax_params({"a": jnp.zeros(3)})), TypeError,
+     ("Equinox layer", "models.build", "got a dict")),
+    ("to-flax-params-none", _flax(lambda f: f.to_flax_params(None)), TypeError,
+     ("Equinox layer", "got None")),
+    ("to-flax-params-linen", _flax(lambda f: f.to_flax_params(f.linen.Layer(
+        model="lru", d_model=4, d_state=4))), TypeError,
+     ("Equinox layer", "got a Layer", "already Flax parameters")),
+    ("to-flax-params-s5-bidirectional-no-config", _flax(lambda f: f.to_flax_params(
+        _s5_bidirectional(), layout="published")), ValueError,
+     ("bidirectional S5", "C_init", "pass config=")),
+    ("to-flax-params-s5-wrong-config", _flax(lambda f: f.to_flax_params(
+        _s5_bidirectional(), layout="published",
+        config=models.make_config("s5", d_model=4, d_state=4))), ValueError,
+     ("config= does not describe this S5 layer", "C_reverse_re")),
+    ("from-flax-params-float16", _flax(lambda f: f.from_flax_params(
+        "lru", _lru_params(jnp.float16), _LRU_CONFIG)), ValueError,
+     ("'nu_log'", "dtype float16", "float32 or float64", "astype(jnp.float32)")),
+    ("from-flax-params-bfloat16", _flax(lambda f: f.from_flax_params(
+        "lru", _lru_params(jnp.bfloat16), _LRU_CONFIG)), ValueError,
+     ("'nu_log'", "dtype bfloat16", "float32 or float64")),
+    ("from-flax-params-variables", _flax(lambda f: f.from_flax_params(
+        "lru", {"params": _lru_params(jnp.float32)}, _LRU_CONFIG)), TypeError,
+     ("'params'", "is a dict, not an array", "variables['params']")),
+    ("nnx-rngs-none", _flax(lambda f: f.nnx.LRU(4, 8, rngs=None)), TypeError,
+     ("rngs must be an nnx.Rngs", "NoneType", "rngs=nnx.Rngs(0)")),
+    # A classification set with one class (every prediction right: accuracy 1.0).
+    ("ucr-one-class", _one_class_ucr, ValueError,
+     ("Coffee_TRAIN.txt", "label '1'", "at least 2 classes")),
 ]
 
 

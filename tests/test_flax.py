@@ -414,6 +414,42 @@ def test_converter_errors_name_the_problem():
 
 
 
+def test_converters_take_array_likes_and_refuse_half_precision():
+    layer = build("lru", False)
+    config = models.make_config("lru", d_model=H, d_state=4)
+    params = to_flax_params(layer)
+    # Nested lists (a checkpoint read as JSON, say) become the same float32 arrays.
+    back = from_flax_params("lru", {k: np.asarray(v).tolist() for k, v in params.items()}, config)
+    for k, v in params.items():
+        assert getattr(back, k).dtype == v.dtype and np.array_equal(getattr(back, k), v), k
+    # Half precision is refused, not cast: the layers' complex maths needs float32 or float64.
+    for dtype in (jnp.float16, jnp.bfloat16):
+        with pytest.raises(ValueError, match=rf"'nu_log' .* dtype {jnp.dtype(dtype).name}; "
+                                             "parameters are real float32 or float64"):
+            from_flax_params("lru", {k: v.astype(dtype) for k, v in params.items()}, config)
+
+
+@pytest.mark.parametrize("C_init", ["complex_normal", "lecun_normal"])
+def test_a_bidirectional_s5_is_published_only_with_its_config(C_init):
+    # The layer does not keep its C_init, on which the published layout depends (one C or C1
+    # and C2): without its config the converter refuses rather than write a layout that the
+    # S5 code (and the layer's own config) cannot load.
+    config = models.make_config("s5", d_model=H, d_state=4, bidirectional=True, C_init=C_init)
+    layer = models.from_config("s5", config, key=jr.PRNGKey(0))
+    with pytest.raises(ValueError, match="bidirectional S5's published layout .* pass config="):
+        to_flax_params(layer, layout="published")
+    with pytest.raises(ValueError, match="config= does not describe this S5 layer"):
+        to_flax_params(layer, layout="published",
+                       config=models.make_config("s5", d_model=H, d_state=4))
+    params = to_flax_params(layer, layout="published", config=config)
+    assert ("C" in params) == (C_init == "complex_normal")
+    back = from_flax_params("s5", params, config, layout="published")
+    assert np.array_equal(back.C_reverse_im, layer.C_reverse_im)
+    # Unidirectional: one C whatever C_init, so no config is needed.
+    single = build("s5", False)
+    assert "C" in to_flax_params(single, layout="published")
+
+
 # --------------------------------------------------------------------------------------------
 # Linen batching with nn.vmap (the published pattern), on the native CPU kernels
 

@@ -10,6 +10,7 @@ reason.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -75,13 +77,127 @@ def test_bad_paths_and_registrations_say_what_is_wrong(outside):
         models.resolve("toy_layer:ToyConfig")
     with pytest.raises(ValueError, match="form 'package.module:Layer'"):
         models.resolve("toy_layer:")
-    with pytest.raises(ValueError, match="registered twice"):
+    with pytest.raises(ValueError, match="already registered.*pass replace=True"):
         models.register("toy", models.info("toy").config_cls)(object)
     with pytest.raises(ValueError, match="unknown capabilities.*accepted"):
         models.register("other", models.info("toy").config_cls, capabilities={"telepathy"})
     with pytest.raises(ValueError, match="ablation 'x' sets unknown option.*accepted"):
         models.register("other", models.info("toy").config_cls,
                         ablations=(models.Ablation("x", (("nope", 1),), "X", ""),))
+
+
+@dataclasses.dataclass(frozen=True)
+class _MineConfig:
+    d_model: int
+    d_state: int
+
+
+def _mine(field: str) -> type:
+    """A layer class with one array field ``field`` (H,), as a notebook cell defines it."""
+
+    def __init__(self, config, *, key):
+        setattr(self, field, jnp.ones(config.d_model))
+
+    def __call__(self, u):
+        return u * getattr(self, field)[None, :]
+
+    return type("Mine", (eqx.Module,), {"__annotations__": {field: jax.Array},
+                                        "__module__": __name__, "__init__": __init__,
+                                        "__call__": __call__})
+
+
+def test_a_users_registration_is_replaced_only_when_asked(outside):
+    from models.flax import field_shapes
+
+    with isolated_registry():
+        first = _mine("a")
+        models.register("mine", _MineConfig, capabilities=set())(first)
+        models.register("mine", _MineConfig, capabilities=set())(first)  # the same: no change
+        config = models.make_config("mine", d_model=4, d_state=2)
+        assert field_shapes("mine", config) == {"a": (4,)}
+        second = _mine("b")  # the cell run again: a new class under the same name
+        with pytest.raises(ValueError, match="'mine' is already registered .*pass replace=True"):
+            models.register("mine", _MineConfig, capabilities=set())(second)
+        assert models.info("mine").layer_cls is first
+        models.register("mine", _MineConfig, label="Mine", capabilities=set(), replace=True)(
+            second)
+        assert models.info("mine").layer_cls is second and models.info("mine").label == "Mine"
+        assert field_shapes("mine", config) == {"b": (4,)}  # no stale cached structure
+        layer = models.build("mine", d_model=4, d_state=2, key=jax.random.PRNGKey(0))
+        assert isinstance(layer, second)
+        # Ours are not replaced by accident, and an import path follows a replacement.
+        with pytest.raises(ValueError, match="'lru' is one of this package's layers"):
+            models.register("lru", models.info("lru").config_cls)(second)
+        assert models.info("lru").origin == models.BUILTIN
+        models.register("toy", models.info("toy").config_cls, replace=True)(second)
+        with pytest.raises(ValueError, match="'Toy' is not registered"):
+            models.resolve(TOY)
+
+
+def test_a_module_that_fails_half_way_registers_nothing(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = textwrap.dedent("""
+        import dataclasses
+        import equinox as eqx
+        import models
+
+        @dataclasses.dataclass(frozen=True)
+        class Cfg:
+            d_model: int
+            d_state: int
+
+        @models.register("half", Cfg, capabilities=set())
+        def make(config, *, key):
+            return eqx.nn.Identity()
+    """)
+    (tmp_path / "half_layer.py").write_text(source + "print(undefined_name)\n")
+    with isolated_registry("half_layer"):
+        with pytest.raises(ValueError, match=r"^Model path 'half_layer:make': importing module "
+                                             r"'half_layer' failed with NameError: name "
+                                             r"'undefined_name' is not defined; fix the module"):
+            models.resolve("half_layer:make")
+        assert "half" not in models.names()
+        (tmp_path / "half_layer.py").write_text(source)  # fixed: it registers once, as asked
+        assert models.resolve("half_layer:make") == "half"
+        layer = models.build("half", d_model=3, d_state=1, key=jax.random.PRNGKey(0))
+        assert isinstance(layer, eqx.nn.Identity)
+
+
+def test_train_refuses_a_layer_that_is_not_an_equinox_module(tmp_path, monkeypatch, capsys):
+    # A plain class trained and was stored as done; its run is now failed, with the reason.
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("LINRNN_CHECKPOINTS", str(tmp_path / "checkpoints"))
+    (tmp_path / "plain_layer.py").write_text(textwrap.dedent("""
+        import dataclasses
+        import models
+
+        @dataclasses.dataclass(frozen=True)
+        class Cfg:
+            d_model: int
+            d_state: int
+
+        @models.register("plain", Cfg, capabilities={models.RECURRENT_MASK})
+        class Plain:
+            def __init__(self, config, *, key):
+                pass
+
+            def __call__(self, u):
+                return u
+
+            def recurrent_mask(self):
+                return False
+    """))
+    store = tmp_path / "store.sqlite"
+    with isolated_registry("plain_layer"):
+        status = cli.main(["train", "model=plain_layer:Plain", "preset=smoke", "train.steps=1",
+                           "--store", str(store)])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "failed: ValueError: Model 'plain' (plain_layer:Plain) built a Plain, not an " \
+           "equinox.Module" in out, out
+    (error,) = Store(store).runs("train")["error"]
+    assert Store(store).runs("train")["status"].tolist() == ["failed"]
+    assert error.startswith("ValueError: Model 'plain' (plain_layer:Plain) built a Plain")
 
 
 def test_check_layer_passes_a_good_layer_and_names_what_a_bad_one_breaks(outside, capsys):

@@ -57,6 +57,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+from flax import linen, nnx
 from jaxtyping import Array, Float
 
 import models
@@ -74,25 +75,40 @@ PUBLISHED: dict[str, str] = {
 }
 
 Params = dict[str, Float[Array, "..."]]
+# The dtypes a parameter may have: the layers' maths (complex64 / complex128 from real and
+# imaginary parts) is not defined in half precision, so float16 and bfloat16 are refused, not
+# cast (a cast would change the bits that the round trips promise to keep).
+ACCEPTED_DTYPES: tuple[Any, ...] = (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64))
 
 
 # --------------------------------------------------------------------------------------------
 # "ours": the layer's array fields by name
 
 
-@functools.cache
-def shaped_layer(name: str, config: Any) -> models.AbstractRecurrentLayer:
+def shaped_layer(name: str, config: Any) -> eqx.Module:
     """Layer ``name`` under ``config`` with `jax.ShapeDtypeStruct` leaves: its structure only.
 
     Built by `equinox.filter_eval_shape`, so no initialiser runs on data; cached per config
-    (configs are frozen dataclasses). Field names and shapes do not depend on the float dtype.
+    (configs are frozen dataclasses) and registered class (a registration replaced with
+    ``replace=True`` is built afresh). Field names and shapes do not depend on the float dtype.
     """
-    return eqx.filter_eval_shape(models.from_config, name, config, key=jr.PRNGKey(0))
+    return _shaped_layer(models.info(name).layer_cls, name, config)
 
 
 @functools.cache
+def _shaped_layer(layer_cls: Any, name: str, config: Any) -> eqx.Module:
+    return eqx.filter_eval_shape(models.from_config, name, config, key=jr.PRNGKey(0))
+
+
 def _skeleton(name: str, config: Any) -> tuple[Any, tuple[str, ...], tuple[tuple[int, ...], ...]]:
     """(treedef, field names, field shapes) of layer ``name`` under ``config``."""
+    return _skeleton_of(models.info(name).layer_cls, name, config)
+
+
+@functools.cache
+def _skeleton_of(
+    layer_cls: Any, name: str, config: Any
+) -> tuple[Any, tuple[str, ...], tuple[tuple[int, ...], ...]]:
     leaves, treedef = jax.tree_util.tree_flatten_with_path(shaped_layer(name, config))
     names = tuple(_path_name(path) for path, _ in leaves)
     if len(set(names)) != len(names):
@@ -119,7 +135,7 @@ def field_shapes(name: str, config: Any) -> dict[str, tuple[int, ...]]:
     return dict(zip(names, shapes))
 
 
-def _ours_from_layer(layer: models.AbstractRecurrentLayer) -> Params:
+def _ours_from_layer(layer: eqx.Module) -> Params:
     leaves = jax.tree_util.tree_flatten_with_path(layer)[0]
     return {_path_name(path): leaf for path, leaf in leaves}
 
@@ -150,11 +166,29 @@ def _check_entries(
                 f"Parameter {key!r} of model {name!r} (layout {layout!r}) has shape {got}; its "
                 f"config needs {tuple(shape)}. Expected names and shapes: {dict(expected)}."
             )
-        if not jnp.issubdtype(jnp.result_type(value), jnp.floating):
+        dtype = jnp.result_type(value)
+        if dtype not in ACCEPTED_DTYPES:
             raise ValueError(
-                f"Parameter {key!r} of model {name!r} has dtype {jnp.result_type(value)}; "
-                "parameters are real floating-point arrays."
+                f"Parameter {key!r} of model {name!r} has dtype {dtype}; parameters are real "
+                "float32 or float64 arrays (the layers compute in them): cast them, e.g. "
+                "jax.tree.map(lambda a: a.astype(jnp.float32), params)."
             )
+
+
+def _as_array(name: str, key: str, value: Any) -> Any:
+    """``value`` as it is if it is an array (jax or numpy, or a tracer), else `jnp.asarray` of
+    it (a nested list); anything that is not array-like is a TypeError naming the entry."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return value
+    try:
+        return jnp.asarray(value)
+    except (TypeError, ValueError) as e:
+        hint = (" (pass the flat dict, e.g. variables['params'], not the variables)"
+                if isinstance(value, Mapping) else "")
+        raise TypeError(
+            f"Parameter {key!r} of model {name!r} is a {type(value).__name__}, not an array"
+            f"{hint}: {str(e).splitlines()[0] if str(e) else ''}"
+        ) from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -191,6 +225,17 @@ def _pair(re: Array, im: Array) -> Array:
 
 
 def _s5_to_published(layer: S5, config: S5Config | None) -> Params:
+    bidirectional = layer.C_reverse_re is not None
+    if config is not None:
+        _check_s5_config(layer, config)
+    elif bidirectional:
+        # The layer does not keep C_init, and the published layout depends on it: guessing
+        # would write C1 / C2 where the S5 code (and the layer's own config) holds one C.
+        raise ValueError(
+            "A bidirectional S5's published layout depends on the C_init it was built with (one "
+            "C (H, 2P, 2) for C_init='complex_normal', C1 and C2 otherwise), which the layer "
+            "does not keep: pass config=, the layer's S5Config."
+        )
     params = {"Lambda_re": layer.Lambda_re, "Lambda_im": layer.Lambda_im,
               "B": _pair(layer.B_re, layer.B_im), "D": layer.D,
               "log_step": layer.Delta_log[:, None]}
@@ -202,6 +247,19 @@ def _s5_to_published(layer: S5, config: S5Config | None) -> Params:
     else:
         params["C1"], params["C2"] = C, _pair(layer.C_reverse_re, layer.C_reverse_im)
     return params
+
+
+def _check_s5_config(layer: S5, config: Any) -> None:
+    """``config`` is an S5Config whose layer has ``layer``'s fields and shapes."""
+    if not isinstance(config, S5Config):
+        raise TypeError(f"config= must be the layer's S5Config, got {type(config).__name__}.")
+    expected = field_shapes("s5", config)
+    got = {k: tuple(v.shape) for k, v in _ours_from_layer(layer).items()}
+    if got != expected:
+        raise ValueError(
+            f"config= does not describe this S5 layer: its config gives fields {expected}, the "
+            f"layer has {got}. Pass the S5Config the layer was built with."
+        )
 
 
 def _s5_from_published(params: Mapping[str, Array], config: S5Config) -> Params:
@@ -274,21 +332,31 @@ def _check_layout(layout: str) -> None:
 
 
 def to_flax_params(
-    layer: models.AbstractRecurrentLayer, *, layout: str = "ours", config: Any = None
+    layer: eqx.Module, *, layout: str = "ours", config: Any = None
 ) -> Params:
     """The Flax parameter dict of ``layer`` in ``layout`` (module docstring: the mapping table).
 
     Arguments:
-        layer: an Equinox layer (`models.build`).
+        layer: an Equinox layer (`models.build`); anything else is a TypeError.
         layout: ``"ours"`` (field names) or ``"published"`` (the published codebase's names).
-        config: only read for a bidirectional S5 in the published layout: with
-            ``C_init="complex_normal"`` the S5 code holds both output maps in one ``C``
-            ``(H, 2P, 2)``, otherwise in ``C1`` and ``C2``.
+        config: only read for an S5 in the published layout, and required for a bidirectional
+            one: with ``C_init="complex_normal"`` the S5 code holds both output maps in one
+            ``C`` ``(H, 2P, 2)``, otherwise in ``C1`` and ``C2``, and the layer does not keep
+            its ``C_init``. It must describe the layer (its fields' shapes are checked).
 
     Returns:
         ``{name: array}``, sharing the layer's arrays (no copy).
     """
     _check_layout(layout)
+    if not isinstance(layer, eqx.Module):
+        if isinstance(layer, (linen.Module, nnx.Module)):
+            hint = "; a Flax module's parameters are already Flax parameters (its variables)"
+        else:
+            hint = ""
+        raise TypeError(
+            f"to_flax_params takes an Equinox layer (models.build or models.from_config), got "
+            f"{'None' if layer is None else 'a ' + type(layer).__name__}{hint}."
+        )
     if layout == "ours":
         return _ours_from_layer(layer)
     if isinstance(layer, LRU):
@@ -304,8 +372,8 @@ def to_flax_params(
 
 
 def from_flax_params(
-    name: str, params: Mapping[str, Array], config: Any, *, layout: str = "ours"
-) -> models.AbstractRecurrentLayer:
+    name: str, params: Mapping[str, Any], config: Any, *, layout: str = "ours"
+) -> eqx.Module:
     """The Equinox layer ``name`` holding ``params`` (a dict in ``layout``) under ``config``.
 
     The inverse of `to_flax_params`: no initialiser runs, the arrays are used as they are
@@ -314,7 +382,9 @@ def from_flax_params(
 
     Arguments:
         name: a registered model name (`models.names()`).
-        params: the flat parameter dict, e.g. ``variables["params"]`` of a linen module.
+        params: the flat parameter dict, e.g. ``variables["params"]`` of a linen module. Its
+            values are float32 or float64 arrays (jax or numpy); nested lists are converted
+            with `jnp.asarray`; float16 and bfloat16 are refused (`ACCEPTED_DTYPES`), not cast.
         config: the model's config (`models.make_config`).
         layout: ``"ours"`` or ``"published"``.
     """
@@ -328,6 +398,7 @@ def from_flax_params(
         raise TypeError(
             f"params must be a mapping of names to arrays, got {type(params).__name__}."
         )
+    params = {key: _as_array(name, key, value) for key, value in params.items()}
     if layout == "published":
         if name == "lru":
             params = _lru_from_published(params, config)

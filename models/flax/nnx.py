@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import equinox as eqx
 from flax import nnx
 from jaxtyping import Array, Float
 
@@ -37,6 +38,11 @@ class Layer(nnx.Module):
     """
 
     def __init__(self, model: str, *, d_model: int, d_state: int, rngs: nnx.Rngs, **options: Any):
+        if not isinstance(rngs, nnx.Rngs):
+            raise TypeError(
+                f"rngs must be an nnx.Rngs (its params() key initialises the layer), got "
+                f"{type(rngs).__name__}; pass e.g. rngs=nnx.Rngs(0)."
+            )
         self.model = model
         self.config = models.make_config(model, d_model=d_model, d_state=d_state, **options)
         layer = models.from_config(model, self.config, key=rngs.params())
@@ -48,7 +54,7 @@ class Layer(nnx.Module):
         for name, value in params.items():
             setattr(self, name, nnx.Param(value))
 
-    def layer(self) -> models.AbstractRecurrentLayer:
+    def layer(self) -> eqx.Module:
         """The Equinox layer holding the current parameter values."""
         params = {name: getattr(self, name)[...] for name in self.param_names}
         return from_flax_params(self.model, params, self.config)
