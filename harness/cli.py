@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import os
 import signal
 import sys
@@ -36,6 +37,7 @@ from .executors import EXECUTORS
 from .store import DEFAULT_PATH, Store
 
 USAGE_ERROR = 2
+RUNS_FAILED = 1
 _PRESET_LINES = {
     "smoke": "seconds: tiny sizes, used by the tests",
     "cpu": "minutes on two CPU cores: the default of `make report`",
@@ -96,6 +98,13 @@ def _main(argv: Sequence[str] | None) -> int:
         print("interrupted: finished runs are in the store; rerun the command to resume.",
               file=sys.stderr)
         return 130
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        print(f"error: the disk is full{f' (writing {e.filename})' if e.filename else ''}. "
+              "Finished runs are in the store; free space and rerun the command to resume.",
+              file=sys.stderr)
+        return 1
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -124,8 +133,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="render the report from the store (--run: run studies first)")
     p.add_argument("--run", action="store_true", help="run every registered study first")
-    p.add_argument("--preset", default="cpu")
-    _executor_arguments(p)
+    # No defaults here: --preset, --executor and --ray-address apply only with --run, and one
+    # given without it is refused rather than ignored (`_report_run_options`).
+    p.add_argument("--preset", default=None, help="with --run: the studies' preset (cpu)")
+    _executor_arguments(p, executor_default=None)
     p.add_argument("--store", type=Path, default=DEFAULT_PATH)
     p.add_argument("--out", type=Path, default=Path("reports"))
     p.set_defaults(handler=_cmd_report)
@@ -168,8 +179,9 @@ def _cmd_check_layer(args) -> int:
     return 0
 
 
-def _executor_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--executor", default="local", choices=EXECUTORS,
+def _executor_arguments(p: argparse.ArgumentParser, executor_default: str | None = "local"
+                        ) -> None:
+    p.add_argument("--executor", default=executor_default, choices=EXECUTORS,
                    help="where runs execute: this process (local), N worker processes on this "
                         "machine (processes), or a Ray cluster (ray)")
     p.add_argument("--workers", type=int, default=2,
@@ -197,15 +209,30 @@ def _prepare(store_path: Path) -> Store:
 
     from .runner import enable_compilation_cache
 
+    os.environ.setdefault(CHECKPOINT_ENV, str(store_path.parent / "checkpoints"))
+    _check_checkpoint_dir()
     store = Store(store_path)
     if store.readonly:  # found now, not after the first run has been computed
         raise StoreError(
             f"The store {store_path} is read-only for this user, so no run could be recorded. "
             "Make it writable (chmod u+w) or pass another path with --store."
         )
-    os.environ.setdefault(CHECKPOINT_ENV, str(store_path.parent / "checkpoints"))
     enable_compilation_cache()
     return store
+
+
+def _check_checkpoint_dir() -> None:
+    """Refuse a checkpoint folder that is a file (or lies under one) before any run starts:
+    every run would fail on it."""
+    from .studies.accuracy import CHECKPOINT_ENV, checkpoint_dir
+
+    folder = checkpoint_dir()
+    for path in [folder, *folder.parents]:
+        if path.exists() and not path.is_dir():
+            raise UsageError(
+                f"Runs keep their checkpoints in the folder {folder}, but {path} is a file. "
+                f"Move the file aside, or set {CHECKPOINT_ENV} to another folder."
+            )
 
 
 def _study(name: str):
@@ -295,9 +322,14 @@ def _cmd_train(args) -> int:
     preset = request.get("preset", "cpu")
     _check_preset(preset)
     seed = _config.parse_value(request.get("seed", "0"), int, "train.seed")
-    # task.* and layer.* keys become a recipe for this one run (their text is parsed by the
-    # task's and the layer's config classes once the model is known); the rest are config keys.
-    extra = tuple((k, v) for k, v in items.items() if k.startswith(("task.", "layer.")))
+    _config.check_seed(seed, "train.seed")
+    model = _train_model(request.get("model"), items.pop("network.layer", None))
+    # task.* and layer.* keys (network.layer.<option> and network.layer_options are the layer's
+    # options too) become a recipe for this one run, parsed by the task's and the layer's config
+    # classes once the model is known; the rest are config keys.
+    layer = _train_layer_options(items)
+    extra = tuple((k, v) for k, v in items.items() if k.startswith("task.")) + tuple(
+        (f"layer.{k}", v) for k, v in layer.items())
     rest = {k: v for k, v in items.items() if not k.startswith(("task.", "layer."))}
     unknown = sorted(k for k in rest if k.partition(".")[0] not in ("network", "train"))
     if unknown:
@@ -305,16 +337,26 @@ def _cmd_train(args) -> int:
             f"Unknown key(s) {unknown} for train; accepted: {', '.join(_TRAIN_KEYS)}, "
             "network.<field>, train.<field>, task.<option>, layer.<option>."
         )
-    base = STUDY.config(preset, rest)
+    base = STUDY.config(preset, rest)  # validates the network.* and train.* keys
+    model, task = model or base.models[0], request.get("task", base.tasks[0])
+    # The user's network.* and train.* keys also join the command line's recipe, which applies
+    # last: an explicit override wins over the preset's per-task recipes (the cpu preset's
+    # ListOps steps), as the documented order of settings says.
+    for recipe in base.recipes:
+        replaced = sorted({k for k, _ in recipe.overrides} & set(rest))
+        if replaced and recipe.applies(model, task):
+            print(f"note: {', '.join(f'{k}={rest[k]}' for k in replaced)} from the command line "
+                  f"replace(s) the {preset} preset's setting for {task} ({recipe.source}).")
     try:
         config = dataclasses.replace(
             base,
-            models=(request.get("model", base.models[0]),),
-            tasks=(request.get("task", base.tasks[0]),),
+            models=(model,),
+            tasks=(task,),
             seeds=(seed,),
             depths=(),
             tune_tasks=(),  # one run at the recipe's learning rates, not the tuning grid
-            recipes=(*base.recipes, Recipe(overrides=extra, source="command line")),
+            recipes=(*base.recipes, Recipe(overrides=extra + tuple(rest.items()),
+                                           source="command line")),
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -334,13 +376,63 @@ def _cmd_train(args) -> int:
     if status != "done":
         error = store.runs("train").set_index("run_id").loc[run_id, "error"]
         print(f"{status}: {str(error).splitlines()[0] if error else ''}")
-        return 1
-    return 0
+    return _runs_failed(int(status == "failed"), args.store)
+
+
+def _train_model(model: str | None, layer: str | None) -> str | None:
+    """The layer of a ``train`` run: ``model=``, or ``network.layer=`` (its other spelling);
+    both naming different layers is a `UsageError`."""
+    if layer is None or model is None:
+        return model if layer is None else layer
+    same = layer == model
+    if not same and (":" in layer or ":" in model):  # an import path and a name may agree
+        import models
+
+        try:
+            same = models.resolve(layer) == models.resolve(model)
+        except ValueError:
+            same = False
+    if not same:
+        raise UsageError(
+            f"network.layer={layer} and model={model} name two different layers for one run; "
+            f"give the layer once, as model=<name> (network.layer is set from it)."
+        )
+    return model
+
+
+def _train_layer_options(items: dict[str, str]) -> dict[str, str]:
+    """The layer options of a ``train`` command, taken out of ``items``: ``layer.<option>``,
+    ``network.layer.<option>`` and ``network.layer_options=a=1,b=2`` name the same options, so
+    one option given two values through them is a `UsageError` naming both."""
+    given: dict[str, tuple[str, str]] = {}  # option -> (the key as typed, its value)
+
+    def add(option: str, typed: str, value: str) -> None:
+        if option in given and given[option][1] != value:
+            first, earlier = given[option]
+            raise UsageError(
+                f"{first}={earlier} and {typed}={value} both set the layer's option "
+                f"{option!r}; give it once, as layer.{option}=<value>."
+            )
+        given.setdefault(option, (typed, value))
+
+    for key in [k for k in items if k.startswith("layer.")]:
+        add(key.partition(".")[2], key, items.pop(key))
+    for key in [k for k in items if k.startswith("network.layer.")]:
+        add(key[len("network.layer."):], key, items.pop(key))
+    if "network.layer_options" in items:
+        text = items.pop("network.layer_options")
+        for option, value in _config.parse_pairs(text, "network.layer_options").items():
+            add(option, f"network.layer_options={option}", value)
+    return {option: value for option, (_, value) in given.items()}
 
 
 def _grid(study, config) -> list[Any]:
+    from .runner import check_seeds
+
     try:
-        return study.grid(config)
+        specs = study.grid(config)
+        check_seeds(specs)
+        return specs
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -357,7 +449,7 @@ def _cmd_study(args) -> int:
     summary = run_study(study, config, store=store, fresh=args.fresh, executor=executor)
     _print_summary(summary)
     print(f"store: {args.store}")
-    return 0
+    return _runs_failed(summary.counts.get("failed", 0), args.store)
 
 
 def _cmd_report(args) -> int:
@@ -365,14 +457,15 @@ def _cmd_report(args) -> int:
     from .report import ReportError, _writers, render
     from .runner import run_study
 
+    _report_run_options(args)
     try:
         # Before any study runs: a bad --out would otherwise be found after hours of runs.
         out = _writers.check_out_dir(args.out)
         _writers.FigureWriters.check_workers(args.workers)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    failed = 0
     if args.run:
-        _check_preset(args.preset)
         executor = _executor(args)
         store = _prepare(args.store)
         # One set of worker processes for every study (`ProcessExecutor.__enter__`).
@@ -386,6 +479,7 @@ def _cmd_report(args) -> int:
                 summary = run_study(study, study.config(args.preset), store=store,
                                     executor=executor)
                 _print_summary(summary)
+                failed += summary.counts.get("failed", 0)
     # Rendering reads the store and never creates or changes it; a damaged store stops here,
     # before anything is written (the report sections would otherwise each fail on their own).
     store = Store(args.store, create=False, readonly=True)
@@ -399,4 +493,36 @@ def _cmd_report(args) -> int:
               "previous report there, if any, is unchanged.", file=sys.stderr)
         return 1
     print(f"report written to {out}")
-    return 0
+    return _runs_failed(failed, args.store)
+
+
+def _report_run_options(args) -> None:
+    """Refuse --preset, --executor and --ray-address without --run (they choose how studies run,
+    and a report alone runs none); fill in their defaults with it. An unknown preset is refused
+    first, with the accepted ones."""
+    if args.preset is not None:
+        _check_preset(args.preset)
+    if args.run:
+        args.preset = args.preset or "cpu"
+        args.executor = args.executor or "local"
+        return
+    given = [f"--{n.replace('_', '-')}" for n in ("preset", "executor", "ray_address")
+             if getattr(args, n) is not None]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} only appl{'ies' if len(given) == 1 else 'y'} with --run (which "
+            "studies run, and where); without --run the report renders the store as it is, "
+            "each study at the preset whose runs the store holds most completely. Add --run "
+            "to run the studies first, or leave them out."
+        )
+
+
+def _runs_failed(failed: int, store_path: Path) -> int:
+    """Exit status 1 with one line when ``failed`` runs raised; 0 otherwise. A diverged run is
+    a result (recorded and reported), not a failure."""
+    if not failed:
+        return 0
+    print(f"error: {failed} run(s) failed; each is recorded with its error in {store_path} "
+          "(its first line is above) and is retried when the command is run again.",
+          file=sys.stderr)
+    return RUNS_FAILED
