@@ -12,9 +12,17 @@
 A MODEL is a registry name or an outside layer's import path ``package.module:Layer``.
 
 Every ``key=value`` is validated by the config it lands in; an unknown key, a bad value or an
-unknown name prints one line and exits with status 2. Results go to the store (default
-``results/store.sqlite``); run checkpoints go to ``checkpoints/`` beside it, and compiled XLA
-programs to ``.cache/jax`` (``LINRNN_JAX_CACHE``; empty to switch the cache off).
+unknown name prints one line and exits with status 2. ``train``'s ``key=value`` overrides win
+over the preset's per-task recipes (it says which setting each replaced). ``report``'s
+``--preset``, ``--executor`` and ``--ray-address`` apply only with ``--run``.
+
+Exit status: 0 done; 1 a run failed (it raised: recorded with its error, retried next time; a
+diverged run is a result and does not count), a worker died, the disk filled or the report
+could not be written; 2 a usage, configuration or store error (nothing ran); 130 interrupted.
+
+Results go to the store (default ``results/store.sqlite``); run checkpoints go to
+``checkpoints/`` beside it, and compiled XLA programs to ``.cache/jax`` (``LINRNN_JAX_CACHE``;
+empty to switch the cache off).
 """
 
 from __future__ import annotations
@@ -49,6 +57,14 @@ _TRAIN_COLUMNS = ("kind", "step", "lr", "train_loss", "val_loss", "val_accuracy"
                   "test_loss", "test_accuracy", "params", "train_seconds")
 
 
+EXIT_STATUS = (
+    "exit status: 0 done; 1 a run failed (it raised; recorded with its error and retried next "
+    "time; a diverged run is a result and does not count), a worker died, the disk filled or "
+    "the report could not be written; 2 a usage, configuration or store error (nothing ran); "
+    "130 interrupted."
+)
+
+
 class UsageError(Exception):
     """A mistake on the command line; printed as one line, exit status 2."""
 
@@ -66,7 +82,7 @@ def _stop(signum: int, frame: Any) -> NoReturn:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv``; returns the exit status (0 ok, 1 a run or write failed,
-    2 a usage, configuration or store error, 130 interrupted)."""
+    2 a usage, configuration or store error, 130 interrupted; see the module docstring)."""
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _stop) if in_main_thread else None
     try:
@@ -108,7 +124,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="harness", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="harness", description=__doc__.split("\n")[0], epilog=EXIT_STATUS)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("list", help="list models, tasks, studies or presets")
@@ -116,13 +132,14 @@ def _build_parser() -> argparse.ArgumentParser:
                    choices=("all", "models", "tasks", "studies", "presets"))
     p.set_defaults(handler=_cmd_list)
 
-    p = sub.add_parser("train", help="one training run from key=value overrides")
+    p = sub.add_parser("train", help="one training run from key=value overrides",
+                       epilog=EXIT_STATUS)
     p.add_argument("overrides", nargs="*", metavar="key=value")
     p.add_argument("--store", type=Path, default=DEFAULT_PATH)
     p.add_argument("--fresh", action="store_true", help="rerun even if recorded")
     p.set_defaults(handler=_cmd_train)
 
-    p = sub.add_parser("study", help="run a study's grid at a preset")
+    p = sub.add_parser("study", help="run a study's grid at a preset", epilog=EXIT_STATUS)
     p.add_argument("name")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     p.add_argument("--preset", default="cpu")
@@ -131,7 +148,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", type=Path, default=DEFAULT_PATH)
     p.set_defaults(handler=_cmd_study)
 
-    p = sub.add_parser("report", help="render the report from the store (--run: run studies first)")
+    p = sub.add_parser("report", help="render the report from the store (--run: run studies first)",
+                       epilog=EXIT_STATUS)
     p.add_argument("--run", action="store_true", help="run every registered study first")
     # No defaults here: --preset, --executor and --ray-address apply only with --run, and one
     # given without it is refused rather than ignored (`_report_run_options`).
