@@ -360,10 +360,11 @@ def _cmd_train(args) -> int:
     # The user's network.* and train.* keys also join the command line's recipe, which applies
     # last: an explicit override wins over the preset's per-task recipes (the cpu preset's
     # ListOps steps), as the documented order of settings says.
+    given = {**rest, **dict(extra)}
     for recipe in base.recipes:
-        replaced = sorted({k for k, _ in recipe.overrides} & set(rest))
+        replaced = sorted({k for k, _ in recipe.overrides} & set(given))
         if replaced and recipe.applies(model, task):
-            print(f"note: {', '.join(f'{k}={rest[k]}' for k in replaced)} from the command line "
+            print(f"note: {', '.join(f'{k}={given[k]}' for k in replaced)} from the command line "
                   f"replace(s) the {preset} preset's setting for {task} ({recipe.source}).")
     try:
         config = dataclasses.replace(

@@ -52,9 +52,9 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
 # a plain I/O error).
 _NEARLY_FULL = 16 * 2**20
 
-_SCHEMA = f"""
+_MARK = f"PRAGMA application_id = {APPLICATION_ID};"
+_SCHEMA = """
 BEGIN;
-PRAGMA application_id = {APPLICATION_ID};
 CREATE TABLE IF NOT EXISTS runs (
     run_id      TEXT PRIMARY KEY,
     study       TEXT NOT NULL,
@@ -125,28 +125,28 @@ class Store:
                 )
             _make_parent(self.path)
             _make_file(self.path)
-        else:
-            self._recognise()
+        marked = self._recognise()
         self.readonly = readonly or not os.access(self.path, os.W_OK)
         if self.readonly:
             return  # nothing to create, and no WAL mode to set, in a file we cannot write
         with self._connection("open") as db:
-            db.executescript(_SCHEMA)
+            # The tables and (once, in the same transaction) the mark.
+            db.executescript(_SCHEMA.replace("BEGIN;", "BEGIN;" + ("" if marked else _MARK)))
 
-    def _recognise(self) -> None:
-        """Raise `StoreError` unless the existing file is a store of this project (marked, or
-        with exactly its tables) or an empty database; read-only, so another program's file is
-        left as it was."""
+    def _recognise(self) -> bool:
+        """Whether the file is marked as a store of this project. Raise `StoreError` unless it
+        is marked, has exactly a store's tables (made before the mark) or is an empty database;
+        read-only, so another program's file is left as it was."""
         with self._connection("open", self._connect_readonly) as db:
             marked = db.execute("PRAGMA application_id").fetchone()[0]
             if marked == APPLICATION_ID:
-                return
+                return True
             tables = [row[0] for row in db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall()]
             columns = {t: tuple(c[1] for c in db.execute(
                 "SELECT * FROM pragma_table_info(?)", (t,)).fetchall()) for t in tables}
         if marked == 0 and columns in ({}, _COLUMNS):
-            return  # an empty database, or a store made before the mark
+            return False  # an empty database, or a store made before the mark
         raise StoreError(
             f"{self.path} is not a linrnn-bench results store but another program's SQLite file "
             f"(application id {marked}; tables: {', '.join(tables) or 'none'}); it was left "

@@ -131,7 +131,9 @@ class AccuracyConfig:
             _nonempty_known("models", names, models.names())
         _nonempty_known("tasks", self.tasks, tasks.names())
         if not self.seeds:
-            raise ValueError(f"seeds must name at least one seed; got {self.seeds!r}.")
+            raise ValueError(
+                f"seeds must be non-negative integers, at least one; got {self.seeds!r}."
+            )
         for seed in self.seeds:
             _config.check_seed(seed, "seeds")
         if len(set(self.seeds)) != len(self.seeds):
