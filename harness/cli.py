@@ -529,10 +529,10 @@ def _report_run_options(args) -> None:
              if getattr(args, n) is not None]
     if given:
         raise UsageError(
-            f"{', '.join(given)} only appl{'ies' if len(given) == 1 else 'y'} with --run (which "
-            "studies run, and where); without --run the report renders the store as it is, "
-            "each study at the preset whose runs the store holds most completely. Add --run "
-            "to run the studies first, or leave them out."
+            f"{', '.join(given)} only appl{'ies' if len(given) == 1 else 'y'} with --run, "
+            "which runs the studies first (at that preset, on that executor); without --run "
+            "the report renders the store as it is, each study at the preset whose runs the "
+            "store holds most completely. Add --run, or leave them out."
         )
 
 
