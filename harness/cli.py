@@ -14,15 +14,24 @@
 A MODEL is a registry name or an outside layer's import path ``package.module:Layer``.
 
 Every ``key=value`` is validated by the config it lands in; an unknown key, a bad value or an
-unknown name prints one line and exits with status 2. Results go to the store (default
-``results/store.sqlite``); run checkpoints go to ``checkpoints/`` beside it, and compiled XLA
-programs to ``.cache/jax`` (``LINRNN_JAX_CACHE``; empty to switch the cache off).
+unknown name prints one line and exits with status 2. ``train``'s ``key=value`` overrides win
+over the preset's per-task recipes (it says which setting each replaced). ``report``'s
+``--preset``, ``--executor`` and ``--ray-address`` apply only with ``--run``.
+
+Exit status: 0 done; 1 a run failed (it raised: recorded with its error, retried next time; a
+diverged run is a result and does not count), a worker died, the disk filled or the report
+could not be written; 2 a usage, configuration or store error (nothing ran); 130 interrupted.
+
+Results go to the store (default ``results/store.sqlite``); run checkpoints go to
+``checkpoints/`` beside it, and compiled XLA programs to ``.cache/jax`` (``LINRNN_JAX_CACHE``;
+empty to switch the cache off).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import os
 import signal
 import sys
@@ -38,6 +47,7 @@ from .executors import EXECUTORS
 from .store import DEFAULT_PATH, Store
 
 USAGE_ERROR = 2
+RUNS_FAILED = 1
 _PRESET_LINES = {
     "smoke": "seconds: tiny sizes, used by the tests",
     "cpu": "minutes on two CPU cores: the default of `make report`",
@@ -47,6 +57,14 @@ _PRESET_LINES = {
 _TRAIN_KEYS = ("model", "task", "seed", "seeds", "preset")
 _TRAIN_COLUMNS = ("kind", "step", "lr", "train_loss", "val_loss", "val_accuracy", "best_step",
                   "test_loss", "test_accuracy", "params", "train_seconds")
+
+
+EXIT_STATUS = (
+    "exit status: 0 done; 1 a run failed (it raised; recorded with its error and retried next "
+    "time; a diverged run is a result and does not count), a worker died, the disk filled or "
+    "the report could not be written; 2 a usage, configuration or store error (nothing ran); "
+    "130 interrupted."
+)
 
 
 class UsageError(Exception):
@@ -66,7 +84,7 @@ def _stop(signum: int, frame: Any) -> NoReturn:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv``; returns the exit status (0 ok, 1 a run or write failed,
-    2 a usage, configuration or store error, 130 interrupted)."""
+    2 a usage, configuration or store error, 130 interrupted; see the module docstring)."""
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _stop) if in_main_thread else None
     try:
@@ -98,10 +116,17 @@ def _main(argv: Sequence[str] | None) -> int:
         print("interrupted: finished runs are in the store; rerun the command to resume.",
               file=sys.stderr)
         return 130
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        print(f"error: the disk is full{f' (writing {e.filename})' if e.filename else ''}. "
+              "Finished runs are in the store; free space and rerun the command to resume.",
+              file=sys.stderr)
+        return 1
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="harness", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="harness", description=__doc__.split("\n")[0], epilog=EXIT_STATUS)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("list", help="list models, tasks, studies or presets")
@@ -109,13 +134,14 @@ def _build_parser() -> argparse.ArgumentParser:
                    choices=("all", "models", "tasks", "studies", "presets"))
     p.set_defaults(handler=_cmd_list)
 
-    p = sub.add_parser("train", help="one training run from key=value overrides")
+    p = sub.add_parser("train", help="one training run from key=value overrides",
+                       epilog=EXIT_STATUS)
     p.add_argument("overrides", nargs="*", metavar="key=value")
     p.add_argument("--store", type=Path, default=DEFAULT_PATH)
     p.add_argument("--fresh", action="store_true", help="rerun even if recorded")
     p.set_defaults(handler=_cmd_train)
 
-    p = sub.add_parser("study", help="run a study's grid at a preset")
+    p = sub.add_parser("study", help="run a study's grid at a preset", epilog=EXIT_STATUS)
     p.add_argument("name")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     p.add_argument("--preset", default="cpu")
@@ -124,10 +150,13 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", type=Path, default=DEFAULT_PATH)
     p.set_defaults(handler=_cmd_study)
 
-    p = sub.add_parser("report", help="render the report from the store (--run: run studies first)")
+    p = sub.add_parser("report", help="render the report from the store (--run: run studies first)",
+                       epilog=EXIT_STATUS)
     p.add_argument("--run", action="store_true", help="run every registered study first")
-    p.add_argument("--preset", default="cpu")
-    _executor_arguments(p)
+    # No defaults here: --preset, --executor and --ray-address apply only with --run, and one
+    # given without it is refused rather than ignored (`_report_run_options`).
+    p.add_argument("--preset", default=None, help="with --run: the studies' preset (cpu)")
+    _executor_arguments(p, executor_default=None)
     p.add_argument("--store", type=Path, default=DEFAULT_PATH)
     p.add_argument("--out", type=Path, default=Path("reports"))
     p.add_argument("--only", action="append", default=[], metavar="NAME",
@@ -138,7 +167,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("names", nargs="+", metavar="NAME")
     p.add_argument("--store", type=Path, default=DEFAULT_PATH)
     p.add_argument("--out", type=Path, default=Path("reports"))
-    p.set_defaults(handler=_cmd_figure, run=False, preset="cpu", executor=None, workers=1,
+    p.set_defaults(handler=_cmd_figure, run=False, preset=None, executor=None, workers=1,
                    ray_address=None)
 
     _check_layer_parser(sub)
@@ -179,8 +208,9 @@ def _cmd_check_layer(args) -> int:
     return 0
 
 
-def _executor_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--executor", default="local", choices=EXECUTORS,
+def _executor_arguments(p: argparse.ArgumentParser, executor_default: str | None = "local"
+                        ) -> None:
+    p.add_argument("--executor", default=executor_default, choices=EXECUTORS,
                    help="where runs execute: this process (local), N worker processes on this "
                         "machine (processes), or a Ray cluster (ray)")
     p.add_argument("--workers", type=int, default=2,
@@ -208,15 +238,30 @@ def _prepare(store_path: Path) -> Store:
 
     from .runner import enable_compilation_cache
 
+    os.environ.setdefault(CHECKPOINT_ENV, str(store_path.parent / "checkpoints"))
+    _check_checkpoint_dir()
     store = Store(store_path)
     if store.readonly:  # found now, not after the first run has been computed
         raise StoreError(
             f"The store {store_path} is read-only for this user, so no run could be recorded. "
             "Make it writable (chmod u+w) or pass another path with --store."
         )
-    os.environ.setdefault(CHECKPOINT_ENV, str(store_path.parent / "checkpoints"))
     enable_compilation_cache()
     return store
+
+
+def _check_checkpoint_dir() -> None:
+    """Refuse a checkpoint folder that is a file (or lies under one) before any run starts:
+    every run would fail on it."""
+    from .studies.accuracy import CHECKPOINT_ENV, checkpoint_dir
+
+    folder = checkpoint_dir()
+    for path in [folder, *folder.parents]:
+        if path.exists() and not path.is_dir():
+            raise UsageError(
+                f"Runs keep their checkpoints in the folder {folder}, but {path} is a file. "
+                f"Move the file aside, or set {CHECKPOINT_ENV} to another folder."
+            )
 
 
 def _study(name: str):
@@ -310,9 +355,15 @@ def _cmd_train(args) -> int:
     # Several seeds train together as one program (a seed group), one run each.
     seeds = _config.parse_value(request.get("seeds", request.get("seed", "0")),
                                 tuple[int, ...], "train.seeds")
-    # task.* and layer.* keys become a recipe for this one run (their text is parsed by the
-    # task's and the layer's config classes once the model is known); the rest are config keys.
-    extra = tuple((k, v) for k, v in items.items() if k.startswith(("task.", "layer.")))
+    for seed in seeds:
+        _config.check_seed(seed, "train.seed")
+    model = _train_model(request.get("model"), items.pop("network.layer", None))
+    # task.* and layer.* keys (network.layer.<option> and network.layer_options are the layer's
+    # options too) become a recipe for this one run, parsed by the task's and the layer's config
+    # classes once the model is known; the rest are config keys.
+    layer = _train_layer_options(items)
+    extra = tuple((k, v) for k, v in items.items() if k.startswith("task.")) + tuple(
+        (f"layer.{k}", v) for k, v in layer.items())
     rest = {k: v for k, v in items.items() if not k.startswith(("task.", "layer."))}
     unknown = sorted(k for k in rest if k.partition(".")[0] not in ("network", "train"))
     if unknown:
@@ -320,17 +371,28 @@ def _cmd_train(args) -> int:
             f"Unknown key(s) {unknown} for train; accepted: {', '.join(_TRAIN_KEYS)}, "
             "network.<field>, train.<field>, task.<option>, layer.<option>."
         )
-    base = STUDY.config(preset, rest)
+    base = STUDY.config(preset, rest)  # validates the network.* and train.* keys
+    model, task = model or base.models[0], request.get("task", base.tasks[0])
+    # The user's network.* and train.* keys also join the command line's recipe, which applies
+    # last: an explicit override wins over the preset's per-task recipes (the cpu preset's
+    # ListOps steps), as the documented order of settings says.
+    given = {**rest, **dict(extra)}
+    for recipe in base.recipes:
+        replaced = sorted({k for k, _ in recipe.overrides} & set(given))
+        if replaced and recipe.applies(model, task):
+            print(f"note: {', '.join(f'{k}={given[k]}' for k in replaced)} from the command line "
+                  f"replace(s) the {preset} preset's setting for {task} ({recipe.source}).")
     try:
         config = dataclasses.replace(
             base,
-            models=(request.get("model", base.models[0]),),
-            tasks=(request.get("task", base.tasks[0]),),
+            models=(model,),
+            tasks=(task,),
             seeds=tuple(seeds),
             group_seeds=True,  # seeds=0,1,2 trains the seeds as one group
             depths=(),
             tune_tasks=(),  # one run at the recipe's learning rates, not the tuning grid
-            recipes=(*base.recipes, Recipe(overrides=extra, source="command line")),
+            recipes=(*base.recipes, Recipe(overrides=extra + tuple(rest.items()),
+                                           source="command line")),
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -339,7 +401,7 @@ def _cmd_train(args) -> int:
     store = _prepare(args.store)
     summary = run_study(study, config, store=store, fresh=args.fresh)
     _print_summary(summary)
-    code = 0
+    failed = 0
     every = store.read("train", statuses=("done", "diverged", "failed"))
     for spec in specs:
         run_id = study.run_id(spec)
@@ -353,13 +415,63 @@ def _cmd_train(args) -> int:
         if status != "done":
             error = store.runs("train").set_index("run_id").loc[run_id, "error"]
             print(f"{status}: {str(error).splitlines()[0] if error else ''}")
-            code = 1
-    return code
+        failed += status == "failed"
+    return _runs_failed(failed, args.store)
+
+def _train_model(model: str | None, layer: str | None) -> str | None:
+    """The layer of a ``train`` run: ``model=``, or ``network.layer=`` (its other spelling);
+    both naming different layers is a `UsageError`."""
+    if layer is None or model is None:
+        return model if layer is None else layer
+    same = layer == model
+    if not same and (":" in layer or ":" in model):  # an import path and a name may agree
+        import models
+
+        try:
+            same = models.resolve(layer) == models.resolve(model)
+        except ValueError:
+            same = False
+    if not same:
+        raise UsageError(
+            f"network.layer={layer} and model={model} name two different layers for one run; "
+            f"give the layer once, as model=<name> (network.layer is set from it)."
+        )
+    return model
+
+
+def _train_layer_options(items: dict[str, str]) -> dict[str, str]:
+    """The layer options of a ``train`` command, taken out of ``items``: ``layer.<option>``,
+    ``network.layer.<option>`` and ``network.layer_options=a=1,b=2`` name the same options, so
+    one option given two values through them is a `UsageError` naming both."""
+    given: dict[str, tuple[str, str]] = {}  # option -> (the key as typed, its value)
+
+    def add(option: str, typed: str, value: str) -> None:
+        if option in given and given[option][1] != value:
+            first, earlier = given[option]
+            raise UsageError(
+                f"{first}={earlier} and {typed}={value} both set the layer's option "
+                f"{option!r}; give it once, as layer.{option}=<value>."
+            )
+        given.setdefault(option, (typed, value))
+
+    for key in [k for k in items if k.startswith("layer.")]:
+        add(key.partition(".")[2], key, items.pop(key))
+    for key in [k for k in items if k.startswith("network.layer.")]:
+        add(key[len("network.layer."):], key, items.pop(key))
+    if "network.layer_options" in items:
+        text = items.pop("network.layer_options")
+        for option, value in _config.parse_pairs(text, "network.layer_options").items():
+            add(option, f"network.layer_options={option}", value)
+    return {option: value for option, (_, value) in given.items()}
 
 
 def _grid(study, config) -> list[Any]:
+    from .runner import check_seeds
+
     try:
-        return study.grid(config)
+        specs = study.grid(config)
+        check_seeds(specs)
+        return specs
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -376,7 +488,7 @@ def _cmd_study(args) -> int:
     summary = run_study(study, config, store=store, fresh=args.fresh, executor=executor)
     _print_summary(summary)
     print(f"store: {args.store}")
-    return 0
+    return _runs_failed(summary.counts.get("failed", 0), args.store)
 
 
 def _cmd_figure(args) -> int:
@@ -391,6 +503,7 @@ def _cmd_report(args) -> int:
     from .report import ReportError, _writers, check_destination, render
     from .runner import run_study
 
+    _report_run_options(args)
     try:
         # Before any study runs: a bad --out would otherwise be found after hours of runs.
         out = _writers.check_out_dir(args.out)
@@ -398,8 +511,8 @@ def _cmd_report(args) -> int:
         _writers.FigureWriters.check_workers(args.workers)
     except (ReportError, ValueError) as e:
         raise UsageError(str(e)) from None
+    failed = 0
     if args.run:
-        _check_preset(args.preset)
         executor = _executor(args)
         store = _prepare(args.store)
         # One set of worker processes for every study (`ProcessExecutor.__enter__`).
@@ -413,6 +526,7 @@ def _cmd_report(args) -> int:
                 summary = run_study(study, study.config(args.preset), store=store,
                                     executor=executor)
                 _print_summary(summary)
+                failed += summary.counts.get("failed", 0)
     # Rendering reads the store and never creates or changes it; a damaged store stops here,
     # before anything is written (the report sections would otherwise each fail on their own).
     store = Store(args.store, create=False, readonly=True)
@@ -426,4 +540,36 @@ def _cmd_report(args) -> int:
               "previous report there, if any, is unchanged.", file=sys.stderr)
         return 1
     print(f"report written to {out}")
-    return 0
+    return _runs_failed(failed, args.store)
+
+
+def _report_run_options(args) -> None:
+    """Refuse --preset, --executor and --ray-address without --run (they choose how studies run,
+    and a report alone runs none); fill in their defaults with it. An unknown preset is refused
+    first, with the accepted ones."""
+    if args.preset is not None:
+        _check_preset(args.preset)
+    if args.run:
+        args.preset = args.preset or "cpu"
+        args.executor = args.executor or "local"
+        return
+    given = [f"--{n.replace('_', '-')}" for n in ("preset", "executor", "ray_address")
+             if getattr(args, n) is not None]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} only appl{'ies' if len(given) == 1 else 'y'} with --run, "
+            "which runs the studies first (at that preset, on that executor); without --run "
+            "the report renders the store as it is, each study at the preset whose runs the "
+            "store holds most completely. Add --run, or leave them out."
+        )
+
+
+def _runs_failed(failed: int, store_path: Path) -> int:
+    """Exit status 1 with one line when ``failed`` runs raised; 0 otherwise. A diverged run is
+    a result (recorded and reported), not a failure."""
+    if not failed:
+        return 0
+    print(f"error: {failed} run(s) failed; each is recorded with its error in {store_path} "
+          "(its first line is above) and is retried when the command is run again.",
+          file=sys.stderr)
+    return RUNS_FAILED

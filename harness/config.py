@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import numbers
 import re
 import types
 import typing
@@ -21,6 +22,23 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 from .errors import ConfigError as ConfigError  # re-exported: its old import place
 
 T = TypeVar("T")
+
+# The largest seed a run accepts. `jax.random.PRNGKey` keeps the low 32 bits of a seed when
+# 64-bit mode is off (JAX's default, and this project's): 2^32 would draw seed 0's
+# initialisation under another name. (The store's INTEGER column holds up to 2^63 - 1.)
+SEED_MAX = 2**32 - 1
+
+
+def check_seed(seed: Any, where: str) -> int:
+    """``seed`` if it is an integer in [0, `SEED_MAX`], else a `ConfigError` saying why."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not (
+            0 <= seed <= SEED_MAX):
+        raise ConfigError(
+            f"{where}={seed!r} is not accepted; accepted: an integer in [0, {SEED_MAX}] (2^32 - 1: "
+            "jax.random.PRNGKey keeps 32 bits of a seed, so a larger one would repeat a smaller "
+            "one's initialisation). Pass a smaller seed."
+        )
+    return int(seed)
 
 
 def parse_overrides(items: Iterable[str]) -> dict[str, str]:
@@ -93,12 +111,7 @@ def replace(config: T, overrides: Mapping[str, Any], *, what: str | None = None)
             raise ConfigError(f"{what}.{head}={current!r}: {e}") from None
 
     for store, text in texts.items():
-        pairs: dict[str, str] = {}
-        for item in _split_list(text):
-            name, sep, value = item.partition("=")
-            if not sep or not name.strip():
-                raise ConfigError(f"{what}.{store}: {item!r} is not of the form name=value.")
-            pairs[name.strip()] = value.strip()
+        pairs = parse_pairs(text, f"{what}.{store}")
         head = stores[store]
         parsed = parse_fields(group_class(head), pairs, f"{what}.{head}", reserved=groups[head][2])
         direct[store] = tuple(sorted(parsed.items()))
@@ -121,6 +134,21 @@ def replace(config: T, overrides: Mapping[str, Any], *, what: str | None = None)
         return dataclasses.replace(config, **direct)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"Invalid {what}: {e}") from None
+
+
+def parse_pairs(text: Any, where: str) -> dict[str, str]:
+    """``"a=1,b=x"`` (an options field's text, e.g. ``layer_options``) -> ``{"a": "1", "b": "x"}``;
+    an item not of the form name=value and a name given twice are errors."""
+    pairs: dict[str, str] = {}
+    for item in _split_list(text):
+        name, sep, value = str(item).partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ConfigError(f"{where}: {item!r} is not of the form name=value.")
+        if name in pairs:
+            raise ConfigError(f"{where}: {name!r} is given twice; give each name once.")
+        pairs[name] = value.strip()
+    return pairs
 
 
 def parse_fields(

@@ -133,6 +133,15 @@ class Summary:
     seconds: float
 
 
+def check_seeds(specs: Iterable[Any]) -> None:
+    """Raise `ConfigError` before anything runs if a spec's ``seed`` is out of the accepted
+    range (`harness.config.check_seed`): found after the run, it could not be recorded."""
+    for spec in specs:
+        seed = getattr(spec, "seed", None)
+        if seed is not None:
+            _config.check_seed(seed, "seed")
+
+
 def pending(study: Study, specs: Iterable[Any], store: Store, *, fresh: bool) -> list[Any]:
     """The specs whose run is not yet recorded as done (all of them if ``fresh``)."""
     recorded = store.recorded(study.name)
@@ -158,6 +167,7 @@ def run_study(
     """Run every pending run of ``study`` at ``config`` and record each as it completes."""
     t0 = time.perf_counter()
     specs = study.grid(config)
+    check_seeds(specs)
     todo = pending(study, specs, store, fresh=fresh)
     if study.exclusive and executor is not local_executor and todo:
         print(f"note: {study.name} measures the machine, so its runs run one at a time in this "

@@ -1,5 +1,10 @@
 """The results store: one SQLite file (WAL) holding every run and its metric rows.
 
+The file is marked as this project's (``PRAGMA application_id``, `APPLICATION_ID`) when it is
+created, and a file that is not a store of this project (another program's SQLite database) is
+refused before anything is written to it; stores made before the mark are recognised by their
+exact tables, and marked when next opened for writing.
+
 A run is written in one transaction when it ends (done, diverged or failed), so an interrupted
 run leaves nothing half-written and is simply run again. Two processes may write the same file at
 once: SQLite serialises the writers (WAL mode, a busy timeout) and each run's rows land whole.
@@ -17,10 +22,12 @@ and provenance (``prov.*``): pandas-ready, one line per metric row.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import shutil
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,7 +39,22 @@ Status = Literal["done", "diverged", "failed"]
 STATUSES: tuple[str, ...] = ("done", "diverged", "failed")
 DEFAULT_PATH = Path("results") / "store.sqlite"
 
+# "LRNB" in ASCII: what `PRAGMA application_id` holds in a store of this project.
+APPLICATION_ID = 0x4C524E42
+# The tables and columns of a store, by which one made before `APPLICATION_ID` is recognised.
+_COLUMNS: dict[str, tuple[str, ...]] = {
+    "runs": ("run_id", "study", "status", "seed", "config_hash", "config", "provenance", "error",
+             "started_at", "finished_at"),
+    "rows": ("run_id", "idx", "data"),
+}
+# Free space below which an I/O error of SQLite is taken for a full disk (SQLite reports a
+# failed write for want of space as SQLITE_FULL, but a failed fsync or shared-memory growth as
+# a plain I/O error).
+_NEARLY_FULL = 16 * 2**20
+
+_MARK = f"PRAGMA application_id = {APPLICATION_ID};"
 _SCHEMA = """
+BEGIN;
 CREATE TABLE IF NOT EXISTS runs (
     run_id      TEXT PRIMARY KEY,
     study       TEXT NOT NULL,
@@ -52,6 +74,7 @@ CREATE TABLE IF NOT EXISTS rows (
     PRIMARY KEY (run_id, idx)
 );
 CREATE INDEX IF NOT EXISTS runs_by_study ON runs(study, status);
+COMMIT;
 """
 
 
@@ -101,35 +124,66 @@ class Store:
                     "with --store (a report never creates one), or run a study first."
                 )
             _make_parent(self.path)
-        self.readonly = readonly or (self.path.exists() and not os.access(self.path, os.W_OK))
+            _make_file(self.path)
+        marked = self._recognise()
+        self.readonly = readonly or not os.access(self.path, os.W_OK)
         if self.readonly:
             return  # nothing to create, and no WAL mode to set, in a file we cannot write
         with self._connection("open") as db:
-            db.executescript(_SCHEMA)
+            # The tables and (once, in the same transaction) the mark.
+            db.executescript(_SCHEMA.replace("BEGIN;", "BEGIN;" + ("" if marked else _MARK)))
+
+    def _recognise(self) -> bool:
+        """Whether the file is marked as a store of this project. Raise `StoreError` unless it
+        is marked, has exactly a store's tables (made before the mark) or is an empty database;
+        read-only, so another program's file is left as it was."""
+        with self._connection("open", self._connect_readonly) as db:
+            marked = db.execute("PRAGMA application_id").fetchone()[0]
+            if marked == APPLICATION_ID:
+                return True
+            tables = [row[0] for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall()]
+            columns = {t: tuple(c[1] for c in db.execute(
+                "SELECT * FROM pragma_table_info(?)", (t,)).fetchall()) for t in tables}
+        if marked == 0 and columns in ({}, _COLUMNS):
+            return False  # an empty database, or a store made before the mark
+        raise StoreError(
+            f"{self.path} is not a linrnn-bench results store but another program's SQLite file "
+            f"(application id {marked}; tables: {', '.join(tables) or 'none'}); it was left "
+            "unchanged. Pass the path of a results store, or of a new file, with --store."
+        )
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        # No WAL switch (it writes the header). In a folder we cannot write, SQLite cannot make
+        # the WAL's shared-memory file either; `immutable` then reads the file as it is,
+        # assuming nobody writes it meanwhile (a report read during another user's grid could
+        # see a run written half-way: render again afterwards).
+        folder_writable = os.access(self.path.parent, os.W_OK)
+        mode = "mode=ro" if folder_writable else "immutable=1"
+        uri = f"{self.path.resolve().as_uri()}?{mode}"
+        return sqlite3.connect(uri, uri=True, timeout=60.0, isolation_level=None)
 
     def _connect(self) -> sqlite3.Connection:
         if self.readonly:
-            # Read-only: no WAL switch (it writes the header). In a folder we cannot write,
-            # SQLite cannot make the WAL's shared-memory file either; `immutable` then reads the
-            # file as it is, assuming nobody writes it meanwhile (a report read during another
-            # user's grid could see a run written half-way: render again afterwards).
-            folder_writable = os.access(self.path.parent, os.W_OK)
-            mode = "mode=ro" if folder_writable else "immutable=1"
-            uri = f"{self.path.resolve().as_uri()}?{mode}"
-            return sqlite3.connect(uri, uri=True, timeout=60.0, isolation_level=None)
-        db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+            return self._connect_readonly()
+        # mode=rw: never create the file here (it exists since `__init__`); a store removed
+        # meanwhile is then an error that says so, not a new empty store under its name.
+        uri = f"{self.path.resolve().as_uri()}?mode=rw"
+        db = sqlite3.connect(uri, uri=True, timeout=60.0, isolation_level=None)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA foreign_keys=ON")
         db.execute("PRAGMA busy_timeout=60000")
         return db
 
     @contextlib.contextmanager
-    def _connection(self, action: str) -> Iterator[sqlite3.Connection]:
+    def _connection(
+        self, action: str, connect: Callable[[], sqlite3.Connection] | None = None
+    ) -> Iterator[sqlite3.Connection]:
         """A connection for ``action`` (``"open"``, ``"read"``, ``"write"``) whose SQLite
         errors become one `StoreError` naming the file and the likely cause."""
         db: sqlite3.Connection | None = None
         try:
-            db = self._connect()
+            db = (connect or self._connect)()
             yield db
         except sqlite3.DatabaseError as e:
             raise StoreError(_explain(self.path, action, e)) from None
@@ -315,27 +369,88 @@ def _make_parent(path: Path) -> None:
         )
 
 
+def _make_file(path: Path) -> None:
+    """Create the store's (empty) file, or say in one line why it cannot be."""
+    try:
+        path.touch(exist_ok=True)
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise StoreError(
+                f"Cannot create the store {path}: the disk is full. Free space and rerun, or "
+                "pass a path on another disk with --store."
+            ) from None
+        raise StoreError(
+            f"Cannot create the store {path}: {e.strerror or e}. Pass a path in a folder you "
+            "can write with --store."
+        ) from None
+
+
+def _free_bytes(folder: Path) -> int | None:
+    """Bytes free to this user on the disk holding ``folder``, or None if unknown."""
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
+def _disk_full(path: Path, error: sqlite3.DatabaseError) -> str | None:
+    """A phrase naming the full disk if ``error`` comes from one, else None."""
+    code = getattr(error, "sqlite_errorcode", 0) & 0xFF  # the primary code of an extended one
+    text = str(error).lower()
+    if code == sqlite3.SQLITE_FULL or "full" in text:
+        return "the disk holding it is full"
+    if _io_error(error):
+        free = _free_bytes(path.parent)
+        if free is not None and free < _NEARLY_FULL:
+            return f"the disk holding it is full, {free // 1024} KiB free"
+    return None
+
+
+def _io_error(error: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite failed to read, write, sync or create a file (SQLITE_IOERR with its
+    extended codes, or SQLITE_CANTOPEN), as opposed to finding the file's content damaged."""
+    code = getattr(error, "sqlite_errorcode", 0) & 0xFF
+    text = str(error).lower()
+    return (code in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN) or "i/o error" in text
+            or "unable to open" in text)
+
+
 def _explain(path: Path, action: str, error: sqlite3.DatabaseError) -> str:
     """One line for a SQLite error on the store at ``path``: what happened and what to do."""
     text = str(error)
     lowered = text.lower()
-    if "full" in lowered:
-        hint = ("the disk is full. Free space and rerun: finished runs are kept, the run "
-                "being written was rolled back whole")
-    elif "readonly" in lowered or "read-only" in lowered or "permission" in lowered:
+    verb = {"open": "opened", "read": "read", "write": "written"}[action]
+    if not path.exists():
+        lost = "the run being recorded was not" if action == "write" else "nothing was"
+        return (f"The store {path} could not be {verb}: the file was removed or moved while "
+                f"this command ran ({lost} written to it). Put it back (or pass its new path "
+                "with --store) and rerun the command to resume; with this path a rerun starts a "
+                "new, empty store.")
+    full = _disk_full(path, error)
+    if full:
+        # SQLite rolls an unfinished transaction back whole (from its journal on the next
+        # open, if the process died), so a full disk leaves the store as it was.
+        return (f"The store {path} could not be {verb}: {full} (SQLite: {text}). The store is "
+                "intact (the unfinished write was rolled back; finished runs are kept). Free "
+                "space and rerun the command: it resumes where it stopped.")
+    if "readonly" in lowered or "read-only" in lowered or "permission" in lowered:
         hint = ("the file or its folder is not writable. Make it writable or pass another "
                 "path with --store")
     elif "locked" in lowered or "busy" in lowered:
         hint = ("another process held it locked for over a minute. Rerun when it is done")
     elif "unable to open" in lowered:
         hint = "it cannot be opened. Check the path and its permissions"
+    elif _io_error(error):
+        # Not a full disk (`_disk_full` said so), and not damage SQLite found in the file.
+        hint = ("the disk reported an error while SQLite used the file (an unfinished write "
+                "is rolled back, so the store is not damaged by it). Check the disk, then "
+                "rerun the command: it resumes where it stopped")
     elif action == "open":
         return (f"{path} is not a usable results store ({text}). Move it aside or pass "
                 "another path with --store.")
     else:
         hint = ("it is corrupt. Restore it from a copy, or pass another path with --store "
                 "(the finished runs in the damaged one would have to be run again)")
-    verb = {"open": "opened", "read": "read", "write": "written"}[action]
     return f"The store {path} could not be {verb} ({text}): {hint}."
 
 

@@ -34,6 +34,7 @@ it is read one step late so that the next step is already queued.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import json
 import math
@@ -655,14 +656,33 @@ class BatchSampler:
 
 
 def save_checkpoint(path: Path, header: dict[str, Any], tree: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write the checkpoint at ``path`` whole or not at all: a temporary file beside it, then
+    ``os.replace``. On failure the temporary file is removed and the previous checkpoint, if
+    any, is left as it was; a full disk and a checkpoint folder that is a file say so."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise NotADirectoryError(
+            f"Cannot keep checkpoints in {path.parent}: it, or a folder above it, is a file. "
+            "Move the file aside, or set LINRNN_CHECKPOINTS to another folder."
+        ) from None
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(json.dumps(header, allow_nan=True).encode() + b"\n")
-        eqx.tree_serialise_leaves(f, tree)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(json.dumps(header, allow_nan=True).encode() + b"\n")
+            eqx.tree_serialise_leaves(f, tree)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            raise OSError(
+                errno.ENOSPC, f"No space left on device: the disk holding {path.parent} is "
+                "full, so the checkpoint was not written (the previous one, if any, is kept; "
+                "the store is intact). Free space and rerun: the run resumes from its last "
+                "checkpoint") from None
+        raise
 
 
 def load_checkpoint(path: Path, like: Any) -> tuple[dict[str, Any], Any]:

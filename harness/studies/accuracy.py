@@ -70,6 +70,13 @@ class Recipe:
                     f"Recipe override {pair!r} must be (key, value) with a key starting with one "
                     f"of {list(_PREFIXES)}."
                 )
+            if pair[0].partition(".")[2].partition(".")[0] in ("layer", "layer_options") and (
+                    pair[0].startswith("network.")):
+                # The grid's model sets the layer; its options are ``layer.<option>``.
+                raise ValueError(
+                    f"Recipe override {pair[0]!r} is not accepted: each run's layer is the "
+                    "grid's model, and its options are set as layer.<option>."
+                )
 
     def applies(self, model: str, task: str) -> bool:
         return self.model in ("*", model) and self.task in ("*", task)
@@ -131,10 +138,12 @@ class AccuracyConfig:
         if names or not paths:
             _nonempty_known("models", names, models.names())
         _nonempty_known("tasks", self.tasks, tasks.names())
-        if not self.seeds or any(not is_integer(s) or s < 0 for s in self.seeds):
+        if not self.seeds:
             raise ValueError(
                 f"seeds must be non-negative integers, at least one; got {self.seeds!r}."
             )
+        for seed in self.seeds:
+            _config.check_seed(seed, "seeds")
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds repeat a value: {self.seeds!r}.")
         if any(not is_integer(d) or d <= 0 for d in self.depths):
@@ -268,10 +277,7 @@ def _resolve(config: AccuracyConfig, model: str, task: str, depth: int, seed: in
     prescribed = models.task_options(model, task, config.task_preset)
     if "d_state" in prescribed:
         network["d_state"] = prescribed.pop("d_state")
-    d_state = network.get("d_state", config.network.d_state)
-    width = models.info(model).width_options
-    layer_options = dict(width(config.network.d_model, d_state)) if width else {}
-    layer_options.update(prescribed)
+    layer_options = dict(prescribed)
     layer_options.update(config.network.layer_options)
     for recipe in config.recipes:
         if not recipe.applies(model, task):
@@ -281,6 +287,13 @@ def _resolve(config: AccuracyConfig, model: str, task: str, depth: int, seed: in
             {"network": network, "train": training, "task": task_options,
              "layer": layer_options}[head][rest] = value
     where = f"accuracy run ({model}, {task})"
+    width = models.info(model).width_options
+    if width:
+        # Options the registration derives from the width and state size the run ends with
+        # (a recipe or the user may set them), below every option set explicitly.
+        sizes = _config.replace(config.network, {k: network[k] for k in _NETWORK_FIELDS
+                                                 if k in network}, what=f"{where} network")
+        layer_options = {**width(sizes.d_model, sizes.d_state), **layer_options}
     # Options given as text (the command line's) are parsed by the annotations of the layer's
     # and the task's config classes, as every other key is by its config's.
     layer_options = _config.parse_fields(
