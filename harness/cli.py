@@ -353,10 +353,12 @@ def _cmd_train(args) -> int:
     if "seed" in request and "seeds" in request:
         raise UsageError("train takes seed=N or seeds=N,M,... (trained together), not both.")
     # Several seeds train together as one program (a seed group), one run each.
-    seeds = _config.parse_value(request.get("seeds", request.get("seed", "0")),
-                                tuple[int, ...], "train.seeds")
+    key = "seeds" if "seeds" in request else "seed"
+    seeds = _config.parse_value(request.get(key, "0"), tuple[int, ...] if key == "seeds" else int,
+                                f"train.{key}")
+    seeds = seeds if key == "seeds" else (seeds,)
     for seed in seeds:
-        _config.check_seed(seed, "train.seed")
+        _config.check_seed(seed, f"train.{key}")
     model = _train_model(request.get("model"), items.pop("network.layer", None))
     # task.* and layer.* keys (network.layer.<option> and network.layer_options are the layer's
     # options too) become a recipe for this one run, parsed by the task's and the layer's config
