@@ -327,8 +327,12 @@ class RayExecutor:
                        runtime_env={"env_vars": dict(env)})
         if self.address is None:
             try:
-                with lifetime.marked():  # every process Ray starts ends with this one
-                    self.ray.init(**options)
+                # Every process Ray starts ends with this one: its servers by Ray's own
+                # parent-death signal, the rest (agents, workers) by the reaper, which finds
+                # them by the mark or by their log files, open in Ray's session folder.
+                with lifetime.marked():  # "local": a new instance, never a `ray start` one
+                    context = self.ray.init(address="local", **options)
+                lifetime.reap_holders(context.address_info["session_dir"])
             except Exception as e:  # noqa: BLE001 - Ray's start-up errors vary by version
                 raise ExecutorError(
                     f"Ray could not start on this machine: {_first_line(e)}. Run `ray stop` "
@@ -346,7 +350,11 @@ class RayExecutor:
         try:
             self.ray.init(address=self.address, **options)
         except Exception as e:  # noqa: BLE001 - Ray's errors vary by address kind and version
-            raise ExecutorError(self._unreachable(_first_line(e))) from e
+            why = _first_line(e)
+            if self.endpoint is None and isinstance(e, ConnectionError):  # "auto"
+                why = ("no running Ray cluster was found for this machine (RAY_ADDRESS is "
+                       "unset and none was started here with `ray start --head`)")
+            raise ExecutorError(self._unreachable(why)) from e
         finally:
             for k in unset:
                 os.environ.pop(k, None)

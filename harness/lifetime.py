@@ -9,12 +9,13 @@ started it (the driver), even when the driver is killed outright (``kill -9``, o
   line, a thread in the worker exits when it finds itself re-parented). multiprocessing's
   resource tracker, which the pool starts, exits by itself once the driver and the workers,
   the only holders of its pipe, are gone.
-- `marked`: processes started inside ``with marked():`` (and everything they start in turn,
-  as a local Ray's raylet starts its agents and workers) carry a mark in their environment;
-  a small reaper process, started once per driver, waits on a pipe that only the driver holds
-  and, when the driver dies, kills every process carrying the driver's mark. This is for
-  processes the harness does not start itself (Ray's), which a parent-death signal cannot
-  reach: Ray's agents are started by its raylet, not by the driver.
+- `marked` and `reap_holders`: processes started inside ``with marked():`` (and everything
+  they start in turn, as a local Ray's raylet starts its agents and workers) carry a mark in
+  their environment, and processes may be named by a folder they hold files open in (a
+  local Ray's session folder); a small reaper process, started once per driver, waits on a
+  pipe that only the driver holds and, when the driver dies, kills every such process. This
+  is for processes the harness does not start itself (Ray's), which a parent-death signal
+  cannot reach: Ray's agents are started by its raylet, not by the driver, and outlive it.
 
 Imports nothing of the harness (the reaper runs this file as a script, on the standard
 library alone).
@@ -130,7 +131,8 @@ def end_pool(pool: ProcessPoolExecutor) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Processes started by others (Ray): a mark in their environment and a reaper
+# Processes started by others (Ray): a mark in their environment, folders they hold open, and
+# a reaper
 
 
 _reaper: subprocess.Popen | None = None  # this driver's reaper; its stdin is the pipe
@@ -144,7 +146,9 @@ def marked() -> Iterator[str]:
     to be killed when this process dies, however it dies; yields the mark.
 
     The mark is in the environment only inside the block, so a process started later (a
-    user's, from a notebook) is left alone.
+    user's, from a notebook) is left alone. A process may overwrite its environment's memory
+    (Ray's retitle themselves so, and ``/proc`` then shows zeros): give the reaper a folder
+    they hold open too (`reap_holders`).
     """
     mark = _start_reaper()
     previous = os.environ.get(MARK_ENV)
@@ -156,6 +160,19 @@ def marked() -> Iterator[str]:
             os.environ.pop(MARK_ENV, None)
         else:
             os.environ[MARK_ENV] = previous
+
+
+def reap_holders(folder: str | os.PathLike[str]) -> None:
+    """When this process dies, also kill every process holding a file open under ``folder``
+    (a folder only this driver's helpers use, such as a local Ray's session folder, where
+    each of its processes keeps its log files open)."""
+    path = Path(folder).resolve()
+    if not path.is_dir() or len(path.parts) < 3:  # never "/" or "/tmp": others' files
+        raise ValueError(f"reap_holders needs a folder of this driver's own, got {folder!r}.")
+    _start_reaper()
+    assert _reaper is not None and _reaper.stdin is not None
+    _reaper.stdin.write(os.fsencode(path) + b"\n")
+    _reaper.stdin.flush()
 
 
 def _start_reaper() -> str:
@@ -189,22 +206,26 @@ def _end_reaper() -> None:
 atexit.register(_end_reaper)
 
 
-def marked_processes(mark: str) -> list[int]:
-    """Live processes (not zombies) whose environment carries ``MARK_ENV=mark``, this one
-    excepted. Linux reads ``/proc``; elsewhere psutil, where installed (else none found)."""
+def driver_processes(mark: str, folders: list[bytes]) -> list[int]:
+    """Live processes (not zombies), this one excepted, whose environment carries
+    ``MARK_ENV=mark`` or that hold a file open under one of ``folders``. Linux reads
+    ``/proc``; elsewhere psutil, where installed (else none are found)."""
     needle = f"{MARK_ENV}={mark}".encode()
+    prefixes = tuple(f.rstrip(b"/") + b"/" for f in folders)
     found = []
     if Path("/proc/self/environ").exists():
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit() or int(entry.name) == os.getpid():
                 continue
             try:
-                environ = (entry / "environ").read_bytes()
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+                if needle in (entry / "environ").read_bytes().split(b"\0") or prefixes and any(
+                        os.readlink(os.fsencode(fd)).startswith(prefixes)
+                        for fd in (entry / "fd").iterdir()):
+                    found.append(int(entry.name))
             except (OSError, IndexError):  # ended while we looked, or not ours to read
                 continue
-            if needle in environ.split(b"\0") and state != "Z":
-                found.append(int(entry.name))
         return found
     try:
         import psutil
@@ -212,8 +233,10 @@ def marked_processes(mark: str) -> list[int]:
         return found
     for process in psutil.process_iter():
         try:
-            if (process.pid != os.getpid() and process.status() != psutil.STATUS_ZOMBIE
-                    and process.environ().get(MARK_ENV) == mark):
+            if process.pid == os.getpid() or process.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if process.environ().get(MARK_ENV) == mark or prefixes and any(
+                    os.fsencode(f.path).startswith(prefixes) for f in process.open_files()):
                 found.append(process.pid)
         except (psutil.Error, OSError):
             continue
@@ -221,14 +244,14 @@ def marked_processes(mark: str) -> list[int]:
 
 
 def _reap(mark: str) -> None:
-    """The reaper's body: wait until the driver's end of the pipe closes, then kill every
-    process carrying ``mark`` until none is left (or `_REAP_FOR_S` has passed)."""
+    """The reaper's body: collect the folders the driver sends, one a line, until its end of
+    the pipe closes (it died, or exited); then kill every process that carries ``mark`` or
+    holds a file under those folders, until none is left (or `_REAP_FOR_S` has passed)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
-    while sys.stdin.buffer.read(4096):  # EOF: the driver is gone (or has exited)
-        pass
+    folders = [line.rstrip(b"\n") for line in sys.stdin.buffer]  # ends at EOF
     deadline = time.monotonic() + _REAP_FOR_S
     while time.monotonic() < deadline:
-        left = marked_processes(mark)
+        left = driver_processes(mark, folders)
         if not left:
             return
         for pid in left:

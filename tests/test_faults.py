@@ -14,6 +14,7 @@ be used fails with one line. Two processes writing one store at once are tested 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import signal
@@ -59,19 +60,21 @@ def uninterrupted(tmp_path_factory) -> pd.DataFrame:
     return _rows(store)
 
 
-def _grid_processes(token: str) -> list[int]:
-    """Live processes whose environment carries ``token``: the driver, its workers and
-    multiprocessing's resource tracker all inherit it."""
+def _grid_processes(token: str, session: int | None = None) -> list[int]:
+    """Live processes whose environment carries ``token`` (the driver, its workers and
+    multiprocessing's resource tracker all inherit it), or that belong to the driver's session
+    ``session``: a process that retitles itself may overwrite its environment (Ray's do)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:  # ended while we looked
             continue
-        if token.encode() in environ and state != "Z":
+        ours = token.encode() in environ or session is not None and int(stat[3]) == session
+        if ours and stat[0] != "Z":
             found.append(int(entry.name))
     return found
 
@@ -95,9 +98,9 @@ def _start_driver(
     }
     code = call.format(store=str(store_path), workers=workers, tmp=str(tmp))
     with open(tmp / "driver.log", "wb") as log:  # the child keeps its own copy of the file
-        driver = subprocess.Popen(
+        driver = subprocess.Popen(  # its own session: everything it starts is found by it
             [sys.executable, "-c", f"import sys, _fault_study; sys.exit(_fault_study.{code})"],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
     return driver, store_path, files
 
@@ -126,12 +129,15 @@ def _wait_until(condition, timeout: float = 120.0) -> None:
         time.sleep(0.05)
 
 
-def _assert_nothing_left(token: str, files: Path, stopped_at: float, within: float = 5.0
-                         ) -> None:
+def _assert_nothing_left(token: str, files: Path, stopped_at: float, within: float = 5.0,
+                         session: int | None = None) -> None:
     deadline = time.monotonic() + within
-    while _grid_processes(token) and time.monotonic() < deadline:
+    while _grid_processes(token, session) and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = {pid: _command(pid) for pid in _grid_processes(token)}
+    left = {pid: _command(pid) for pid in _grid_processes(token, session)}
+    for pid in left:  # a failing test leaves nothing running either
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
     assert left == {}, f"processes outlived their driver: {left}"
     # No worker wrote a file after its driver was gone (a little slack for the clock).
     late = [f.name for f in files.iterdir() if f.stat().st_mtime > stopped_at + 0.05]
@@ -208,6 +214,9 @@ from harness import lifetime
 with lifetime.marked():  # as a local Ray is started: its processes carry the mark
     subprocess.Popen(["sleep", "300"])  # no parent-death signal: orphaned if not reaped
 subprocess.Popen(["sleep", "301"])  # started outside the block: not the reaper's to kill
+# Holding a file under a folder given to the reaper, as Ray's processes hold their logs.
+subprocess.Popen(["sleep", "302"], stdout=open(sys.argv[1] + "/log", "w"))
+lifetime.reap_holders(sys.argv[1])
 print("ready", flush=True)
 time.sleep(300)
 """
@@ -215,16 +224,16 @@ time.sleep(300)
 
 def test_kill_9_of_a_driver_ends_the_processes_it_started_marked(tmp_path):
     # The mechanism that ends a local Ray's processes, without Ray: a process started inside
-    # `lifetime.marked()` is killed by the reaper once its driver is killed outright; one
-    # started after the block is left alone.
+    # `lifetime.marked()`, or holding a file under a folder given to `lifetime.reap_holders`,
+    # is killed by the reaper once its driver is killed outright; any other is left alone.
     token = uuid.uuid4().hex
     env = {**os.environ, "PYTHONPATH": str(TESTS.parent), "LINRNN_FAULT_TOKEN": token}
-    driver = subprocess.Popen([sys.executable, "-c", _MARKED_DRIVER], env=env,
+    driver = subprocess.Popen([sys.executable, "-c", _MARKED_DRIVER, str(tmp_path)], env=env,
                               stdout=subprocess.PIPE)
     try:
         assert driver.stdout.readline() == b"ready\n"
         started = {_command(pid) for pid in _grid_processes(token)}
-        assert {"sleep 300 ", "sleep 301 "} <= started, started
+        assert {"sleep 300 ", "sleep 301 ", "sleep 302 "} <= started, started
         driver.send_signal(signal.SIGKILL)
         driver.wait(timeout=10)
         _wait_until(lambda: {_command(p) for p in _grid_processes(token)} == {"sleep 301 "},
@@ -252,13 +261,14 @@ def test_kill_9_of_a_rendering_report_leaves_no_figure_worker(tmp_path):
     try:
         _record_accuracy(Store(store_path))  # before the driver reads it (it imports first)
         _wait_until(lambda: len(list(files.glob("worker-*"))) == 2)
-        assert len(_grid_processes(token)) >= 4  # driver, two workers, resource tracker
+        # The driver, two workers, the resource tracker.
+        assert len(_grid_processes(token, driver.pid)) >= 4
         stopped_at = _kill_9(driver, tmp_path / "driver.log")
     finally:
         if driver.poll() is None:
             driver.kill()
             driver.wait()
-    _assert_nothing_left(token, files, stopped_at, within=10.0)
+    _assert_nothing_left(token, files, stopped_at, within=10.0, session=driver.pid)
 
 
 @pytest.mark.slow
@@ -272,14 +282,15 @@ def test_kill_9_of_a_ray_driver_leaves_no_ray_process(tmp_path):
     driver, _, files = _start_driver(tmp_path, token, "ray", LINRNN_FAULT_SLEEP="120")
     try:
         _wait_until(lambda: any(files.glob("start-*")), timeout=240.0)
-        started = [_command(pid) for pid in _grid_processes(token)]
+        started = [_command(pid) for pid in _grid_processes(token, driver.pid)]
         assert any("raylet" in c for c in started), started
+        assert any("Agent" in c for c in started), started  # those that used to outlive it
         stopped_at = _kill_9(driver, tmp_path / "driver.log")
     finally:
         if driver.poll() is None:
             driver.kill()
             driver.wait()
-    _assert_nothing_left(token, files, stopped_at, within=10.0)
+    _assert_nothing_left(token, files, stopped_at, within=10.0, session=driver.pid)
 
 
 # Addresses of a Ray cluster that cannot be used: one clear line, at once or within the
