@@ -291,7 +291,7 @@ class RayExecutor:
 
     Without an address it starts Ray on this machine (no dashboard), tied to the driver's life:
     every process that Ray starts is killed when the driver dies, however it dies
-    (`harness.lifetime.marked`). With an address it connects to that cluster, checked first:
+    (`harness.lifetime.marked`, `harness.lifetime.reap_holders`). With an address it connects to that cluster, checked first:
     a malformed address is an `ExecutorError` at once, before Ray is imported; one that does
     not answer within ``connect_timeout`` seconds (`RAY_CONNECT_TIMEOUT_S`) is one when the
     first grid starts.
@@ -301,6 +301,8 @@ class RayExecutor:
                  connect_timeout: float = RAY_CONNECT_TIMEOUT_S):
         if not cpus_per_run > 0:
             raise ExecutorError(f"cpus_per_run must be positive, got {cpus_per_run!r}.")
+        if not connect_timeout > 0:
+            raise ExecutorError(f"connect_timeout must be positive, got {connect_timeout!r}.")
         self.endpoint = ray_endpoint(address) if address is not None else None
         if address is not None and address.startswith("ray://") and (
                 importlib.util.find_spec("grpc") is None):
@@ -349,7 +351,8 @@ class RayExecutor:
             self.ray.init(address=self.address, **options)
         except Exception as e:  # noqa: BLE001 - Ray's errors vary by address kind and version
             why = _first_line(e)
-            if self.endpoint is None and isinstance(e, ConnectionError):  # "auto"
+            if (self.endpoint is None and isinstance(e, ConnectionError)  # "auto"
+                    and not os.environ.get("RAY_ADDRESS")):
                 why = ("no running Ray cluster was found for this machine (RAY_ADDRESS is "
                        "unset and none was started here with `ray start --head`)")
             raise ExecutorError(self._unreachable(why)) from e
