@@ -15,23 +15,23 @@ the executor and how many runs shared the machine (``concurrent_runs``), because
 wall time (e.g. the accuracy study's training seconds) is longer when it shared the cores.
 
 Ray is optional (``pip install 'linrnn-bench[ray]'``, pinned to ray 2.60.0); it is imported
-only when the Ray executor is asked for.
+only when the Ray executor is asked for. Worker processes, and the processes of a Ray started
+here, end with the driver however it ends (`harness.lifetime`).
 """
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing
+import importlib.util
 import os
-import signal
-import sys
+import re
+import socket
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from . import lifetime
 from .errors import ExecutorError as ExecutorError  # re-exported: its old import place
 from .runner import Executor, Outcome, enable_compilation_cache, execute_unit, local_executor
 from .studies import Study, lead
@@ -52,8 +52,9 @@ def make_executor(
         name: ``"local"`` runs in this process, one run after another; ``"processes"`` runs up
             to ``workers`` runs at once in fresh worker processes on this machine; ``"ray"``
             runs every pending run as a Ray task.
-        address: the Ray cluster to connect to (``"auto"``, ``"ray://host:10001"``, ...);
-            None starts a local Ray instance on this machine.
+        address: the Ray cluster to connect to: ``"auto"``, ``"HOST:PORT"`` (its head node)
+            or ``"ray://HOST[:PORT]"`` (Ray Client); checked at once (`ray_endpoint`). None
+            starts a local Ray instance on this machine.
         cpus_per_run: CPUs Ray reserves for one run (so at most cpus / cpus_per_run run at once).
         workers: worker processes of the ``"processes"`` executor.
     """
@@ -69,45 +70,11 @@ def make_executor(
         raise ExecutorError(f"Unknown executor {name!r}; accepted: {', '.join(EXECUTORS)}.")
 
 
-def _worker_init(driver: int) -> None:
-    """Runs once in each worker process, before its first run.
-
-    A worker lives only as long as its driver (process ``driver``): if the driver is killed
-    (``kill -9``, out of memory), the worker must not go on training queued runs whose results
-    nobody will record, writing checkpoints beside the store. On Linux the kernel kills the
-    worker the moment the driver dies (``PR_SET_PDEATHSIG``); elsewhere, and as a second line,
-    a thread checks every 0.2 s that the driver is still the worker's parent. Ctrl-C reaches
-    every process of the terminal's group: workers ignore it and the driver, which catches it,
-    ends them (`ProcessExecutor.__call__`).
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
-    if os.getppid() != driver:  # the driver died before the line above took effect
-        os._exit(1)
-    threading.Thread(target=_watch_driver, args=(driver,), name="watch-driver",
-                     daemon=True).start()
-    # The driver's compiled programs on disk serve the worker too.
+def _worker_init() -> None:
+    """Runs once in each worker process, before its first run (after `lifetime.tie_to_driver`,
+    which ends the worker with its driver): the driver's compiled programs on disk serve the
+    worker too."""
     enable_compilation_cache()
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies; a no-op elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:  # no C library to call: the watching thread is the only guard
-        return
-    pr_set_pdeathsig = 1  # from <sys/prctl.h>
-    libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-
-
-def _watch_driver(driver: int) -> None:
-    # Re-parented (to init or a subreaper) means the driver is gone: exit at once, without
-    # running cleanup that could write files.
-    while os.getppid() == driver:
-        time.sleep(0.2)
-    os._exit(1)
 
 
 def _seed_major(specs: list[Any]) -> list[Any]:
@@ -157,7 +124,7 @@ class ProcessExecutor:
     finished so far are already recorded and the grid stops with an `ExecutorError`; rerunning
     resumes it. If the driver is interrupted (Ctrl-C, SIGTERM through `harness.cli`), it ends
     its workers before it exits; if it is killed outright, the workers end with it
-    (`_worker_init`). Either way no worker outlives the grid.
+    (`harness.lifetime.tie_to_driver`). Either way no worker outlives the grid.
     """
 
     def __init__(self, workers: int):
@@ -186,17 +153,13 @@ class ProcessExecutor:
             if kind is None:
                 pool.shutdown(wait=True)
             else:
-                _end(pool)
+                lifetime.end_pool(pool)
 
     def _pool(self, runs: int) -> ProcessPoolExecutor:
         if self._kept is not None:
             return self._kept
-        pool = ProcessPoolExecutor(
-            max_workers=self.workers if self._keep else min(self.workers, runs),
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_worker_init,
-            initargs=(os.getpid(),),
-        )
+        pool = lifetime.worker_pool(
+            self.workers if self._keep else min(self.workers, runs), _worker_init)
         if self._keep:
             self._kept = pool
         return pool
@@ -221,25 +184,9 @@ class ProcessExecutor:
         finally:
             if not finished:
                 self._kept = None
-                _end(pool)
+                lifetime.end_pool(pool)
             elif pool is not self._kept:
                 pool.shutdown(wait=True)
-
-
-def _end(pool: ProcessPoolExecutor) -> None:
-    """Stop ``pool``'s runs in flight now rather than let them finish unseen (Python 3.11's
-    executor has no public way to end its workers), and wait until no worker is left."""
-    workers = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in workers:
-        process.terminate()
-    # Wait for them, so that none outlives the driver's exit (a run in a C++ kernel finishes
-    # its call before SIGTERM's default action can end it).
-    for process in workers:
-        process.join(timeout=5.0)
-        if process.is_alive():
-            process.kill()
-            process.join(timeout=5.0)
 
 
 def _import_ray() -> Any:
@@ -260,14 +207,115 @@ def _execute_remote(study: Study, unit: Any) -> list[Outcome]:
     return execute_unit(study, unit)
 
 
-class RayExecutor:
-    """Runs each pending run as a Ray task and yields outcomes as they finish."""
+# How long connecting to a Ray cluster (``--ray-address``) may take before the executor gives
+# up with an error: an address where nothing answers (no such host, nothing listening, packets
+# dropped) fails within it. A port that answers but is not a Ray cluster's fails after Ray's
+# own waits for one attempt (`_RAY_ATTEMPTS`).
+RAY_CONNECT_TIMEOUT_S = 30.0
+RAY_CLIENT_PORT = 10001  # Ray Client's port when a ray:// address names none
+_RAY_ADDRESSES = (
+    "'auto' (the cluster this machine belongs to), HOST:PORT (a cluster's head node, e.g. "
+    "10.0.0.5:6379) or ray://HOST[:PORT] (Ray Client, e.g. ray://10.0.0.5:10001)"
+)
+_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_]([A-Za-z0-9_.\-]*[A-Za-z0-9_])?)$")
+# Ray's own retries of a connection (read when ray.init connects): one attempt, so that a port
+# that accepts connections but is not a Ray cluster's fails after Ray's own waits for one
+# attempt (about 40 s at ray 2.60's defaults) rather than after twenty.
+_RAY_ATTEMPTS = {"RAY_gcs_server_port_wait_time_s": "1"}
 
-    def __init__(self, *, address: str | None = None, cpus_per_run: float = 1.0):
+
+def ray_endpoint(address: str) -> tuple[str, int] | None:
+    """The ``(host, port)`` a ``--ray-address`` names (None for ``"auto"``), checked without
+    touching Ray; an `ExecutorError` naming the accepted forms if ``address`` is malformed."""
+    def malformed(why: str) -> ExecutorError:
+        return ExecutorError(
+            f"--ray-address {address!r} is not a Ray address ({why}); accepted: "
+            f"{_RAY_ADDRESSES}. Omit --ray-address to start Ray on this machine."
+        )
+
+    if not isinstance(address, str) or not address.strip():
+        raise malformed("it is empty")
+    if address == "auto":
+        return None
+    rest, client = address, address.startswith("ray://")
+    if client:
+        rest = address[len("ray://"):]
+    elif "://" in address:
+        raise malformed(f"the scheme {address.split('://')[0] + '://'!r} is not Ray's")
+    host, colon, port = rest.rpartition(":")
+    if not colon or rest.startswith("[") and rest.endswith("]"):  # no port
+        if not client:
+            raise malformed("it names no port")
+        host, port = rest, str(RAY_CLIENT_PORT)
+    if not _HOST.match(host):
+        raise malformed(f"{host!r} is not a host name or IP address")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise malformed(f"the port {port!r} is not a number from 1 to 65535")
+    return host.strip("[]"), int(port)
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message, without its final full stop (or its type's name
+    if it has none): Ray's messages run to many lines."""
+    lines = str(error).strip().splitlines()
+    return (lines[0] if lines else type(error).__name__).rstrip(".")
+
+
+def _probe(host: str, port: int, timeout: float) -> str | None:
+    """None if a TCP connection to ``host:port`` opens within ``timeout`` seconds, else why not
+    (name resolution included: it runs in a thread, so a resolver that hangs is bounded too)."""
+    why: list[str] = []
+
+    def attempt() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+        except socket.gaierror:
+            why.append(f"the host name {host!r} does not resolve")
+        except ConnectionRefusedError:
+            why.append(f"nothing listens on port {port} there (connection refused)")
+        except TimeoutError:
+            why.append(f"no answer within {timeout:g} s")
+        except OSError as e:
+            why.append(e.strerror or str(e))
+        else:
+            why.append("")
+
+    thread = threading.Thread(target=attempt, name="probe-ray", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not why:
+        return f"no answer within {timeout:g} s"
+    return why[0] or None
+
+
+class RayExecutor:
+    """Runs each pending run as a Ray task and yields outcomes as they finish.
+
+    Without an address it starts Ray on this machine (no dashboard), tied to the driver's life:
+    every process that Ray starts is killed when the driver dies, however it dies
+    (`harness.lifetime.marked`, `harness.lifetime.reap_holders`). With an address it connects to that cluster, checked first:
+    a malformed address is an `ExecutorError` at once, before Ray is imported; one that does
+    not answer within ``connect_timeout`` seconds (`RAY_CONNECT_TIMEOUT_S`) is one when the
+    first grid starts.
+    """
+
+    def __init__(self, *, address: str | None = None, cpus_per_run: float = 1.0,
+                 connect_timeout: float = RAY_CONNECT_TIMEOUT_S):
         if not cpus_per_run > 0:
             raise ExecutorError(f"cpus_per_run must be positive, got {cpus_per_run!r}.")
+        if not connect_timeout > 0:
+            raise ExecutorError(f"connect_timeout must be positive, got {connect_timeout!r}.")
+        self.endpoint = ray_endpoint(address) if address is not None else None
+        if address is not None and address.startswith("ray://") and (
+                importlib.util.find_spec("grpc") is None):
+            raise ExecutorError(
+                f"--ray-address {address!r} connects through Ray Client, which needs the "
+                "grpcio package: pip install 'ray[client]==2.60.0'; or give the head node's "
+                "HOST:PORT (e.g. 10.0.0.5:6379) from a machine in the cluster."
+            )
         self.address = address
         self.cpus_per_run = cpus_per_run
+        self.connect_timeout = connect_timeout
         self.ray = _import_ray()
 
     @property
@@ -278,16 +326,48 @@ class RayExecutor:
         if self.ray.is_initialized():
             return
         env: Mapping[str, str] = {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ}
+        options = dict(include_dashboard=False, logging_level="warning", log_to_driver=False,
+                       runtime_env={"env_vars": dict(env)})
+        if self.address is None:
+            try:
+                # Every process Ray starts ends with this one: its servers by Ray's own
+                # parent-death signal, the rest (agents, workers) by the reaper, which finds
+                # them by the mark or by their log files, open in Ray's session folder.
+                with lifetime.marked():  # "local": a new instance, never a `ray start` one
+                    context = self.ray.init(address="local", **options)
+                lifetime.reap_holders(context.address_info["session_dir"])
+            except Exception as e:  # noqa: BLE001 - Ray's start-up errors vary by version
+                raise ExecutorError(
+                    f"Ray could not start on this machine: {_first_line(e)}. Run `ray stop` "
+                    "if an earlier Ray is left over, or use --executor processes."
+                ) from e
+            return
+        if self.endpoint is not None:
+            why = _probe(*self.endpoint, self.connect_timeout)
+            if why is not None:
+                raise ExecutorError(self._unreachable(why))
+        # The address answers: bound Ray's own retries too, for a port that is not Ray's.
+        unset = {k: v for k, v in _RAY_ATTEMPTS.items() if k not in os.environ}  # user's win
+        os.environ.update(unset)
         try:
-            self.ray.init(
-                address=self.address,
-                include_dashboard=False,
-                logging_level="warning",
-                log_to_driver=False,
-                runtime_env={"env_vars": dict(env)},
-            )
-        except ConnectionError as e:
-            raise ExecutorError(f"Cannot reach the Ray cluster at {self.address!r}: {e}") from None
+            self.ray.init(address=self.address, **options)
+        except Exception as e:  # noqa: BLE001 - Ray's errors vary by address kind and version
+            why = _first_line(e)
+            if (self.endpoint is None and isinstance(e, ConnectionError)  # "auto"
+                    and not os.environ.get("RAY_ADDRESS")):
+                why = ("no running Ray cluster was found for this machine (RAY_ADDRESS is "
+                       "unset and none was started here with `ray start --head`)")
+            raise ExecutorError(self._unreachable(why)) from e
+        finally:
+            for k in unset:
+                os.environ.pop(k, None)
+
+    def _unreachable(self, why: str) -> str:
+        return (
+            f"Cannot reach the Ray cluster at --ray-address {self.address!r}: {why}. Check "
+            "that the cluster is up and that this is its head node's address (`ray status` "
+            "on the head prints it), or omit --ray-address to start Ray on this machine."
+        )
 
     def __call__(self, study: Study, specs: list[Any]) -> Iterator[Outcome]:
         if not specs:

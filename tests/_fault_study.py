@@ -7,7 +7,10 @@ writes a file named after its seed into ``LINRNN_FAULT_FILES`` (standing for the
 real run writes beside the store), and returns rows that depend on its seed only.
 
 Run as a script, it is the driver: ``python _fault_study.py STORE WORKERS`` runs the grid with
-the processes executor, and SIGTERM stops it as the command line does (exit status 130).
+the processes executor (``WORKERS`` workers; ``ray``: a local Ray instead), and SIGTERM stops
+it as the command line does (exit status 130). Each run also writes ``start-<seed>`` when it
+starts. `report_main` is the driver of a ``report --workers 2`` whose figure workers are held
+alive, so that it can be killed while they are.
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ def grid(config: Any) -> list[Spec]:
 
 
 def run(spec: Spec) -> list[dict[str, Any]]:
-    time.sleep(float(os.environ.get("LINRNN_FAULT_SLEEP", "0.5")))
     folder = os.environ.get("LINRNN_FAULT_FILES")
+    if folder:  # this run has started (the Ray test kills its driver once one has)
+        (Path(folder) / f"start-{spec.seed}").write_text(f"{os.getpid()}\n")
+    time.sleep(float(os.environ.get("LINRNN_FAULT_SLEEP", "0.5")))
     if folder:
         (Path(folder) / f"run-{spec.seed}").write_text(f"{time.time()!r}\n")
     # The padding makes each run need fresh pages of the store (the full-disk test).
@@ -47,20 +52,40 @@ def run(spec: Spec) -> list[dict[str, Any]]:
 STUDY = Study("faults", "toy grid for fault injection", dict.fromkeys(PRESET_NAMES), grid, run)
 
 
-def main(store_path: str, workers: int) -> int:
+def main(store_path: str, workers: int | str) -> int:
+    """Run the grid into ``store_path`` with ``workers`` worker processes, or with the Ray
+    executor (a local Ray) when ``workers`` is ``"ray"``."""
     from harness.cli import _stop
-    from harness.executors import ProcessExecutor
+    from harness.executors import ProcessExecutor, RayExecutor
     from harness.runner import run_study
     from harness.store import Store
 
     signal.signal(signal.SIGTERM, _stop)
+    executor = RayExecutor() if workers == "ray" else ProcessExecutor(int(workers))
     try:
-        run_study(STUDY, None, store=Store(store_path), executor=ProcessExecutor(workers),
-                  progress=False)
+        run_study(STUDY, None, store=Store(store_path), executor=executor, progress=False)
     except KeyboardInterrupt:
         return 130
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], int(sys.argv[2])))
+def held_figure_worker_init() -> None:
+    """The report's figure-worker initialiser, then a pause of ``LINRNN_FAULT_SLEEP`` seconds
+    that holds the render with both workers alive (so that its driver can be killed then);
+    each worker first writes a file ``worker-<pid>`` into ``LINRNN_FAULT_FILES`` (it runs
+    after `harness.lifetime.tie_to_driver`, so the worker is tied to its driver by then)."""
+    (Path(os.environ["LINRNN_FAULT_FILES"]) / f"worker-{os.getpid()}").write_text("")
+    from harness.report import _writers
+
+    _writers._figure_worker_init()  # the worker imported the module afresh: not replaced
+    time.sleep(float(os.environ.get("LINRNN_FAULT_SLEEP", "0.5")))
+
+
+def report_main(store_path: str, out: str) -> int:
+    """``python -m harness report --workers 2`` on ``store_path``, its figure workers held
+    by `held_figure_worker_init`."""
+    from harness import cli
+    from harness.report import _writers
+
+    _writers._figure_worker_init = held_figure_worker_init
+    return cli.main(["report", "--workers", "2", "--store", store_path, "--out", out])

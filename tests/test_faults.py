@@ -6,14 +6,19 @@ recorded without its rows), and nothing is left behind (no process of a killed g
 few seconds later, and no worker writes a file once its driver is gone).
 
 The grid is the toy study of `tests/_fault_study.py` (four runs of half a second), run by a
-driver process with the processes executor, two workers. Two processes writing one store at
-once are tested in `tests/test_store.py`.
+driver process with the processes executor, two workers; a killed ``report --workers 2`` and a
+killed study on a local Ray must leave no process behind either, and a Ray address that cannot
+be used fails with one line. Two processes writing one store at once are tested in
+`tests/test_store.py`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -55,24 +60,31 @@ def uninterrupted(tmp_path_factory) -> pd.DataFrame:
     return _rows(store)
 
 
-def _grid_processes(token: str) -> list[int]:
-    """Live processes whose environment carries ``token``: the driver, its workers and
-    multiprocessing's resource tracker all inherit it."""
+def _grid_processes(token: str, session: int | None = None) -> list[int]:
+    """Live processes whose environment carries ``token`` (the driver, its workers and
+    multiprocessing's resource tracker all inherit it), or that belong to the driver's session
+    ``session``: a process that retitles itself may overwrite its environment (Ray's do)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:  # ended while we looked
             continue
-        if token.encode() in environ and state != "Z":
+        ours = token.encode() in environ or session is not None and int(stat[3]) == session
+        if ours and stat[0] != "Z":
             found.append(int(entry.name))
     return found
 
 
-def _start_driver(tmp: Path, token: str) -> tuple[subprocess.Popen, Path, Path]:
+def _start_driver(
+    tmp: Path, token: str, workers: int | str = 2, call: str = "main({store!r}, {workers!r})",
+    **env_extra: str,
+) -> tuple[subprocess.Popen, Path, Path]:
+    """Start ``_fault_study.<call>`` in a driver process whose environment carries ``token``;
+    ``call`` is formatted with ``store`` (a new store's path) and ``workers``."""
     store_path, files = tmp / "store.sqlite", tmp / "files"
     files.mkdir()
     Store(store_path)
@@ -82,14 +94,31 @@ def _start_driver(tmp: Path, token: str) -> tuple[subprocess.Popen, Path, Path]:
         "LINRNN_FAULT_TOKEN": token,
         "LINRNN_FAULT_FILES": str(files),
         "LINRNN_JAX_CACHE": "",
+        **env_extra,
     }
+    code = call.format(store=str(store_path), workers=workers, tmp=str(tmp))
     with open(tmp / "driver.log", "wb") as log:  # the child keeps its own copy of the file
-        driver = subprocess.Popen(
-            [sys.executable, "-c",
-             f"import sys, _fault_study; sys.exit(_fault_study.main({str(store_path)!r}, 2))"],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
+        driver = subprocess.Popen(  # its own session: everything it starts is found by it
+            [sys.executable, "-c", f"import sys, _fault_study; sys.exit(_fault_study.{code})"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
     return driver, store_path, files
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
+    except OSError:
+        return "?"
+
+
+def _kill_9(driver: subprocess.Popen, log: Path) -> float:
+    """SIGKILL the (still running) driver; the time it was killed."""
+    assert driver.poll() is None, log.read_text()
+    driver.send_signal(signal.SIGKILL)
+    stopped_at = time.time()
+    driver.wait(timeout=10)
+    return stopped_at
 
 
 def _wait_until(condition, timeout: float = 120.0) -> None:
@@ -100,11 +129,16 @@ def _wait_until(condition, timeout: float = 120.0) -> None:
         time.sleep(0.05)
 
 
-def _assert_nothing_left(token: str, files: Path, stopped_at: float) -> None:
-    deadline = time.monotonic() + 5.0
-    while _grid_processes(token) and time.monotonic() < deadline:
+def _assert_nothing_left(token: str, files: Path, stopped_at: float, within: float = 5.0,
+                         session: int | None = None) -> None:
+    deadline = time.monotonic() + within
+    while _grid_processes(token, session) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _grid_processes(token) == [], "a process of the grid outlived its driver"
+    left = {pid: _command(pid) for pid in _grid_processes(token, session)}
+    for pid in left:  # a failing test leaves nothing running either
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert left == {}, f"processes outlived their driver: {left}"
     # No worker wrote a file after its driver was gone (a little slack for the clock).
     late = [f.name for f in files.iterdir() if f.stat().st_mtime > stopped_at + 0.05]
     assert late == [], f"written after the driver died: {late}"
@@ -172,6 +206,145 @@ def test_sigterm_stops_the_grid_cleanly_and_keeps_finished_runs(tmp_path, uninte
             driver.wait()
     _assert_nothing_left(token, files, stopped_at)
     _assert_whole_and_resumable(store_path, uninterrupted)
+
+
+_MARKED_DRIVER = """
+import subprocess, sys, time
+from harness import lifetime
+with lifetime.marked():  # as a local Ray is started: its processes carry the mark
+    subprocess.Popen(["sleep", "300"])  # no parent-death signal: orphaned if not reaped
+subprocess.Popen(["sleep", "301"])  # started outside the block: not the reaper's to kill
+# Holding a file under a folder given to the reaper, as Ray's processes hold their logs.
+subprocess.Popen(["sleep", "302"], stdout=open(sys.argv[1] + "/log", "w"))
+lifetime.reap_holders(sys.argv[1])
+print("ready", flush=True)
+time.sleep(300)
+"""
+
+
+def test_kill_9_of_a_driver_ends_the_processes_it_started_marked(tmp_path):
+    # The mechanism that ends a local Ray's processes, without Ray: a process started inside
+    # `lifetime.marked()`, or holding a file under a folder given to `lifetime.reap_holders`,
+    # is killed by the reaper once its driver is killed outright; any other is left alone.
+    token = uuid.uuid4().hex
+    env = {**os.environ, "PYTHONPATH": str(TESTS.parent), "LINRNN_FAULT_TOKEN": token}
+    driver = subprocess.Popen([sys.executable, "-c", _MARKED_DRIVER, str(tmp_path)], env=env,
+                              stdout=subprocess.PIPE)
+    try:
+        assert driver.stdout.readline() == b"ready\n"
+        started = {_command(pid) for pid in _grid_processes(token)}
+        assert {"sleep 300 ", "sleep 301 ", "sleep 302 "} <= started, started
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=10)
+        _wait_until(lambda: {_command(p) for p in _grid_processes(token)} == {"sleep 301 "},
+                    timeout=10.0)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+        driver.stdout.close()
+        for pid in _grid_processes(token):  # the unmarked sleep, ended by hand
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_rendering_report_leaves_no_figure_worker(tmp_path):
+    # `report --workers 2` with both figure workers alive (held in their initialiser, after
+    # they are tied to the driver), killed outright: the workers and multiprocessing's
+    # resource tracker end with it.
+    from test_report import _record_accuracy  # the report tests' synthetic store
+
+    token = uuid.uuid4().hex
+    driver, store_path, files = _start_driver(
+        tmp_path, token, call="report_main({store!r}, {tmp!r} + '/report')",
+        LINRNN_FAULT_SLEEP="120")
+    try:
+        _record_accuracy(Store(store_path))  # before the driver reads it (it imports first)
+        _wait_until(lambda: len(list(files.glob("worker-*"))) == 2)
+        # The driver, two workers, the resource tracker.
+        assert len(_grid_processes(token, driver.pid)) >= 4
+        stopped_at = _kill_9(driver, tmp_path / "driver.log")
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    _assert_nothing_left(token, files, stopped_at, within=10.0, session=driver.pid)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                    reason="ray is not installed (optional extra: pip install 'linrnn-bench[ray]')")
+def test_kill_9_of_a_ray_driver_leaves_no_ray_process(tmp_path):
+    # A study on a local Ray, killed while a run is in flight: Ray's servers, agents and
+    # workers all end with the driver (Ray starts its agents from its raylet, out of reach of
+    # a parent-death signal: the reaper of `harness.lifetime` kills them).
+    token = uuid.uuid4().hex
+    driver, _, files = _start_driver(tmp_path, token, "ray", LINRNN_FAULT_SLEEP="120")
+    try:
+        _wait_until(lambda: any(files.glob("start-*")), timeout=240.0)
+        started = [_command(pid) for pid in _grid_processes(token, driver.pid)]
+        assert any("raylet" in c for c in started), started
+        assert any("Agent" in c for c in started), started  # those that used to outlive it
+        stopped_at = _kill_9(driver, tmp_path / "driver.log")
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    _assert_nothing_left(token, files, stopped_at, within=10.0, session=driver.pid)
+
+
+# Addresses of a Ray cluster that cannot be used: one clear line, at once or within the
+# connection timeout, before any run.
+MALFORMED_RAY_ADDRESSES = {
+    "no-port": ("notanaddress", "'notanaddress' is not a Ray address (it names no port)"),
+    "other-scheme": ("http://10.0.0.5:8265", "the scheme 'http://' is not Ray's"),
+    "bad-port": ("10.0.0.5:70000", "the port '70000' is not a number from 1 to 65535"),
+    "bad-host": ("no host:6379", "'no host' is not a host name or IP address"),
+    "empty": ("", "it is empty"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED_RAY_ADDRESSES))
+def test_a_malformed_ray_address_is_refused_before_ray_is_touched(case, monkeypatch, capsys):
+    from harness import executors
+    from harness.cli import main
+
+    address, why = MALFORMED_RAY_ADDRESSES[case]
+    monkeypatch.setattr(executors, "_import_ray", lambda: pytest.fail("Ray was imported"))
+    code = main(["study", "accuracy", "--executor", "ray", "--ray-address", address])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert why in err and "accepted: 'auto'" in err and "ray://HOST[:PORT]" in err
+    assert "Omit --ray-address" in err
+
+
+def test_an_unreachable_ray_address_fails_with_one_line_before_any_run(tmp_path, capsys):
+    from harness.cli import main
+
+    with socket.socket() as s:  # a port nothing listens on: bound, then released
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    store = tmp_path / "store.sqlite"
+    code = main(["study", "accuracy", "--preset", "smoke", "models=lru", "--executor", "ray",
+                 "--ray-address", f"127.0.0.1:{port}", "--store", str(store)])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1, err
+    assert f"Cannot reach the Ray cluster at --ray-address '127.0.0.1:{port}'" in err
+    assert "connection refused" in err and "omit --ray-address" in err
+    assert Store(store).recorded() == {}  # nothing ran
+
+
+def test_a_silent_host_fails_within_the_connection_timeout(monkeypatch):
+    # A connection that never opens (the probe's connect stands in for a host that drops
+    # packets) is given up after the timeout, with one line naming it.
+    from harness import executors
+
+    def silent(address, timeout):
+        time.sleep(timeout + 5.0)
+
+    monkeypatch.setattr(executors.socket, "create_connection", silent)
+    # Had the probe waited for the connection, it would have returned None (it "opened").
+    assert executors._probe("10.255.255.1", 6379, 0.5) == "no answer within 0.5 s"
 
 
 class _FullDisk:

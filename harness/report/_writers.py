@@ -20,6 +20,7 @@ import pandas as pd
 
 from models import _validate
 
+from .. import lifetime
 from . import style
 from ._artifacts import Figure, Table
 
@@ -395,7 +396,8 @@ def _figure_worker_init() -> None:
 
 class FigureWriters:
     """Writes figures in ``workers`` processes (spawned, so never a copy of a process running
-    JAX's threads), or in this process when ``workers`` is 1.
+    JAX's threads, and ended with this one however it ends: `harness.lifetime.worker_pool`),
+    or in this process when ``workers`` is 1.
 
     Drawing a figure into PNG and PDF is most of a report's rendering, and each figure is
     independent: `submit` sends one away at once and returns a function that waits for its
@@ -413,12 +415,8 @@ class FigureWriters:
         self.check_workers(workers)
         self._pool = None
         if workers > 1:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            self._pool = ProcessPoolExecutor(
-                max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_figure_worker_init)
+            # Workers that end with this process, even when it is killed outright.
+            self._pool = lifetime.worker_pool(workers, _figure_worker_init)
 
     def submit(self, figure: Figure, directory: Path):
         """Start writing ``figure``; returns a call that waits for its paths."""
@@ -438,6 +436,7 @@ class FigureWriters:
         return lambda: write_figure(figure, directory)
 
     def close(self) -> None:
+        """Wait for the figures sent away, then end the workers."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
@@ -445,8 +444,12 @@ class FigureWriters:
     def __enter__(self) -> FigureWriters:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: object, *exc: object) -> None:
+        if kind is None or self._pool is None:
+            self.close()
+        else:  # interrupted or failed: the figures in flight are not wanted, end them now
+            pool, self._pool = self._pool, None
+            lifetime.end_pool(pool)
 
 
 def _write_pickled(payload: bytes, directory: Path) -> list[Path]:

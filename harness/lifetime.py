@@ -1,0 +1,267 @@
+"""Processes that end with their driver: the harness's one place for starting long-lived
+helper processes (a command run to its end, such as ``git`` or a compiler, is not one).
+
+Whatever starts such processes for the harness (the ``processes`` executor's workers, the
+report's figure writers, a local Ray instance) starts them here, so that none outlives the
+process that started it (the driver), even when the driver is killed outright (``kill -9``, out
+of memory):
+
+- `worker_pool`: a pool of spawned worker processes, each tied to the driver by `tie_to_driver`
+  (on Linux the kernel kills a worker the moment the driver dies; elsewhere, and as a second
+  line, a thread in the worker exits when it finds itself re-parented). multiprocessing's
+  resource tracker, which the pool starts, exits by itself once the driver and the workers,
+  the only holders of its pipe, are gone.
+- `marked` and `reap_holders`: processes started inside ``with marked():`` (and everything
+  they start in turn, as a local Ray's raylet starts its agents and workers) carry a mark in
+  their environment, and processes may be named by a folder they hold files open in (a
+  local Ray's session folder); a small reaper process, started once per driver, waits on a
+  pipe that only the driver holds and, when the driver dies, kills every such process. This
+  is for processes the harness does not start itself (Ray's), which a parent-death signal
+  cannot reach: Ray's agents are started by its raylet, not by the driver, and outlive it
+  (measured with ray 2.60: its dashboard and runtime-env agents were alive a minute later).
+
+Imports nothing of the harness (the reaper runs this file as a script, on the standard
+library alone).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+# The environment variable that marks the processes started inside `marked` as the driver's.
+MARK_ENV = "LINRNN_DRIVER_MARK"
+# How often a worker's watching thread checks its parent (seconds).
+_WATCH_INTERVAL_S = 0.2
+# How long the reaper keeps killing marked processes after the driver died (a process being
+# started at that moment appears a little later), in seconds.
+_REAP_FOR_S = 5.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker pools
+
+
+def worker_pool(
+    workers: int, initializer: Callable[..., None] | None = None, initargs: tuple[Any, ...] = ()
+) -> ProcessPoolExecutor:
+    """A pool of ``workers`` spawned processes that end when this process (the driver) ends.
+
+    Spawned, never forked: a fork copies JAX's threads' state. Each worker first runs
+    `tie_to_driver`, then ``initializer(*initargs)``. Create the pool and submit to it from the
+    main thread: Linux's parent-death signal follows the thread that started a worker.
+    """
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(os.getpid(), initializer, initargs),
+    )
+
+
+def _init_worker(
+    driver: int, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]
+) -> None:
+    tie_to_driver(driver)
+    if initializer is not None:
+        initializer(*initargs)
+
+
+def tie_to_driver(driver: int) -> None:
+    """Make this process (a worker started by process ``driver``) end when the driver ends.
+
+    A worker must not go on with queued work whose results nobody will record, writing files
+    beside the store. On Linux the kernel kills the worker the moment the driver dies
+    (``PR_SET_PDEATHSIG``); elsewhere, and as a second line, a thread checks every 0.2 s that
+    the driver is still the worker's parent. Ctrl-C reaches every process of the terminal's
+    group: workers ignore it, and the driver, which catches it, ends them (`end_pool`).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    if os.getppid() != driver:  # the driver died before the line above took effect
+        os._exit(1)
+    threading.Thread(target=_watch_driver, args=(driver,), name="watch-driver",
+                     daemon=True).start()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies; a no-op elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:  # no C library to call: the watching thread is the only guard
+        return
+    pr_set_pdeathsig = 1  # from <sys/prctl.h>
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+
+def _watch_driver(driver: int) -> None:
+    # Re-parented (to init or a subreaper) means the driver is gone: exit at once, without
+    # running cleanup that could write files.
+    while os.getppid() == driver:
+        time.sleep(_WATCH_INTERVAL_S)
+    os._exit(1)
+
+
+def end_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool``'s work in flight now rather than let it finish unseen (Python 3.11's
+    executor has no public way to end its workers), and wait until no worker is left."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in workers:
+        process.terminate()
+    # Wait for them, so that none outlives the driver's exit (a run in a C++ kernel finishes
+    # its call before SIGTERM's default action can end it).
+    for process in workers:
+        process.join(timeout=5.0)
+        if process.is_alive():
+            process.kill()
+            process.join(timeout=5.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes started by others (Ray): a mark in their environment, folders they hold open, and
+# a reaper
+
+
+_reaper: subprocess.Popen | None = None  # this driver's reaper; its stdin is the pipe
+_mark: str | None = None
+_reaper_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def marked() -> Iterator[str]:
+    """Mark every process started inside the block (and their descendants) as this driver's,
+    to be killed when this process dies, however it dies; yields the mark.
+
+    The mark is in the environment only inside the block, so a process started later (a
+    user's, from a notebook) is left alone. A process may overwrite its environment's memory
+    (Ray's retitle themselves so, and ``/proc`` then shows zeros): give the reaper a folder
+    they hold open too (`reap_holders`).
+    """
+    mark = _start_reaper()
+    previous = os.environ.get(MARK_ENV)
+    os.environ[MARK_ENV] = mark
+    try:
+        yield mark
+    finally:
+        if previous is None:
+            os.environ.pop(MARK_ENV, None)
+        else:
+            os.environ[MARK_ENV] = previous
+
+
+def reap_holders(folder: str | os.PathLike[str]) -> None:
+    """When this process dies, also kill every process holding a file open under ``folder``
+    (a folder only this driver's helpers use, such as a local Ray's session folder, where
+    each of its processes keeps its log files open)."""
+    path = Path(folder).resolve()
+    if not path.is_dir() or len(path.parts) < 3:  # never "/" or "/tmp": others' files
+        raise ValueError(f"reap_holders needs a folder of this driver's own, got {folder!r}.")
+    _start_reaper()
+    assert _reaper is not None and _reaper.stdin is not None
+    _reaper.stdin.write(os.fsencode(path) + b"\n")
+    _reaper.stdin.flush()
+
+
+def _start_reaper() -> str:
+    global _reaper, _mark
+    with _reaper_lock:
+        if _reaper is None or _reaper.poll() is not None:
+            _mark = f"{os.getpid()}-{uuid.uuid4().hex}"
+            environ = {k: v for k, v in os.environ.items() if k != MARK_ENV}
+            # Run as a script, isolated (``-I -S``: no site-packages, no script folder on the
+            # path): the reaper imports only the standard library.
+            _reaper = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(Path(__file__).resolve()), _mark],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=environ,
+            )
+        assert _mark is not None
+        return _mark
+
+
+def _end_reaper() -> None:
+    """At a normal exit: close the pipe, so that the reaper makes its last sweep now, and
+    collect it (no zombie, no "still running" warning). Registered when this module is first
+    imported, before Ray is, so that Ray's own exit handler, which stops its processes
+    gracefully, runs first (exit handlers run last-registered first)."""
+    if _reaper is not None and _reaper.stdin is not None:
+        with contextlib.suppress(OSError):
+            _reaper.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            _reaper.wait(timeout=_REAP_FOR_S + 1.0)
+
+
+atexit.register(_end_reaper)
+
+
+def driver_processes(mark: str, folders: list[bytes]) -> list[int]:
+    """Live processes (not zombies), this one excepted, whose environment carries
+    ``MARK_ENV=mark`` or that hold a file open under one of ``folders``. Linux reads
+    ``/proc``; elsewhere psutil, where installed (else none are found)."""
+    needle = f"{MARK_ENV}={mark}".encode()
+    prefixes = tuple(f.rstrip(b"/") + b"/" for f in folders)
+    found = []
+    if Path("/proc/self/environ").exists():
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+                if needle in (entry / "environ").read_bytes().split(b"\0") or prefixes and any(
+                        os.readlink(os.fsencode(fd)).startswith(prefixes)
+                        for fd in (entry / "fd").iterdir()):
+                    found.append(int(entry.name))
+            except (OSError, IndexError):  # ended while we looked, or not ours to read
+                continue
+        return found
+    try:
+        import psutil
+    except ImportError:
+        return found
+    for process in psutil.process_iter():
+        try:
+            if process.pid == os.getpid() or process.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if process.environ().get(MARK_ENV) == mark or prefixes and any(
+                    os.fsencode(f.path).startswith(prefixes) for f in process.open_files()):
+                found.append(process.pid)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def _reap(mark: str) -> None:
+    """The reaper's body: collect the folders the driver sends, one a line, until its end of
+    the pipe closes (it died, or exited); then kill every process that carries ``mark`` or
+    holds a file under those folders, until none is left (or `_REAP_FOR_S` has passed)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
+    folders = [line.rstrip(b"\n") for line in sys.stdin.buffer]  # ends at EOF
+    deadline = time.monotonic() + _REAP_FOR_S
+    while time.monotonic() < deadline:
+        left = driver_processes(mark, folders)
+        if not left:
+            return
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+
+
+if __name__ == "__main__":
+    _reap(sys.argv[1])
