@@ -625,6 +625,9 @@ def _plan_stability(study: Any, config: Any) -> list[RunPlan]:
             evaluations = -(-spec.train.steps // spec.train.eval_every) + 1  # step 0 too
             uses = _training_uses(spec.network, spec.task, spec.task_options, spec.train, facts)
             uses += [(p, evaluations) for p in probes]
+        for program, _ in uses:  # the variant names what the layer's options alone say
+            if not program.label.endswith("]"):
+                program.label += f" [{spec.variant}]"
         runs.append(RunPlan(study.run_id(spec), f"{spec.variant} / {spec.task}", uses))
     return runs
 
