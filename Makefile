@@ -24,7 +24,7 @@ export GLIBC_TUNABLES := glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:glibc.ma
 # and take a core from XLA's matmuls (measured: RotRNN forward at L=4096 45 -> 32 ms with one).
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: env test report tex-check bench asv asv-history lock clean-venv
+.PHONY: env test report tex-check rehearse bench asv asv-history lock clean-venv
 
 env: $(STAMP)
 
@@ -72,6 +72,13 @@ tex-check:
 		(cd $$tmp && pdflatex -interaction=nonstopmode -halt-on-error doc.tex >/dev/null) \
 			|| { echo "pdflatex failed on $$f (log: $$tmp/doc.log)"; failed=$$((failed + 1)); }; \
 	done; echo "$$((n - failed)) of $$n tables compiled with pdflatex"; test $$failed -eq 0
+
+# Every program of every study at PRESET's real shapes built, compiled and run for two steps
+# here, with the accelerator's algorithms, and every task generated (`harness.plan`);
+# failures are listed at the end. REHEARSE_ARGS passes options (e.g. --study memory,
+# --task-examples 2000). `python -m harness plan --preset gpu --device h100` prices it.
+rehearse: $(STAMP)
+	$(PY) -m harness rehearse --preset $(PRESET) $(REHEARSE_ARGS)
 
 # pytest-benchmark at the asv shapes; results saved under .benchmarks/ (compare two runs with
 # `.venv/bin/pytest-benchmark compare 0001 0002`). BENCH=expr selects tests (pytest -k).

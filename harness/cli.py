@@ -10,6 +10,8 @@
                              [--out reports] [--only NAME ...]
     python -m harness figure NAME [NAME ...] [--store PATH] [--out reports]
     python -m harness check-layer MODEL [--d-model H] [--d-state N] [--long-length L]
+    python -m harness plan --preset P [--device NAME] [--peak-flops F --bandwidth B]
+    python -m harness rehearse --preset P [--study NAME ...] [--match TEXT] [--limit N]
 
 A MODEL is a registry name or an outside layer's import path ``package.module:Layer``.
 
@@ -171,7 +173,88 @@ def _build_parser() -> argparse.ArgumentParser:
                    ray_address=None)
 
     _check_layer_parser(sub)
+    _plan_parsers(sub)
     return parser
+
+
+def _plan_parsers(sub) -> None:
+    """``plan`` and ``rehearse`` (`harness.plan`)."""
+    from .plan import DEVICES
+
+    p = sub.add_parser("plan", help="a preset's runs, programs, memory and roofline lower-bound "
+                                    "time per study, before running it")
+    p.add_argument("--preset", default="gpu")
+    p.add_argument("--device", default=None, choices=tuple(DEVICES),
+                   help="price for this accelerator's published peaks (default: this machine, "
+                        "peaks measured now)")
+    p.add_argument("--peak-flops", type=float, default=None, help="peak FLOP/s (replaces the "
+                   "device's; with --bandwidth alone, a device of these peaks)")
+    p.add_argument("--bandwidth", type=float, default=None, help="memory bandwidth, bytes/s")
+    p.add_argument("--memory", type=float, default=None, help="device memory, bytes")
+    p.add_argument("--study", action="append", default=None, help="only this study (repeatable)")
+    p.add_argument("--no-compile", action="store_true",
+                   help="analytic counts only: no XLA costs or memory (fast)")
+    p.add_argument("--store", type=Path, default=DEFAULT_PATH)
+    p.set_defaults(handler=_cmd_plan)
+
+    p = sub.add_parser("rehearse", help="build, compile and run every program of a preset for "
+                                        "two steps here, and generate its tasks")
+    p.add_argument("--preset", default="gpu")
+    p.add_argument("--study", action="append", default=None, help="only this study (repeatable)")
+    p.add_argument("--match", default=None, help="only programs whose label contains this")
+    p.add_argument("--limit", type=int, default=None, help="only the first N programs")
+    p.add_argument("--task-examples", type=int, default=None,
+                   help="generate at most N examples per split (the full time extrapolated)")
+    p.add_argument("--no-tasks", action="store_true", help="rehearse the programs only")
+    p.set_defaults(handler=_cmd_rehearse)
+
+
+def _plan_selection(args) -> None:
+    from . import studies
+
+    _check_preset(args.preset)
+    for name in args.study or ():
+        if name not in studies.names():
+            raise UsageError(f"Unknown study {name!r}; accepted: {', '.join(studies.names())}.")
+
+
+def _cmd_plan(args) -> int:
+    from . import plan
+
+    _plan_selection(args)
+    try:
+        if args.device is None and args.peak_flops is None and args.bandwidth is None:
+            target = plan.local_target()
+        else:
+            target = plan.device_target(args.device, args.peak_flops, args.bandwidth,
+                                        args.memory)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    store = Store(args.store, create=False, readonly=True) if args.store.exists() else None
+    plans = plan.catalogue(args.preset, names=args.study, store=store)
+    print(plan.plan_text(plans, target, preset=args.preset, compile=not args.no_compile,
+                         progress=lambda line: print(line, file=sys.stderr, flush=True)))
+    return 0
+
+
+def _cmd_rehearse(args) -> int:
+    import time
+
+    from . import plan
+
+    _plan_selection(args)
+    for name in ("limit", "task_examples"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive integer.")
+    start = time.perf_counter()
+    programs, tasks_, _ = plan.rehearse(
+        args.preset, names=args.study, match=args.match, limit=args.limit,
+        task_examples=args.task_examples, with_tasks=not args.no_tasks,
+        progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(plan.rehearsal_text(programs, tasks_, preset=args.preset,
+                              seconds=time.perf_counter() - start))
+    return 0 if all(r.ok for r in (*programs, *tasks_)) else 1
 
 
 def _check_layer_parser(sub) -> None:

@@ -47,7 +47,9 @@ is `jax.vmap` by the caller, which carries the batch inside the scan's loop.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from typing import Literal
 
 import jax
@@ -72,12 +74,45 @@ Resolved = Literal["sequential", "native", "fused", "parallel", "chunked", "conv
 Recurrence = Literal["sequential", "native", "parallel"]
 
 
+# The backend ``"auto"`` resolves for when none is given: None is the process's own
+# (``jax.default_backend()``); `assume_backend` sets another while a program is traced.
+_assumed_backend: str | None = None
+
+
+@contextlib.contextmanager
+def assume_backend(backend: str) -> Iterator[None]:
+    """Inside the block, resolve algorithms as on ``backend`` (e.g. ``"gpu"``): what
+    ``"auto"`` picks there, and the CPU kernels refused as they would be there.
+
+    The resolution happens when a program is traced, so only programs traced inside the block
+    follow it: the rehearsal of an accelerator's code on a CPU (`harness.plan`) clears JAX's
+    trace caches on entry and exit so that no program traced outside is reused inside or
+    the other way round.
+    """
+    global _assumed_backend
+    previous = _assumed_backend
+    jax.clear_caches()
+    _assumed_backend = backend
+    try:
+        yield
+    finally:
+        _assumed_backend = previous
+        jax.clear_caches()
+
+
+def _backend(backend: str | None) -> str:
+    if backend is not None:
+        return backend
+    return _assumed_backend if _assumed_backend is not None else jax.default_backend()
+
+
 def resolve_algorithm(
     algorithm: str, system: DiscreteSystem, backend: str | None = None
 ) -> Resolved:
     """The concrete algorithm that `apply` runs for ``algorithm`` on ``system``.
 
-    ``"auto"`` picks by backend (``jax.default_backend()`` unless given) and structure: on
+    ``"auto"`` picks by backend (``jax.default_backend()`` unless given or assumed by
+    `assume_backend`) and structure: on
     ``"cpu"`` with the native kernels available, native for a bank and fused for a MIMO system
     (without them, convolution for a bank and sequential otherwise); on other backends
     convolution for a bank and parallel otherwise. An explicit choice that cannot serve the
@@ -85,6 +120,7 @@ def resolve_algorithm(
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"Unknown algorithm {algorithm!r}; accepted values: {ALGORITHMS}.")
+    backend = _backend(backend)
     if algorithm == "auto":
         if system.structure == "bank":
             return "native" if _native.runs_on(backend) else "convolution"
@@ -92,7 +128,6 @@ def resolve_algorithm(
         # working memory (module docstring).
         return "fused" if _native.runs_on(backend) else _recurrence_for(backend)
     if algorithm in ("native", "fused"):
-        backend = jax.default_backend() if backend is None else backend
         if backend != "cpu":
             raise ValueError(
                 f"algorithm={algorithm!r} is a CPU kernel; the backend is {backend!r}. Use "
@@ -126,9 +161,9 @@ def _recurrence_for(backend: str | None) -> Recurrence:
     # On an accelerator a loop of L dependent steps leaves the device idle, so the O(log L)-depth
     # scan is the default there, as in the papers' code; no accelerator was available to time
     # the two here.
+    backend = _backend(backend)
     if _native.runs_on(backend):
         return "native"
-    backend = jax.default_backend() if backend is None else backend
     return "sequential" if backend == "cpu" else "parallel"
 
 
