@@ -99,4 +99,4 @@ def test_presets_cover_every_model_with_one_recipe_per_task():
             same = {(s.train.steps, s.train.batch_size, s.network.d_model, s.network.depth)
                     for s in specs if s.task == task}
             assert len(same) == 1, (name, task, same)
-    assert len(A.STUDY.presets["cpu"].seeds) == 3
+    assert len(A.STUDY.presets["cpu"].seeds) >= 5  # effect sizes and intervals over five paired seeds
