@@ -458,9 +458,9 @@ _CPU = AccuracyConfig(
     # make report's default: every number informative within about 15 minutes on two cores.
     # 4 tasks x 4 models x 5 paired seeds (intervals and effect sizes; an exact test over 5
     # seeds cannot reach p < 0.05, which the findings say: harness/stats.py) at the one
-    # recipe, and on ListOps (the RotRNN paper's task) three learning-rate pairs for every model (the grid's diagonal: the shared and the
-    # recurrent rate moving together; the full 3 x 3 product, lr_pairing=product, would add 120
-    # ListOps runs): sequential digits (L=64,
+    # recipe, and on ListOps (the RotRNN paper's task) three learning-rate pairs for every
+    # model (the grid's diagonal: the shared and the recurrent rate moving together; the full
+    # 3 x 3 product, lr_pairing=product, would add 120 ListOps runs): sequential digits (L=64,
     # 10 classes), ListOps at its cpu size (trees of depth <= 3, 11-37 tokens, 10 classes),
     # the adding problem (L=100, regression, MSE), JapaneseVowels (L<=29, 9 classes). MQAR is
     # left out: at its cpu size (and at L=64 with 4 pairs) every model stayed at chance within
