@@ -209,8 +209,9 @@ def _end_reaper() -> None:
 atexit.register(_end_reaper)
 
 
-def driver_processes(mark: str, folders: list[bytes]) -> list[int]:
-    """Live processes (not zombies), this one excepted, whose environment carries
+def driver_processes(mark: str, folders: list[bytes], exclude: tuple[int, ...] = ()
+                     ) -> list[int]:
+    """Live processes (not zombies), this one and ``exclude`` excepted, whose environment carries
     ``MARK_ENV=mark`` or that hold a file open under one of ``folders``. Linux reads
     ``/proc``; elsewhere psutil, where installed (else none are found)."""
     needle = f"{MARK_ENV}={mark}".encode()
@@ -218,7 +219,7 @@ def driver_processes(mark: str, folders: list[bytes]) -> list[int]:
     found = []
     if Path("/proc/self/environ").exists():
         for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            if not entry.name.isdigit() or int(entry.name) in (os.getpid(), *exclude):
                 continue
             try:
                 if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
@@ -236,7 +237,8 @@ def driver_processes(mark: str, folders: list[bytes]) -> list[int]:
         return found
     for process in psutil.process_iter():
         try:
-            if process.pid == os.getpid() or process.status() == psutil.STATUS_ZOMBIE:
+            if (process.pid in (os.getpid(), *exclude)
+                    or process.status() == psutil.STATUS_ZOMBIE):
                 continue
             if process.environ().get(MARK_ENV) == mark or prefixes and any(
                     os.fsencode(f.path).startswith(prefixes) for f in process.open_files()):
@@ -251,10 +253,13 @@ def _reap(mark: str) -> None:
     the pipe closes (it died, or exited); then kill every process that carries ``mark`` or
     holds a file under those folders, until none is left (or `_REAP_FOR_S` has passed)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
+    # The driver itself is never killed: at a normal exit it closes the pipe while it still
+    # holds Ray's log files open, and its exit status is its own.
+    driver = os.getppid()
     folders = [line.rstrip(b"\n") for line in sys.stdin.buffer]  # ends at EOF
     deadline = time.monotonic() + _REAP_FOR_S
     while time.monotonic() < deadline:
-        left = driver_processes(mark, folders)
+        left = driver_processes(mark, folders, exclude=(driver,))
         if not left:
             return
         for pid in left:

@@ -247,6 +247,21 @@ def test_kill_9_of_a_driver_ends_the_processes_it_started_marked(tmp_path):
             os.kill(pid, signal.SIGKILL)
 
 
+def test_a_driver_holding_a_reaped_folder_keeps_its_exit_status(tmp_path):
+    # A local Ray's driver holds the session folder's log files open itself; at its normal exit
+    # the reaper sweeps that folder and must not kill the driver (its status would be 137).
+    script = (
+        "import sys\n"
+        "from harness import lifetime\n"
+        "held = open(sys.argv[1] + '/log.txt', 'w')\n"
+        "lifetime.reap_holders(sys.argv[1])\n"
+        "sys.exit(3)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(TESTS.parent)}
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, timeout=60)
+    assert done.returncode == 3
+
+
 @pytest.mark.slow
 def test_kill_9_of_a_rendering_report_leaves_no_figure_worker(tmp_path):
     # `report --workers 2` with both figure workers alive (held in their initialiser, after
@@ -341,6 +356,7 @@ def test_a_silent_host_fails_within_the_connection_timeout(monkeypatch):
 
     def silent(address, timeout):
         time.sleep(timeout + 5.0)
+        raise TimeoutError  # what the real call does; the probe stopped waiting long before
 
     monkeypatch.setattr(executors.socket, "create_connection", silent)
     # Had the probe waited for the connection, it would have returned None (it "opened").
