@@ -93,6 +93,28 @@ def run_models(frame: pd.DataFrame) -> dict[str, str]:
     return {r: m for r, m in zip(pairs["run_id"], pairs[column]) if isinstance(m, str)}
 
 
+def register_outside_models(store: Store) -> list[str]:
+    """Register every outside layer that a run in ``store`` names by import path (its module
+    is imported, as on the command line), so that every section of a report process knows it
+    (order, colour, label, the studies it cannot enter). A path that no longer resolves is
+    logged and left: its rows are shown under the path. Returns the registry names."""
+    import models
+
+    from .. import studies
+
+    found = []
+    for name in studies.names():
+        for model in dict.fromkeys(run_models(store.runs(name)).values()):
+            if ":" not in model:
+                continue
+            try:
+                found.append(models.resolve(model))
+            except ValueError as e:
+                log.warning("the store's runs name the layer %r, which does not resolve "
+                            "here: %s", model, e)
+    return list(dict.fromkeys(found))
+
+
 def run_presets(study_name: str, run_ids: Iterable[str],
                 models: Mapping[str, str] | None = None) -> dict[str, str]:
     """``{run_id: preset}``: the presets whose grid holds the run, joined by ``+``; ``custom``
