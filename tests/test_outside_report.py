@@ -18,6 +18,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -250,29 +251,36 @@ def test_the_readme_worked_example_puts_the_layer_beside_ours(tmp_path):
     run(report[0].replace(" --run", "").replace(" --preset smoke", ""))
 
     tables = out / "tables"
-    for name, label in (("accuracy_test", "S6"), ("stability_norms", "S6"),
-                        ("throughput_summary", "S6"), ("memory_fit", S6)):
-        frame = pd.read_csv(tables / f"{name}.csv")
-        shown = frame.iloc[:, 0].astype(str).tolist()
-        assert label in shown and any(s in shown for s in ("LRU", "lru")), (name, shown)
+    for name, ours, mine in (("accuracy_test", "LRU", "S6"),
+                             ("stability_summary_listops", "LRU", "S6"),
+                             ("throughput_all", "lru", S6), ("memory_fit", "lru", S6)):
+        frame = pd.read_csv(tables / f"{name}.csv", index_col=0).reset_index()
+        cells = set(frame.astype(str).to_numpy().ravel())
+        assert {ours, mine} <= cells, (name, sorted(cells)[:20])
+        numbers = frame[frame.astype(str).eq(mine).any(axis=1)].select_dtypes("number")
+        assert np.isfinite(numbers.to_numpy()).any(), name  # its row holds numbers
     index = (out / "index.md").read_text()
-    assert "custom" not in index.split("## Theory")[0].lower() or "smoke" in index
+    assert "S6 is not in this study" in index  # theory: no discrete system, and it says so
 
-    # The figures' legends, read from the sections' Figure artifacts of the same store: S6 is
-    # in each legend with finite data, except the roofline figure, whose caption says why.
+    # The figures, from the sections' Figure artifacts of the same store: S6 is in each legend
+    # (or panel title) with finite data; the roofline figure names it in its caption instead.
     from harness.report import memory as memory_report
+    from harness.report import stability as stability_report
     from harness.report import throughput as throughput_report
 
     s = Store(store)
-    figures = {a.name: a for module in (throughput_report, memory_report)
+    figures = {a.name: a for module in (throughput_report, memory_report, stability_report)
                for a in module.section(s) if hasattr(a, "figure")}
-    import numpy as np
-
     for name in ("throughput_tokens_per_s", "memory_working_set"):
         ax = figures[name].figure.axes[0]
         lines = {line.get_label(): line for line in ax.get_lines()}
         assert "S6" in ax.get_legend_handles_labels()[1], name
-        assert np.isfinite(lines["S6"].get_ydata()).all() and len(lines["S6"].get_ydata())
+        assert len(lines["S6"].get_ydata()) and np.isfinite(lines["S6"].get_ydata()).all()
     roofline = figures["throughput_roofline_fraction"]
     assert "S6" not in roofline.figure.axes[0].get_legend_handles_labels()[1]
     assert "S6: not drawn" in roofline.caption and "discrete system" in roofline.caption
+    panel = next(ax for ax in figures["stability_depth_listops"].figure.axes
+                 if ax.get_title() == "S6")
+    assert all(np.isfinite(line.get_ydata()).all() for line in panel.get_lines())
+    assert panel.get_lines()
+    assert "S6: not drawn" in figures["stability_eigenvalues_listops"].caption
