@@ -102,6 +102,13 @@ def register_outside_models(store: Store) -> list[str]:
 
     from .. import studies
 
+    # The studies first: their presets list the models registered when they are imported
+    # (ours and entry points'), and a layer named by path must not join a preset's list.
+    for name in studies.names():
+        try:
+            studies.get(name)
+        except Exception as e:  # its section states the problem
+            log.warning("study %r cannot be imported (%s: %s)", name, type(e).__name__, e)
     found = []
     for name in studies.names():
         for model in dict.fromkeys(run_models(store.runs(name)).values()):
