@@ -392,8 +392,9 @@ def _cmd_list(args) -> int:
     return 0
 
 
-def _first_line(text: str | None) -> str:
-    return (text or "").strip().split("\n")[0]
+def _first_paragraph(text: str | None) -> str:
+    """A docstring's summary: its first paragraph on one line (a wrapped sentence whole)."""
+    return " ".join((text or "").strip().split("\n\n")[0].split())
 
 
 def _list_models() -> None:
@@ -401,8 +402,12 @@ def _list_models() -> None:
 
     print("models:")
     for name in models.names():
-        module = sys.modules[models.config_class(name).__module__]
-        print(f"  {name:<24} {_first_line(module.__doc__)}")
+        info = models.info(name)
+        module = sys.modules[info.config_cls.__module__]
+        origin = "" if info.origin == models.BUILTIN else f" [from {info.origin}]"
+        print(f"  {name:<24} {_first_paragraph(module.__doc__)}{origin}")
+    print("  (a layer of your own joins by import path, package.module:Layer, wherever a model "
+          "is accepted: python -m harness check-layer package.module:Layer)")
 
 
 def _list_tasks() -> None:

@@ -3,9 +3,12 @@
 A layer maps one sequence ``(L, H) -> (L, H)`` and keeps its dtype; it is an `equinox.Module`
 that `jax.jit`, `jax.grad` and `jax.vmap` go through; its output and gradient stay finite on a
 long sequence; and it offers what its registration declares (hidden states ``(L, P)``, a
-discrete system, a recurrent mask shaped like the layer). Each check is one row: ``ok``,
-``fail`` with the reason, or ``skip`` where the registration does not declare the capability.
-The last rows say which studies the layer can enter (each study's `Study.skip_reason`).
+discrete system, a recurrent mask shaped like the layer). A NaN or an infinity in any array a
+check computes fails its row. Each check is one row: ``ok``, ``fail`` with the reason, or
+``skip`` where the registration does not declare the capability. The last rows say which
+studies the layer can enter and what each needs (`study_checks`): a study whose needs the
+registration lacks (each study's `Study.skip_reason`) or whose contract rows failed says
+"cannot enter" and why.
 """
 
 from __future__ import annotations
@@ -26,6 +29,18 @@ class Check:
     name: str
     status: Status
     detail: str
+
+
+def _finite(what: str, *trees: Any) -> None:
+    """Raise `FloatingPointError` naming ``what`` if any array leaf holds a NaN or infinity."""
+    import jax
+    import numpy as np
+
+    for leaf in jax.tree.leaves(trees):
+        if hasattr(leaf, "dtype") and np.issubdtype(leaf.dtype, np.inexact) and not bool(
+            np.all(np.isfinite(np.asarray(leaf)))
+        ):
+            raise FloatingPointError(f"{what} holds NaN or Inf")
 
 
 def _run(name: str, check: Callable[[], str]) -> Check:
@@ -121,7 +136,9 @@ def check_layer(
     def vmap() -> str:
         batch = jnp.stack([u, 2.0 * u])
         together = eqx.filter_jit(lambda m, x: jax.vmap(m)(x))(layer, batch)
-        np.testing.assert_allclose(together[0], call(layer, u), rtol=1e-4, atol=1e-5)
+        _finite("the vmapped output", together)
+        alone = jnp.stack([call(layer, u), call(layer, 2.0 * u)])
+        np.testing.assert_allclose(together, alone, rtol=1e-4, atol=1e-5, equal_nan=False)
         return f"{batch.shape} -> {together.shape}, each sequence as alone"
 
     def long() -> str:
@@ -136,12 +153,14 @@ def check_layer(
         h = eqx.filter_jit(lambda m, x: m.hidden_states(x))(layer, u)
         if h.ndim != 2 or h.shape[0] != length:
             raise ValueError(f"hidden_states gave {h.shape}; expected (L, P) with L={length}")
+        _finite("hidden_states", h)
         return f"(L, P) = {h.shape}, {h.dtype}"
 
     def discrete_system() -> str:
         system = layer.discrete_system()
         if not isinstance(system, models.DiscreteSystem):
             raise TypeError(f"discrete_system() gave a {type(system).__name__}")
+        _finite("the discrete system", system)
         modulus = float(jnp.max(jnp.abs(system.lam)))
         if not modulus < 1:
             raise ValueError(f"max |lambda| = {modulus} >= 1")
@@ -166,20 +185,61 @@ def check_layer(
             out.append(_run(capability.replace("_", " "), check))
         else:
             out.append(Check(capability.replace("_", " "), "skip", "not declared"))
-    out.append(_run("parameters", lambda: f"{models.count_parameters(layer)} real numbers"))
-    out.extend(study_checks(name))
+    def parameters() -> str:
+        _finite("a parameter", params)
+        return f"{models.count_parameters(layer)} real numbers"
+
+    out.append(_run("parameters", parameters))
+    out.extend(study_checks(name, out))
     return out
 
 
-def study_checks(model: str) -> list[Check]:
-    """One row per study: ``ok`` if the model can enter it, ``skip`` with the study's reason."""
+# The rows every study needs (a study that reads a capability also needs that capability's row).
+_CONTRACT_ROWS: tuple[str, ...] = ("build", "shape (L, H) -> (L, H)", "dtype kept", "jit", "grad",
+                                   "vmap", "long sequence", "parameters")
+
+
+def study_needs(study: Any) -> tuple[tuple[str, ...], str]:
+    """The capabilities ``study`` reads (`models.CAPABILITIES`) and its needs in words.
+
+    A study's `Study.skip_reason` made by `requires` names its capabilities; any other (the
+    throughput and memory studies' paper size) is asked about a registration that declares
+    nothing, and its answer is the need.
+    """
+    capabilities = tuple(getattr(study.skip_reason, "capabilities", ()))
+    words = [c.replace("_", " ") for c in capabilities]
+    if not capabilities:
+        bare = dataclasses.replace(models.infos()[0], label="a layer", capabilities=frozenset(),
+                                   paper_size=None)
+        reason = study.skip_reason(bare)
+        if reason:
+            words.append(reason.removeprefix("a layer ").replace("registers no ", "a "))
+    return capabilities, ", ".join(words) or "the contract rows only"
+
+
+def study_checks(model: str, contract: list[Check] = ()) -> list[Check]:
+    """One row per study: ``ok`` if the model can enter it; ``skip`` when its registration
+    lacks what the study needs (the study's reason); ``fail`` when a contract row the study
+    needs (``contract``: the rows above) failed. Each row says what the study needs."""
     from . import studies
 
     out = []
     info = models.info(model)
+    failed = {c.name for c in contract if c.status == "fail"}
     for name in studies.names():
-        reason = studies.get(name).skip_reason(info)
-        out.append(Check(f"study {name}", "skip" if reason else "ok", reason or "can enter"))
+        study = studies.get(name)
+        capabilities, needs = study_needs(study)
+        reason = study.skip_reason(info)
+        broken = [r for r in (*_CONTRACT_ROWS, *(c.replace("_", " ") for c in capabilities))
+                  if r in failed]
+        if reason:
+            out.append(Check(f"study {name}", "skip", f"cannot enter: {reason} (needs {needs})"))
+        elif broken:
+            out.append(Check(f"study {name}", "fail",
+                             f"cannot enter: contract row(s) {', '.join(broken)} failed "
+                             f"(needs {needs})"))
+        else:
+            out.append(Check(f"study {name}", "ok", f"can enter (needs {needs})"))
     return out
 
 

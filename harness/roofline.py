@@ -247,15 +247,23 @@ def compile_timed(
 @contextlib.contextmanager
 def no_compilation_cache() -> Iterator[None]:
     """The persistent compilation cache off inside the block (restored after): compiles made
-    here are timed as compiles, never as loads from disk."""
+    here are timed as compiles, never as loads from disk.
+
+    jax decides once per process whether the cache is used (at the first compile), so the
+    setting alone would not stop a later load: the cache's state is reset on the way in, so
+    that the setting is read again, and on the way out, so that it is used again after.
+    """
     import jax
+    from jax.experimental.compilation_cache import compilation_cache
 
     enabled = jax.config.jax_enable_compilation_cache
     jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()
     try:
         yield
     finally:
         jax.config.update("jax_enable_compilation_cache", enabled)
+        compilation_cache.reset_cache()
 
 
 # --------------------------------------------------------------------------------------------

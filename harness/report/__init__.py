@@ -164,6 +164,7 @@ def _sections(store: Store, send: Callable[[_Section], None] = lambda section: N
     """Every section in the index's order, each passed to ``send`` once it is built."""
     out: list[_Section] = []
     seen: dict[str, str] = {}
+    _provenance.register_outside_models(store)  # a user's layers, known to every section
 
     def add(section: _Section) -> None:
         section = _dedupe(section, seen)

@@ -7,12 +7,16 @@ disagree (two commits, two machines), every distinct value is listed: a mixed st
 as mixed, never summarised as the first value found.
 
 The preset is not stored with a run; it is recovered from the code: a run belongs to preset
-``p`` when its id is among the run ids of the study's grid at ``p``'s config. A run made with
+``p`` when its id is among the run ids of the study's grid at ``p``'s config. What defines a
+preset here is its grid of tasks, seeds and recipes, not its list of models: a run of a model
+the preset does not list (a user's layer, ``"models=(mine:Layer,lru)"``) belongs to ``p`` when
+it is in the grid of ``p``'s config with that model as its only one. A run made with other
 ``key=value`` overrides belongs to no preset and is labelled ``custom``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -50,9 +54,81 @@ def _grid_ids(study_name: str) -> dict[str, frozenset[str]] | None:
         return None
 
 
-def run_presets(study_name: str, run_ids: Iterable[str]) -> dict[str, str]:
+# The config field that lists a study's models, and the store column naming a run's model.
+_MODEL_FIELDS: tuple[tuple[str, str], ...] = (
+    ("variants", "cfg.variant"), ("models", "cfg.model"), ("models", "cfg.network.layer"))
+
+
+@functools.cache
+def _model_grid_ids(study_name: str, model: str) -> dict[str, frozenset[str]]:
+    """``{preset: run ids of the study's grid at that preset with ``model`` as its only
+    model}``; a preset whose grid cannot take the model (it cannot enter, or its import path
+    no longer resolves) holds no run of it."""
+    from .. import studies
+
+    study = studies.get(study_name)
+    out = {}
+    for preset in PRESET_NAMES:
+        try:
+            config = study.config(preset)
+            field = next(f for f, _ in _MODEL_FIELDS if hasattr(config, f))
+            config = dataclasses.replace(config, **{field: (model,)})
+            out[preset] = frozenset(study.run_id(spec) for spec in study.grid(config))
+        except Exception as e:  # its runs stay custom; the report still renders
+            log.info("study %r at preset %r cannot take model %r (%s: %s)", study_name,
+                     preset, model, type(e).__name__, e)
+            out[preset] = frozenset()
+    return out
+
+
+def run_models(frame: pd.DataFrame) -> dict[str, str]:
+    """``{run_id: model}`` of ``frame``'s runs (from `Store.read` or `Store.runs`), as the
+    run's config names it (registry name, variant key or import path)."""
+    if frame.empty:
+        return {}
+    column = next((c for _, c in _MODEL_FIELDS if c in frame.columns), None)
+    if column is None:
+        return {}
+    pairs = frame[["run_id", column]].drop_duplicates("run_id")
+    return {r: m for r, m in zip(pairs["run_id"], pairs[column]) if isinstance(m, str)}
+
+
+def register_outside_models(store: Store) -> list[str]:
+    """Register every outside layer that a run in ``store`` names by import path (its module
+    is imported, as on the command line), so that every section of a report process knows it
+    (order, colour, label, the studies it cannot enter). A path that no longer resolves is
+    logged and left: its rows are shown under the path. Returns the registry names."""
+    import models
+
+    from .. import studies
+
+    # The studies first: their presets list the models registered when they are imported
+    # (ours and entry points'), and a layer named by path must not join a preset's list.
+    for name in studies.names():
+        try:
+            studies.get(name)
+        except Exception as e:  # its section states the problem
+            log.warning("study %r cannot be imported (%s: %s)", name, type(e).__name__, e)
+    found = []
+    for name in studies.names():
+        for model in dict.fromkeys(run_models(store.runs(name)).values()):
+            if ":" not in model:
+                continue
+            try:
+                found.append(models.resolve(model))
+            except ValueError as e:
+                log.warning("the store's runs name the layer %r, which does not resolve "
+                            "here: %s", model, e)
+    return list(dict.fromkeys(found))
+
+
+def run_presets(study_name: str, run_ids: Iterable[str],
+                models: Mapping[str, str] | None = None) -> dict[str, str]:
     """``{run_id: preset}``: the presets whose grid holds the run, joined by ``+``; ``custom``
     for a run in no preset's grid; ``unknown`` for every run if the study's grids can't be built.
+
+    ``models`` (``{run_id: model}``, `run_models`) lets a run of a model the presets do not
+    list be found in a preset's grid with that model added.
     """
     grids = _grid_ids(study_name)
     out = {}
@@ -61,6 +137,10 @@ def run_presets(study_name: str, run_ids: Iterable[str]) -> dict[str, str]:
             out[run_id] = UNKNOWN
             continue
         found = [p for p in PRESET_NAMES if run_id in grids[p]]
+        model = (models or {}).get(run_id)
+        if not found and model is not None:
+            extra = _model_grid_ids(study_name, model)
+            found = [p for p in PRESET_NAMES if run_id in extra[p]]
         out[run_id] = "+".join(found) if found else CUSTOM
     return out
 
@@ -69,7 +149,7 @@ def with_presets(frame: pd.DataFrame, study_name: str) -> pd.DataFrame:
     """``frame`` (from `Store.read` or `Store.runs`) with a ``preset`` column added."""
     if frame.empty:
         return frame.assign(preset=pd.Series(dtype=object))
-    labels = run_presets(study_name, frame["run_id"].unique())
+    labels = run_presets(study_name, frame["run_id"].unique(), run_models(frame))
     return frame.assign(preset=frame["run_id"].map(labels))
 
 
@@ -156,7 +236,7 @@ def summarise(store: Store, study_name: str, run_ids: Sequence[str] = ()) -> dic
         summary["runs"] = {s: 0 for s in STATUSES}
         return summary
     summary["runs"] = {s: int((runs["status"] == s).sum()) for s in STATUSES}
-    presets = run_presets(study_name, runs["run_id"])
+    presets = run_presets(study_name, runs["run_id"], run_models(runs))
     summary["presets"] = _distinct(presets.values())
     # The seeds behind the numbers: those of finished runs (the others are counted above).
     done = runs[runs["status"] == "done"]

@@ -13,6 +13,7 @@ import pandas as pd
 from ..store import Store
 from ..studies import stability as study
 from .. import stats as inference
+from ..variants import variant as variant_of
 from ..variants import variants
 from . import _stats, style
 from ._artifacts import Artifact, Figure, Finding, Missing, Section, Table, all_missing, no_runs
@@ -49,7 +50,12 @@ _STATUSES = ("done", "diverged")
 
 def _label(variant: str) -> str:
     known = variants()
-    return known[variant].label if variant in known else variant
+    if variant in known:
+        return known[variant].label
+    try:  # a user's layer by import path: its registration's label
+        return variant_of(variant).label
+    except ValueError:
+        return variant
 
 
 def _variant_order(names) -> list[str]:
@@ -222,6 +228,14 @@ def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artif
     style.apply_style()
     trained, depth = _deepest_trained(trained)
     variants = _variant_order(trained["cfg.variant"].unique())
+    # A layer without a discrete system has no eigenvalue columns: named, not drawn empty.
+    blank = [v for v in variants if C.lam_max not in trained.columns or not pd.to_numeric(
+        trained.loc[trained["cfg.variant"] == v, C.lam_max], errors="coerce").notna().any()]
+    variants = [v for v in variants if v not in blank]
+    name = f"stability_eigenvalues_{task}"
+    title = f"Eigenvalue moduli through training ({task})"
+    if not variants:
+        return Missing(name, title, "no measured layer declares a discrete system")
     fig, axes = _panels(len(variants))
     for ax, variant in zip(axes.flat, variants):
         rows = trained[trained["cfg.variant"] == variant]
@@ -245,14 +259,16 @@ def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artif
     for row in axes:
         row[0].set_ylabel("1 - |lambda|")
     return Figure(
-        name=f"stability_eigenvalues_{task}",
-        title=f"Eigenvalue moduli through training ({task})",
+        name=name,
+        title=title,
         caption=(
             f"Distance of the eigenvalue moduli from the unit circle, 1 - |lambda|, over all "
             f"{depth} layers of the trained networks on {task} (preset {preset}): the largest "
             f"modulus over layers (solid), the median of the layers' medians (dashed) and the "
             f"smallest (dotted), averaged over seeds. A solid line falling towards zero is drift "
             f"towards instability. Log scale."
+            + "".join(f" {_label(v)}: not drawn, its registration declares no discrete system "
+                      "(no fixed eigenvalues)." for v in blank)
         ),
         figure=fig,
         runs=_run_ids(trained),

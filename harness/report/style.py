@@ -107,14 +107,15 @@ def model_order() -> tuple[str, ...]:
 
 def _place(name: str) -> int:
     # A model's place in the registry (a model registered from outside comes after ours). A
-    # name the registry does not know (rows of a model not registered in this process) takes
-    # the place after every registered one: such names share a colour, and a report that shows
-    # several should register them (their import paths resolve).
+    # name given by import path registers its layer on first sight (`models.resolve`), so the
+    # order is read again after resolving it. A name no registry knows (an import path that no
+    # longer resolves) takes the place after every registered one: such names share a colour.
     order = model_order()
     if name in order:
         return order.index(name)
     resolved = _resolved(name)
-    if resolved is not None:
+    order = model_order()
+    if resolved is not None and resolved in order:
         return order.index(resolved)
     return len(order)
 
@@ -124,7 +125,7 @@ def _resolved(name: str) -> str | None:
 
     try:
         return models.resolve(name)
-    except ValueError:
+    except (ValueError, TypeError):
         return None
 
 
@@ -149,9 +150,12 @@ def model_label(name: str) -> str:
 
 
 def order_models(names: Iterable[str]) -> list[str]:
-    """``names`` without repeats, registered models first in registry order, others sorted."""
-    unique = set(names)
-    return sorted(unique, key=lambda n: (_place(n), n))
+    """``names`` without repeats: registered models first in registry order, then outside
+    layers in the order they were registered (an import path seen here for the first time
+    registers now, in the order of ``names``), then names no registry knows, sorted."""
+    unique = list(dict.fromkeys(names))
+    places = {n: _place(n) for n in unique}  # in order: first sight registers first
+    return sorted(unique, key=lambda n: (places[n], n))
 
 
 def model_palette(names: Iterable[str]) -> dict[str, str]:

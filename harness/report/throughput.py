@@ -94,6 +94,12 @@ def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, lab
         sharex=True,
     )
     batch = int(frame[C.batch].min())
+    # A model without a single finite value (no roofline count: no discrete system) is drawn
+    # nowhere and named in the caption with the reason, not listed in a legend without a point.
+    blank = [m for m in _order(frame)
+             if not pd.to_numeric(frame.loc[frame[C.model] == m, column], errors="coerce")
+             .replace([float("inf"), -float("inf")], float("nan")).notna().any()]
+    frame = frame[~frame[C.model].isin(blank)]
     for i, size in enumerate(sizes):
         for j, mode in enumerate(modes):
             ax = axes[i][j]
@@ -113,7 +119,8 @@ def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, lab
             ax.set_title(f"{MODE_LABELS[mode]}, {size} size")
             ax.set_xlabel("sequence length L (steps)")
             ax.set_ylabel(label)
-    axes[0][0].legend()
+    if axes[0][0].get_legend_handles_labels()[0]:
+        axes[0][0].legend()
     hardware = ", ".join(sorted(set(frame[C.device_kind].astype(str))))
     return Figure(
         name=name,
@@ -126,10 +133,27 @@ def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, lab
                "Fraction = roofline bound / median time; the bound uses our analytic FLOP and "
                "byte count and the matmul and bandwidth peaks measured in the same process. ")
             + "Absolute numbers on a shared machine are noisy; ratios within a run are not."
+            + "".join(f" {style.model_label(m)}: not drawn, {_why_blank(m, label)}."
+                      for m in blank)
         ),
         figure=fig,
         runs=tuple(sorted(frame["run_id"].unique())),
     )
+
+
+def _why_blank(model: str, label: str) -> str:
+    """Why ``model`` has no finite ``label`` value: a roofline needs the analytic count that
+    reads the layer's discrete system."""
+    import models
+
+    try:
+        info = models.info(model)
+    except ValueError:
+        return f"no finite {label} recorded and its layer does not resolve here"
+    if not info.has(models.DISCRETE_SYSTEM):
+        return (f"no {label}: its registration declares no discrete system, from which the "
+                "analytic FLOP and byte count is made")
+    return f"no finite {label} recorded"
 
 
 def _summary(frame: pd.DataFrame, preset: str | None) -> Artifact:

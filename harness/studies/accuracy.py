@@ -284,6 +284,8 @@ def _resolve(config: AccuracyConfig, model: str, task: str, depth: int, seed: in
             continue
         for key, value in recipe.overrides:
             head, _, rest = key.partition(".")
+            if head == "layer" and not _recipe_sets(recipe, model, rest):
+                continue
             {"network": network, "train": training, "task": task_options,
              "layer": layer_options}[head][rest] = value
     where = f"accuracy run ({model}, {task})"
@@ -309,6 +311,17 @@ def _resolve(config: AccuracyConfig, model: str, task: str, depth: int, seed: in
     options = tuple(sorted(task_options.items()))
     return RunSpec(task, options, resolved_network, resolved_train, seed,
                    resolved_train.lr, resolved_train.recurrent_lr)
+
+
+def _recipe_sets(recipe: Recipe, model: str, option: str) -> bool:
+    """Whether ``recipe`` sets the layer option ``option`` on ``model``. A recipe for every
+    model (``"*"``) sets it only on models whose config has it, so that an outside layer's
+    config is never asked for a field it lacks (a setting one paper prescribes belongs in that
+    model's registration); an option no registered model has is passed on, for the config to
+    refuse as a typo."""
+    if recipe.model != "*" or option in models.info(model).option_names():
+        return True
+    return not any(option in m.option_names() for m in models.infos())
 
 
 def checkpoint_dir() -> Path:

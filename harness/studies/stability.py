@@ -13,7 +13,9 @@ evaluation step a run records
 
 - ``kind="layer"``: the mean, standard deviation, min and max of n_{k,t} over probe examples and
   valid steps, the mean at each example's last valid step, min / median / max of the eigenvalue
-  moduli |lambda| of the layer's discrete system, and (trained runs) the norm of the loss
+  moduli |lambda| of the layer's discrete system (only for a layer that declares one: an
+  input-dependent recurrence such as a selective SSM has no fixed eigenvalues, and its norms
+  are measured all the same), and (trained runs) the norm of the loss
   gradient with respect to the layer's parameters (probe batch, training-mode BatchNorm, no
   dropout);
 - ``kind="profile"``: the mean of n_{k,t} over probe examples still valid at t, for about
@@ -58,8 +60,9 @@ from ..variants import build_options, check_variants, variant, variants
 from ._schema import TRAINING, TRAINING_KINDS, Column, Schema, merged
 from ._study import Diverged, Study, requires
 
-# The probe reads each layer's hidden states and its discrete system's eigenvalues.
-skip_reason = requires(models.HIDDEN_STATES, models.DISCRETE_SYSTEM)
+# The probe reads each layer's hidden states (the paper's state norm); the eigenvalue columns
+# come from the discrete system of a layer that declares one, and are left out for the others.
+skip_reason = requires(models.HIDDEN_STATES)
 
 
 def entering_variants() -> tuple[str, ...]:
@@ -90,12 +93,12 @@ COLUMNS = Schema(
     }),
     kinds={
         "layer": ("kind", "step", "layer", "norm_mean", "norm_std", "norm_min", "norm_max",
-                  "norm_last", "lam_min", "lam_median", "lam_max"),
+                  "norm_last"),
         "profile": ("kind", "step", "layer", "t", "norm", "examples"),
         "probe": ("kind", "step", "probe_loss"),
         **TRAINING_KINDS,
     },
-    optional={"layer": ("grad_norm",)},
+    optional={"layer": ("grad_norm", "lam_min", "lam_median", "lam_max")},
 )
 
 # --------------------------------------------------------------------------------------------
@@ -122,7 +125,7 @@ class StabilityConfig:
         tasks: task registry keys (ListOps as the paper, and at least one other).
         task_preset: which of each task's presets (`tasks.preset_options`) sizes the data.
         variants: keys of `harness.variants.variants()` (default: every variant whose model
-            declares hidden states and a discrete system).
+            declares hidden states).
         depths: network depths measured at initialisation (the depth sweep).
         train_depths: depths that are also trained (each must be in ``depths``; the trained
             run's step-0 rows are its initialisation).
@@ -338,9 +341,13 @@ def state_norms(
 
 
 @eqx.filter_jit
-def _norms_and_moduli(network, state, sequences, sequence_lengths, statistics):
-    """State norms ``(n, depth, L)`` and min / median / max |lambda| per layer ``(depth, 3)``."""
+def _norms_and_moduli(network, state, sequences, sequence_lengths, statistics,
+                      eigenvalues: bool = True):
+    """State norms ``(n, depth, L)`` and min / median / max |lambda| per layer ``(depth, 3)``
+    (None when ``eigenvalues`` is False: the layers declare no discrete system)."""
     norms = state_norms(network, state, sequences, sequence_lengths, statistics)
+    if not eigenvalues:
+        return norms, None
     moduli = []
     for block in network.blocks:
         modulus = jnp.abs(block.layer.discrete_system().lam.reshape(-1))
@@ -369,7 +376,8 @@ class Probe:
 
     Used as `harness.train.train`'s ``on_eval`` callback and directly at initialisation.
     ``gradients=False`` leaves out the probe loss and the gradient norms (their compilation
-    costs more than the rest of the measurement; the depth sweep at initialisation skips them).
+    costs more than the rest of the measurement; the depth sweep at initialisation skips them);
+    ``eigenvalues=False`` the eigenvalue moduli (layers without a discrete system).
     """
 
     def __init__(
@@ -380,6 +388,7 @@ class Probe:
         *,
         statistics: Statistics = "batch",
         gradients: bool = True,
+        eigenvalues: bool = True,
     ):
         split = task.split("val")
         if len(split) < size:
@@ -395,10 +404,12 @@ class Probe:
         self.times = time_grid(task.info.seq_len, profile_points)
         self.statistics = statistics
         self.gradients = gradients
+        self.eigenvalues = eigenvalues
 
     def __call__(self, step: int, network, state) -> list[dict[str, Any]]:
         norms, moduli = _norms_and_moduli(
-            network, state, self.sequences, jnp.asarray(self.lengths), self.statistics
+            network, state, self.sequences, jnp.asarray(self.lengths), self.statistics,
+            self.eigenvalues,
         )
         loss, grad_norms = None, None
         if self.gradients:
@@ -408,7 +419,7 @@ class Probe:
             step,
             np.asarray(norms, dtype=np.float64),
             self.lengths,
-            np.asarray(moduli, dtype=np.float64),
+            None if moduli is None else np.asarray(moduli, dtype=np.float64),
             self.times,
             grad_norms=grad_norms,
             loss=loss,
@@ -419,13 +430,14 @@ def summarise(
     step: int,
     norms: np.ndarray,
     lengths: np.ndarray,
-    moduli: np.ndarray,
+    moduli: np.ndarray | None,
     times: np.ndarray,
     *,
     grad_norms: np.ndarray | None = None,
     loss: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows from the norms ``(n, depth, L)`` of the valid steps (see the module docstring)."""
+    """Rows from the norms ``(n, depth, L)`` of the valid steps (see the module docstring);
+    ``moduli`` ``(depth, 3)`` fills the eigenvalue columns, None leaves them out."""
     n, depth, L = norms.shape
     valid = np.arange(L)[None, :] < lengths[:, None]  # (n, L)
     last = norms[np.arange(n), :, lengths - 1]  # (n, depth)
@@ -443,10 +455,10 @@ def summarise(
             "norm_min": float(np.min(values)),
             "norm_max": float(np.max(values)),
             "norm_last": float(np.mean(last[:, k])),
-            "lam_min": float(moduli[k, 0]),
-            "lam_median": float(moduli[k, 1]),
-            "lam_max": float(moduli[k, 2]),
         }
+        if moduli is not None:
+            row.update(lam_min=float(moduli[k, 0]), lam_median=float(moduli[k, 1]),
+                       lam_max=float(moduli[k, 2]))
         if grad_norms is not None:
             row["grad_norm"] = float(grad_norms[k])
         rows.append(row)
@@ -476,9 +488,10 @@ def _finite(rows: list[dict[str, Any]]) -> bool:
 def run(spec: StabilityRun) -> list[dict[str, Any]]:
     """Measure one network at initialisation, or at every evaluation of its training."""
     task = tasks.build(spec.task, **dict(spec.task_options))
+    eigenvalues = models.info(spec.network.layer).has(models.DISCRETE_SYSTEM)
     if spec.train is None:
         probe = Probe(task, spec.probe_size, spec.profile_points, statistics=spec.statistics,
-                      gradients=False)
+                      gradients=False, eigenvalues=eigenvalues)
         # The same key as `harness.train.train` draws its network from, so a depth's
         # initialisation-only run and its trained run start from the same parameters.
         network, state = training.build_network(
@@ -488,7 +501,8 @@ def run(spec: StabilityRun) -> list[dict[str, Any]]:
         if not _finite(rows):
             raise Diverged("non-finite state norm or eigenvalue at initialisation", rows, step=0)
         return rows
-    probe = Probe(task, spec.probe_size, spec.profile_points, statistics=spec.statistics)
+    probe = Probe(task, spec.probe_size, spec.profile_points, statistics=spec.statistics,
+                  eigenvalues=eigenvalues)
     result = training.train(spec.network, task, spec.train, seed=spec.seed, on_eval=probe)
     return result.rows
 
