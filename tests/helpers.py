@@ -462,3 +462,12 @@ def assert_rows_declared(store, study: str, schema) -> set[str]:
         problems.update(schema.problems(row))
     assert not problems, f"{study}: {sorted(problems)}"
     return kinds
+
+
+def assert_printable(artifacts) -> None:
+    """Every figure among ``artifacts`` passes the layout check at its own (paper) size: no
+    legend or text over data, no colliding or clipped text, nothing below 7 pt."""
+    from harness.report import Figure, _layout
+
+    problems = {a.name: _layout.problems(a.figure) for a in artifacts if isinstance(a, Figure)}
+    assert problems and not any(problems.values()), problems

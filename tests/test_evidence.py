@@ -20,6 +20,7 @@ from harness.report import _stats, accuracy
 from harness.report._artifacts import Finding, Table
 from harness.store import Store
 from harness.studies import accuracy as accuracy_study
+from helpers import assert_printable
 
 _PROV = {"git_commit": "0" * 40, "git_dirty": False, "versions": {"jax": "0.10.2"},
          "python": "3.11.9", "backend": "cpu", "device_kind": "cpu", "device_count": 1,
@@ -254,6 +255,7 @@ def test_section_tunes_tests_and_states_findings(tmp_path):
     store = Store(tmp_path / "s.sqlite")
     _record(store)
     artifacts = {a.name: a for a in accuracy.section(store)}
+    assert_printable(artifacts.values())
     tuned = artifacts["accuracy_tuned"]
     assert isinstance(tuned, Table)
     assert tuned.frame.at["LRU", "listops"] == pytest.approx(52.0)  # lr 1e-3 wins on val

@@ -219,7 +219,11 @@ def _readme_commands() -> tuple[dict[str, str], list[str]]:
 
 
 @pytest.mark.slow
-def test_the_readme_worked_example_puts_the_layer_beside_ours(tmp_path):
+def test_the_readme_worked_example_puts_the_layer_beside_ours(tmp_path, monkeypatch):
+    import matplotlib
+
+    # The three sections' figures stay open together below, to be read.
+    monkeypatch.setitem(matplotlib.rcParams, "figure.max_open_warning", 0)
     readme_env, commands = _readme_commands()
     assert readme_env["MINE"] == S6 and any("report" in c for c in commands)
     store, out = tmp_path / "store.sqlite", tmp_path / "reports"

@@ -23,7 +23,7 @@ from harness.store import Store
 from harness.studies import memory, throughput
 
 from conftest import tol
-from helpers import assert_rows_declared
+from helpers import assert_printable, assert_rows_declared
 
 # Two cheap layers cover both structures (MIMO, sequential scan; bank, FFT convolution).
 SMOKE_MODELS = "(s5,s4d)"
@@ -312,6 +312,7 @@ def test_report_sections(smoke_store):
     for module, tables in ((throughput_section, {"throughput_all"}),
                            (memory_section, {"memory_fit", "memory_points"})):
         artifacts = module.section(smoke_store)
+        assert_printable(artifacts)
         names = {a.name for a in artifacts if isinstance(a, Table)}
         assert tables <= names
         assert any(isinstance(a, Figure) for a in artifacts)

@@ -13,7 +13,7 @@ import pytest
 
 import tasks
 from conftest import tol
-from helpers import assert_rows_declared
+from helpers import assert_printable, assert_rows_declared
 from harness import train as training
 from harness.config import ConfigError
 from harness.report import stability as stability_report
@@ -280,6 +280,7 @@ def test_cpu_grid():
 def test_report_section(smoke, tmp_path):
     store, _, _ = smoke
     artifacts = stability_report.section(store)
+    assert_printable(artifacts)
     kinds = {a.name: type(a) for a in artifacts}
     assert kinds == {
         "stability_training_listops": Figure,

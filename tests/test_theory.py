@@ -11,7 +11,7 @@ import pytest
 
 import models
 from conftest import tol
-from helpers import assert_rows_declared
+from helpers import assert_printable, assert_rows_declared
 from harness.config import ConfigError
 from harness.report import theory as theory_report
 from harness.report._artifacts import Figure, Missing, Table
@@ -157,6 +157,7 @@ def test_smoke_equivalence_is_round_off(smoke_store):
 def test_report_section(smoke_store, tmp_path):
     store, _ = smoke_store
     artifacts = theory_report.section(store)
+    assert_printable(artifacts)
     kinds = {a.name: type(a) for a in artifacts}
     assert kinds == {
         "theory_white_noise": Figure,

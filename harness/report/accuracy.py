@@ -34,7 +34,7 @@ import logging
 import math
 
 import matplotlib.pyplot as plt
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, NullFormatter
 import numpy as np
 import pandas as pd
 
@@ -852,7 +852,7 @@ def _cd_figure(average: pd.Series, apart: set[frozenset], n_tasks: int, stats_te
         x_text = low - 0.15 if left else high + 0.15
         ax.plot([rank, rank, x_text], [axis_y, y, y], color="0.3", linewidth=0.7)
         ax.text(x_text - 0.05 if left else x_text + 0.05, y, f"{label} ({rank:.2f})",
-                ha="right" if left else "left", va="center", fontsize=6.5)
+                ha="right" if left else "left", va="center", fontsize=7)
     # Cliques: maximal runs of consecutive models no two of which are significantly apart.
     cliques, ranks_sorted, names = [], order.to_numpy(), list(order.index)
     for i in range(k):
@@ -966,15 +966,6 @@ def _panels(n: int, height: float = 2.0, ncols: int = 4):
     return fig, axes
 
 
-def _legend(where, **kwargs) -> None:
-    """A legend on an axes (or a figure, given ``handles``) if anything is labelled."""
-    handles = kwargs.get("handles")
-    if handles is None and hasattr(where, "get_legend_handles_labels"):
-        handles = where.get_legend_handles_labels()[0]
-    if handles:
-        where.legend(**kwargs)
-
-
 def _metric_label(regression: bool) -> str:
     return "Test MSE" if regression else "Test accuracy (%)"
 
@@ -1028,7 +1019,7 @@ def _by_task_figure(
         ax.set_ylabel(_metric_label(regression))
         if not regression:
             ax.set_ylim(0, 100)
-    _legend(axes.flat[0], loc="upper right", fontsize=6)
+    style.figure_legend(fig)
     return Figure(
         name=name,
         title=_TITLES[name],
@@ -1090,7 +1081,7 @@ def _curves_figure(evals: pd.DataFrame, final: pd.DataFrame, baselines: dict[str
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("Training step")
         ax.set_ylabel("Validation MSE" if task in regression_tasks else "Val. accuracy (%)")
-    _legend(axes.flat[0], loc="best", fontsize=6)
+    style.figure_legend(fig)
     return Figure(
         name=name,
         title=_TITLES[name],
@@ -1119,10 +1110,14 @@ def _sensitivity_figure(final: pd.DataFrame, baselines: dict[str, float], labels
         regression = _is_regression(of_task)
         of_task = of_task.assign(value=_metric(of_task, regression, "val"))
         rlrs = sorted(of_task["rlr"].dropna().unique())
+        # A paired grid moves both rates together (one shared rate per recurrent rate): its
+        # points are one line per model, not one point per recurrent rate.
+        paired = bool(of_task.groupby("rlr")["lr"].nunique().max() <= 1)
         for model, depth in _Labels.order(of_task):
             mine = of_task[(of_task["model"] == model) & (of_task["depth"] == depth)]
-            for i, rlr in enumerate(rlrs):
-                curve = mine[mine["rlr"] == rlr].groupby("lr")["value"].mean().sort_index()
+            curves = ([mine] if paired else [mine[mine["rlr"] == rlr] for rlr in rlrs])
+            for i, rows in enumerate(curves):
+                curve = rows.groupby("lr")["value"].mean().sort_index()
                 if curve.empty:
                     continue
                 ax.plot(curve.index, curve.values, color=style.model_colour(model),
@@ -1130,25 +1125,33 @@ def _sensitivity_figure(final: pd.DataFrame, baselines: dict[str, float], labels
                         markersize=2.5, linewidth=0.9,
                         label=labels(model, depth) if i == 0 else None)
             chosen = mine[mine["tuned"]]
-            if not chosen.empty:
+            if not chosen.empty:  # the selected rate, in the model's colour
                 ax.plot(chosen["lr"].iloc[0], chosen["value"].mean(), marker="*",
-                        color="black", markersize=6, linestyle="none")
+                        color=style.model_colour(model), markeredgecolor="black",
+                        markeredgewidth=0.5, markersize=8, linestyle="none")
         _baseline_line(ax, baselines.get(task))
         ax.set_xscale("log")
+        lrs = sorted(of_task["lr"].dropna().unique())
+        ax.set_xticks(lrs, [f"{v:g}" for v in lrs])
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(task)
         ax.set_xlabel("shared learning rate")
         ax.set_ylabel("Best val. MSE" if regression else "Best val. accuracy (%)")
-        style_note = ", ".join(f"{dashes[i % len(dashes)]} recurrent lr {r:g}"
-                               for i, r in enumerate(rlrs))
-    _legend(fig, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=5, fontsize=6,
-            handles=axes.flat[0].get_legend_handles_labels()[0])
+        if paired:
+            pairs = of_task.groupby("lr")["rlr"].first().sort_index()
+            style_note = ("one line per model through the paired rates (shared / recurrent: "
+                          + ", ".join(f"{a:g} / {b:g}" for a, b in pairs.items()) + ")")
+        else:
+            style_note = "one line per recurrent learning rate (line styles: " + ", ".join(
+                f"{dashes[i % len(dashes)]} recurrent lr {r:g}" for i, r in enumerate(rlrs)) + ")"
+    style.figure_legend(fig)
     return Figure(
         name=name,
         title=_TITLES[name],
         caption=(
             "Best validation metric of each model (mean over seeds) against the shared learning "
-            f"rate, one line per recurrent learning rate (line styles: {style_note}); a star "
-            "marks the selected pair; dashed: the trivial baseline. A flat line means the ranking hardly depends on tuning; a "
+            f"rate, {style_note}; a star in the model's colour "
+            "marks its selected pair; dashed: the trivial baseline. A flat line means the ranking hardly depends on tuning; a "
             "steep one, that a shared recipe can favour one model. " + scale
         ),
         figure=fig,
@@ -1173,7 +1176,7 @@ def _cost_figure(final: pd.DataFrame, baselines: dict[str, float], labels: _Labe
         if COMPILE in of_task.columns:
             wall = wall - pd.to_numeric(of_task[COMPILE], errors="coerce").fillna(0.0)
         of_task = of_task.assign(_wall=wall.to_numpy())
-        for row, (x_column, x_label) in enumerate((("_wall", "training time per run (s)"),
+        for row, (x_column, x_label) in enumerate((("_wall", "training time (s)"),
                                                     (PARAMS, "parameters"))):
             ax = axes[row, column]
             for model, depth in _Labels.order(of_task):
@@ -1187,7 +1190,7 @@ def _cost_figure(final: pd.DataFrame, baselines: dict[str, float], labels: _Labe
             ax.set_ylabel(_metric_label(regression))
             if row == 0:
                 ax.set_title(task)
-    _legend(axes[0, 0], loc="best", fontsize=5.5)
+    style.figure_legend(fig)
     return Figure(
         name=name,
         title=_TITLES[name],

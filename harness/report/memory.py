@@ -79,7 +79,12 @@ def _figure(points: pd.DataFrame, preset: str | None) -> Figure:
             ax.set_title(f"{MODE_LABELS[mode]}, {size} size")
             ax.set_xlabel("sequence length L (steps)")
             ax.set_ylabel("compiled memory (MiB)")
-    axes[0][0].legend()
+    from matplotlib.lines import Line2D
+
+    entries = style.legend_entries(fig)
+    entries["working set"] = Line2D([], [], color="grey", linestyle="-")
+    entries["temporaries"] = Line2D([], [], color="grey", linestyle=":")
+    style.figure_legend(fig, entries)
     return Figure(
         name="memory_working_set",
         title=_TITLES["memory_working_set"],

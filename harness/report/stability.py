@@ -64,6 +64,23 @@ def _variant_order(names) -> list[str]:
     return [v for v in known if v in present] + sorted(present - set(known))
 
 
+def _grey_legend(fig) -> None:
+    """One legend above the panels (outside every axes, so it covers no data): each label once,
+    its line in the grey of its shade's lightness, since the panels' colours are the models'
+    and a shade means the same in each (lighter: shallower layer or depth)."""
+    from matplotlib.lines import Line2D
+
+    entries: dict[str, Line2D] = {}
+    for label, handle in style.legend_entries(fig).items():
+        if isinstance(handle, Line2D):
+            r, g, b = mcolors.to_rgb(handle.get_color())
+            grey = (0.299 * r + 0.587 * g + 0.114 * b,) * 3
+            entries[label] = Line2D([], [], color=grey, linestyle=handle.get_linestyle(),
+                                    linewidth=handle.get_linewidth(), marker=handle.get_marker(),
+                                    markersize=handle.get_markersize())
+    style.figure_legend(fig, entries)
+
+
 def _shade(colour: str, k: int, depth: int) -> tuple[float, float, float]:
     """``colour`` lightened towards white for shallow layers: layer ``depth`` is the full colour."""
     weight = 0.35 + 0.65 * (k / depth if depth > 1 else 1.0)
@@ -202,11 +219,12 @@ def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth
         ax.axhline(1.0, color="black", linewidth=0.5, linestyle=":")
         ax.set_title(_label(variant))
         ax.set_yscale("log")
+        style.plain_log_ticks(ax)
         ax.set_xlabel("training step")
-        ax.legend(fontsize=5.5, handlelength=1.2)
     for row in axes:
         row[0].set_ylabel("||h|| / ||h|| at init")
     seeds = sorted(trained["seed"].unique())
+    _grey_legend(fig)
     return Figure(
         name=f"stability_training_{task}" if deepest else f"stability_training_{task}_depth{depth}",
         title=f"Hidden-state norm through training, relative to initialisation ({task}, "
@@ -254,10 +272,11 @@ def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artif
             ax.plot(mean.index, 1.0 - mean[column], color=colour, linestyle=linestyle, label=what)
         ax.set_title(_label(variant))
         ax.set_yscale("log")
+        style.plain_log_ticks(ax)
         ax.set_xlabel("training step")
-        ax.legend(fontsize=5.5, handlelength=1.6)
     for row in axes:
         row[0].set_ylabel("1 - |lambda|")
+    _grey_legend(fig)
     return Figure(
         name=name,
         title=title,
@@ -300,11 +319,12 @@ def _depth_figure(layer: pd.DataFrame, task: str, preset: str | None) -> Artifac
                         linestyle="--", label=f"depth {depth}, trained")
         ax.set_title(_label(variant))
         ax.set_yscale("log")
+        style.plain_log_ticks(ax)
         ax.set_xlabel("layer index")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(fontsize=5.0, handlelength=1.6)
     for row in axes:
         row[0].set_ylabel("mean ||h_t||")
+    _grey_legend(fig)
     return Figure(
         name=f"stability_depth_{task}",
         title=f"Hidden-state norm by layer index and network depth ({task})",
@@ -346,13 +366,14 @@ def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Art
         ax.set_title(_label(variant))
         ax.set_xscale("log")
         ax.set_yscale("log")
+        style.plain_log_ticks(ax)
         ax.set_xlabel("time step t")
-        ax.legend(fontsize=5.0, handlelength=1.6)
     for row in axes:
         row[0].set_ylabel("mean ||h_t|| at step t")
     what = "initialisation (solid) and the last evaluation (dashed)" if not trained.empty else (
         "initialisation"
     )
+    _grey_legend(fig)
     return Figure(
         name=f"stability_profile_{task}",
         title=f"Hidden-state norm over time ({task})",

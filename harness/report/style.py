@@ -174,3 +174,54 @@ def figsize(width: str = "column", aspect: float = 0.75) -> tuple[float, float]:
     if not aspect > 0:
         raise ValueError(f"aspect must be a positive height/width ratio, got {aspect!r}.")
     return (w, w * aspect)
+
+
+def figure_legend(fig, entries=None) -> None:
+    """One legend for the whole figure, above its panels (outside every axes, so it covers no
+    data): ``entries`` ``{label: handle}``, by default every labelled artist of every axes,
+    each label once. Three columns on a column-wide figure, six on a full-width one."""
+    if entries is None:
+        entries = legend_entries(fig)
+    if entries:
+        narrow = fig.get_figwidth() < FULL_WIDTH_IN - 0.1
+        fig.legend(list(entries.values()), list(entries), loc="outside upper center",
+                   ncol=min(len(entries), 3 if narrow else 6))
+
+
+def legend_entries(fig) -> dict:
+    """``{label: handle}`` of every labelled artist of ``fig``'s axes, each label once."""
+    entries: dict = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    return entries
+
+
+def plain_log_ticks(ax, which: str = "y") -> None:
+    """Tick labels of a logarithmic axis written as plain numbers (0.5, 2, 300; not 2x10^0),
+    with 2 and 5 between the powers of ten labelled too when the axis spans under two decades
+    (call after plotting: it reads the axis' limits). Above that only the powers are labelled,
+    so that no two labels collide."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    low, high = sorted(ax.get_ylim() if which == "y" else ax.get_xlim())
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    axis.set_major_formatter(plain)
+    decades = math.log10(high / low) if low > 0 else math.inf
+    if decades < 0.5:  # within a factor of about 3: a few evenly spaced ticks
+        axis.set_major_locator(MaxNLocator(nbins=3, steps=[1, 2, 5, 10]))
+        axis.set_minor_formatter(NullFormatter())
+    elif decades < 2:
+        # Only 2 and 5 times a power of ten: LogLocator falls back to linear ticks where too
+        # few of them are in view, and those must stay unlabelled.
+        def two_or_five(value: float, _) -> str:
+            mantissa = value / 10.0 ** math.floor(math.log10(value)) if value > 0 else 0.0
+            return f"{value:g}" if min(abs(mantissa - 2), abs(mantissa - 5)) < 1e-6 else ""
+
+        axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+        axis.set_minor_formatter(FuncFormatter(two_or_five))
+    else:
+        axis.set_minor_formatter(NullFormatter())

@@ -128,7 +128,8 @@ def _energy_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
         ax.set_title(f"{_label(variant)}\n({what})", fontsize=7.5)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("step t (inputs absorbed)")
+        style.plain_log_ticks(ax)
+        ax.set_xlabel("step t")
     for row in axes:
         row[0].set_ylabel(r"$E\,\|h_t\|^2$")
     seeds = sorted(frame["seed"].unique())
@@ -169,7 +170,7 @@ def _ratio_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
         ax.fill_between(rows[C.t], 1 - band, 1 + band, color=colour, alpha=0.12, linewidth=0)
     ax.axhline(1.0, color=style.REFERENCE_COLOUR, linewidth=0.8)
     ax.set_xscale("log")
-    ax.set_xlabel("step t (inputs absorbed)")
+    ax.set_xlabel("step t")
     ax.set_ylabel("measured / predicted E||h_t||^2")
     ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.25))
     samples = int(frame["cfg.samples"].iloc[0])

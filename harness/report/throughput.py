@@ -119,8 +119,7 @@ def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, lab
             ax.set_title(f"{MODE_LABELS[mode]}, {size} size")
             ax.set_xlabel("sequence length L (steps)")
             ax.set_ylabel(label)
-    if axes[0][0].get_legend_handles_labels()[0]:
-        axes[0][0].legend()
+    style.figure_legend(fig)
     hardware = ", ".join(sorted(set(frame[C.device_kind].astype(str))))
     return Figure(
         name=name,
