@@ -834,22 +834,8 @@ def train(
     assert best is not None  # the last step is always evaluated
     test = evaluate(best_network.rescaled(info.timescale), best_state, task.split("test"),
                     batch_size=config.eval_batch_size)
-    final = {
-        "kind": "final",
-        "step": config.steps,
-        "best_step": best["step"],
-        "val_loss": best["loss"],
-        "val_accuracy": best["accuracy"],
-        "test_loss": test["loss"],
-        "test_accuracy": test["accuracy"],
-        "selection": selection,
-        "params": params,
-        "recurrent_params": recurrent,
-        "steps": config.steps,
-        "epochs": config.steps * config.batch_size / len(train_split),
-        "train_seconds": round(seconds, 3),
-        "compile_seconds": round(compiling[0], 3),
-    }
+    final = _final_row(config, best, test, selection, params, recurrent, len(train_split),
+                       seconds, compiling[0])
     rows.append(final)
     if path is not None:
         path.unlink(missing_ok=True)
@@ -935,6 +921,28 @@ class _Member:
     best: dict[str, Any] | None
     seconds: float
     carry: tuple[Any, ...]  # (network, state, opt_state, best_network, best_state)
+
+
+def _final_row(config: TrainConfig, best: dict[str, Any], test: dict[str, Any], selection: str,
+               params: int, recurrent: int, train_examples: int, seconds: float,
+               compile_seconds: float) -> dict[str, Any]:
+    """A run's ``kind="final"`` row: the selected step's validation and its test metrics."""
+    return {
+        "kind": "final",
+        "step": config.steps,
+        "best_step": best["step"],
+        "val_loss": best["loss"],
+        "val_accuracy": best["accuracy"],
+        "test_loss": test["loss"],
+        "test_accuracy": test["accuracy"],
+        "selection": selection,
+        "params": params,
+        "recurrent_params": recurrent,
+        "steps": config.steps,
+        "epochs": config.steps * config.batch_size / train_examples,
+        "train_seconds": round(seconds, 3),
+        "compile_seconds": round(compile_seconds, 3),
+    }
 
 
 def train_group(
@@ -1124,22 +1132,8 @@ def _train_members(
     for i in np.flatnonzero(active):
         member, test, best = members[i], tests[i], members[i].best
         assert best is not None  # the last step is always evaluated
-        final = {
-            "kind": "final",
-            "step": config.steps,
-            "best_step": best["step"],
-            "val_loss": best["loss"],
-            "val_accuracy": best["accuracy"],
-            "test_loss": test["loss"],
-            "test_accuracy": test["accuracy"],
-            "selection": selection,
-            "params": params,
-            "recurrent_params": recurrent,
-            "steps": config.steps,
-            "epochs": config.steps * config.batch_size / len(train_split),
-            "train_seconds": round(member.seconds + share, 3),
-            "compile_seconds": round(compiling[0] / k, 3),
-        }
+        final = _final_row(config, best, test, selection, params, recurrent, len(train_split),
+                           member.seconds + share, compiling[0] / k)
         member.rows.append(final)
         if member.path is not None:
             member.path.unlink(missing_ok=True)
