@@ -471,3 +471,13 @@ def assert_printable(artifacts) -> None:
 
     problems = {a.name: _layout.problems(a.figure) for a in artifacts if isinstance(a, Figure)}
     assert problems and not any(problems.values()), problems
+
+
+def small_store(root: Path) -> Path:
+    """A small valid results store holding one run, ``root/good.sqlite``."""
+    from harness.store import Store
+
+    path = root / "good.sqlite"
+    Store(path).record(run_id="r0", study="accuracy", status="done", config={"seed": 0},
+                       config_hash="h", seed=0, provenance={}, rows=[{"x": 1.0}])
+    return path

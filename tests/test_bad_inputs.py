@@ -31,18 +31,10 @@ from harness.errors import ConfigError, StoreError
 from harness.report import _writers
 from harness.store import Store
 
-from helpers import isolated_registry
+from helpers import isolated_registry, small_store
 
 # --------------------------------------------------------------------------------------------
 # Files the rows point at, made fresh in each test's folder.
-
-
-def _store(root: Path) -> Path:
-    """A small valid store holding one run."""
-    path = root / "good.sqlite"
-    Store(path).record(run_id="r0", study="accuracy", status="done", config={"seed": 0},
-                       config_hash="h", seed=0, provenance={}, rows=[{"x": 1.0}])
-    return path
 
 
 def _corrupt_store(root: Path) -> Path:
@@ -183,7 +175,7 @@ def _outside(key: str) -> Callable[[Path], str]:
 # Command-line rows: (id, argv with {tmp} and the files above, exit status, words).
 
 FILES: dict[str, Callable[[Path], Path | str]] = {
-    "store": _store, "corrupt": _corrupt_store, "file": _file, "papers": _folder_with_files,
+    "store": small_store, "corrupt": _corrupt_store, "file": _file, "papers": _folder_with_files,
     "notsqlite": _not_sqlite, **{key: _outside(key) for key in OUTSIDE},
 }
 
@@ -485,7 +477,7 @@ CALL_CASES: list[tuple[str, Callable[[Path], Any], type[Exception], tuple[str, .
      StoreError, ("corrupt.sqlite", "corrupt", "--store")),
     ("store-corrupt-read", lambda tmp: Store(_corrupt_store(tmp)).read("accuracy"),
      StoreError, ("corrupt.sqlite", "--store")),
-    ("store-readonly-write", lambda tmp: Store(_store(tmp), readonly=True).record(
+    ("store-readonly-write", lambda tmp: Store(small_store(tmp), readonly=True).record(
         run_id="x", study="s", status="done", config={}, config_hash="h", seed=0,
         provenance={}), StoreError, ("read-only", "--store")),
     ("out-dir-file", lambda tmp: _writers.check_out_dir(_file(tmp)), ValueError,

@@ -30,40 +30,33 @@ from harness.store import APPLICATION_ID, Store
 from harness.studies import accuracy
 from harness.train import save_checkpoint
 
-from helpers import isolated_registry
+from helpers import isolated_registry, small_store
 
 # --------------------------------------------------------------------------------------------
 # Files the rows point at, made fresh in each test's folder.
 
 
-def _store(root: Path) -> Path:
-    """A small valid store holding one run."""
-    path = root / "good.sqlite"
-    Store(path).record(run_id="r0", study="accuracy", status="done", config={"seed": 0},
-                       config_hash="h", seed=0, provenance={}, rows=[{"x": 1.0}])
+def _sqlite(path: Path, *statements: str) -> Path:
+    """An SQLite file made by running ``statements`` (a rollback journal, as most programs')."""
+    db = sqlite3.connect(path)
+    for statement in statements:
+        db.execute(statement)
+    db.commit()
+    db.close()
     return path
 
 
 def _contacts(root: Path) -> Path:
-    """Another program's SQLite file (a rollback journal, one table of its own)."""
-    path = root / "contacts.sqlite"
-    db = sqlite3.connect(path)
-    db.execute("CREATE TABLE contacts (name TEXT, phone TEXT)")
-    db.execute("INSERT INTO contacts VALUES ('Ann', '0123')")
-    db.commit()
-    db.close()
-    return path
+    """Another program's SQLite file (one table of its own)."""
+    return _sqlite(root / "contacts.sqlite", "CREATE TABLE contacts (name TEXT, phone TEXT)",
+                   "INSERT INTO contacts VALUES ('Ann', '0123')")
 
 
 def _lookalike(root: Path) -> Path:
     """Another program's file with tables named runs and rows, but not ours."""
-    path = root / "lookalike.sqlite"
-    db = sqlite3.connect(path)
-    db.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT)")
-    db.execute("CREATE TABLE rows (id INTEGER, value REAL)")
-    db.commit()
-    db.close()
-    return path
+    return _sqlite(root / "lookalike.sqlite",
+                   "CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT)",
+                   "CREATE TABLE rows (id INTEGER, value REAL)")
 
 
 def _checkpoints_file(root: Path) -> Path:
@@ -74,7 +67,7 @@ def _checkpoints_file(root: Path) -> Path:
 
 
 FILES: dict[str, Callable[[Path], Path]] = {
-    "store": _store, "contacts": _contacts, "lookalike": _lookalike,
+    "store": small_store, "contacts": _contacts, "lookalike": _lookalike,
     "checkpoints": _checkpoints_file,
 }
 SMOKE = ["preset=smoke", "train.steps=1"]
@@ -268,7 +261,7 @@ def test_a_foreign_sqlite_file_is_never_modified(tmp_path):
 
 
 def test_stores_are_marked_and_old_unmarked_stores_are_recognised(tmp_path):
-    new = _store(tmp_path)
+    new = small_store(tmp_path)
     db = sqlite3.connect(new)
     assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     db.close()
