@@ -21,6 +21,7 @@ the capabilities it has, and a study that needs one it lacks leaves it out, sayi
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import importlib
 import inspect
@@ -507,8 +508,13 @@ def make_config(name: str, **options: Any) -> Any:
     accepted = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
+        # A spelling of another paper's code (the S5 code's ``discretization``) or a typo:
+        # name the option meant.
+        meant = {u: difflib.get_close_matches(u, accepted, n=1, cutoff=0.8) for u in unknown}
+        hints = "".join(f" {u!r} is spelt {m[0]!r} here." for u, m in meant.items() if m)
         raise ValueError(
-            f"Unknown option(s) {unknown} for model {name!r}; accepted options: {', '.join(accepted)}."
+            f"Unknown option(s) {unknown} for model {name!r}; accepted options: "
+            f"{', '.join(accepted)}.{hints}"
         )
     try:
         inspect.signature(cls).bind(**options)

@@ -52,12 +52,16 @@ class LRUConfig:
     Attributes:
         d_model: H, input and output channels.
         d_state: P, the number of complex states.
-        r_min, r_max: the ring |lambda| in [r_min, r_max] at initialisation. The paper's code
-            defaults to [0, 1], but r = 1 means |lambda| = 1 (nu_log = -inf), so r_max < 1 here;
-            the default [0.9, 0.999] is the paper's sCIFAR and Pathfinder setting. Validated,
-            not clamped: r_max must not exceed 1 - 1e-6 (`models._validate.MAX_RADIUS`), the
-            largest |lambda| that float32 keeps below 1 with a finite normaliser gamma and
-            gradient (the paper's code neither clamps nor checks it).
+        r_min, r_max: the ring |lambda| in [r_min, r_max] at initialisation; the default
+            [0.9, 0.999] is the paper's sCIFAR and Pathfinder setting. Validated, not clamped:
+            r_max must not exceed 1 - 1e-6 (`models._validate.MAX_RADIUS`), the largest
+            |lambda| that float32 keeps below 1 with a finite normaliser gamma and gradient
+            (the paper's code neither clamps nor checks it). One exception, the paper's code's
+            default r_max = 1: its ring draws |lambda|^2 = u (r_max^2 - r_min^2) + r_min^2 with
+            u in [0, 1), which never reaches 1, where ours draws u in (0, 1] (r = 1 would give
+            |lambda| = 1, nu_log = -inf). So r_max = 1 is read as that half-open ring and
+            stored as `MAX_RADIUS`: the two rings differ by at most 1e-6 in |lambda|. The Flax
+            drop-in (`models.flax.linen.LRU`) goes through the same rule.
         max_phase: the phases arg(lambda) are initialised uniform in (0, max_phase].
         normaliser: ``"learned"`` (gamma_log initialised to log sqrt(1 - |lambda|^2), then
             trained) or ``"none"`` (no gamma factor: the ablation).
@@ -77,7 +81,10 @@ class LRUConfig:
     def __post_init__(self):
         _validate.positive_int("LRUConfig.d_model", self.d_model)
         _validate.positive_int("LRUConfig.d_state", self.d_state)
-        # r_min = 0 is the paper's ListOps setting; r_max < 1 keeps nu_log finite.
+        # r_min = 0 is the paper's ListOps setting; r_max < 1 keeps nu_log finite, and the
+        # paper's code's default r_max = 1 is its half-open ring (see the docstring).
+        if _validate.is_number(self.r_max) and self.r_max == 1.0:
+            object.__setattr__(self, "r_max", _validate.MAX_RADIUS)
         _validate.in_range("LRUConfig.r_min", self.r_min, 0.0, 1.0)
         _validate.radius("LRUConfig.r_max", self.r_max)
         _validate.ordered("LRUConfig.r_min", self.r_min, "r_max", self.r_max)

@@ -194,6 +194,35 @@ def test_dropin_s5_init_uses_callers_eigenpairs():
                     dt_max=0.1).lazy_init(jr.PRNGKey(0), u)
 
 
+def test_dropin_s5_without_V_takes_it_from_Vinv():
+    # The S5 code runs with V=None when C_init="complex_normal" (only B's initialiser needs
+    # the eigenvectors, through Vinv): the same draw as with V given.
+    Lambda, V = block_hippo_n(8, 2, True)
+    common = dict(H=H, P=4, Lambda_re_init=Lambda.real, Lambda_im_init=Lambda.imag,
+                  C_init="complex_normal", discretization="zoh", dt_min=0.01, dt_max=0.1)
+    u = jax.ShapeDtypeStruct((L, H), jnp.float32)
+    with_V = linen.S5SSM(V=V, Vinv=V.conj().T, **common).lazy_init(jr.PRNGKey(3), u)
+    without = linen.S5SSM(V=None, Vinv=V.conj().T, **common).lazy_init(jr.PRNGKey(3), u)
+    for key, value in with_V["params"].items():
+        np.testing.assert_array_equal(without["params"][key], value, err_msg=key)
+    with pytest.raises(ValueError, match="pass V .*or at least Vinv"):
+        linen.S5SSM(V=None, Vinv=None, **common).lazy_init(jr.PRNGKey(3), u)
+
+
+def test_published_defaults_read_alike_by_config_and_dropin():
+    # minimal-LRU's default r_max = 1: one rule, in LRUConfig, for a config and the drop-in.
+    from models._validate import MAX_RADIUS
+
+    config = models.make_config("lru", d_model=H, d_state=4, r_min=0.0, r_max=1.0)
+    assert config.r_max == MAX_RADIUS == linen.LRU(d_hidden=4, d_model=H).config().r_max
+    # Just below 1 is still refused (validated, not clamped).
+    with pytest.raises(ValueError, match="too close to 1"):
+        models.make_config("lru", d_model=H, d_state=4, r_max=1 - 1e-7)
+    # The S5 code's spelling is named in the error.
+    with pytest.raises(ValueError, match="'discretization' is spelt 'discretisation' here"):
+        models.make_config("s5", d_model=H, d_state=8, discretization="zoh")
+
+
 # --------------------------------------------------------------------------------------------
 # The drop-ins against the published codebases' own equations (float64 loops); parameters
 # from an eager build converted to the published layout (the initialisers are tested above)

@@ -77,7 +77,7 @@ def test_recurrent_mask_is_lambda_b_and_gamma(getkey, normaliser):
     "options, message",
     [
         (dict(r_min=0.95, r_max=0.9), "r_min=0.95 must not exceed r_max=0.9"),
-        (dict(r_max=1.0), "r_max=1.0 must lie in (0.0, 1.0)"),
+        (dict(r_max=1.5), "r_max=1.5 must lie in (0.0, 1.0)"),
         (dict(r_min=-0.1), "r_min=-0.1 must lie in [0.0, 1.0]"),
         (dict(max_phase=0.0), "max_phase=0.0 must be positive"),
         (dict(max_phase=7.0), "max_phase=7.0 must lie in"),

@@ -196,14 +196,6 @@ def _under(path: str, name: str) -> bool:
     return path == name or path.startswith(name + "/")
 
 
-def _open_ring(r_max: float) -> float:
-    """minimal-LRU's default r_max = 1 as the largest radius our LRU accepts in float32,
-    `models._validate.MAX_RADIUS` (see `LRU`)."""
-    from models._validate import MAX_RADIUS
-
-    return MAX_RADIUS if r_max == 1.0 else r_max
-
-
 class LRU(nn.Module):
     """minimal-LRU's ``LRU`` (NicolasZucchet/minimal-LRU, lru/model.py), on our LRU layer.
 
@@ -211,11 +203,9 @@ class LRU(nn.Module):
     gamma_log, B_re, B_im, C_re, C_im, D``), so a script swaps the class and keeps its
     checkpoint. Initialisation is our LRU's, the same distribution as minimal-LRU's.
 
-    The published default ``r_max=1``: its ring draws |lambda|^2 = u (r_max^2 - r_min^2) +
-    r_min^2 with u in [0, 1), which never reaches 1; ours draws u in (0, 1], and r = 1 would
-    give |lambda| = 1 (nu_log = -inf), which `LRUConfig` rejects. So r_max = 1 is read as
-    1 - 1e-6, the largest radius `LRUConfig` accepts (the largest |lambda| float32 keeps safely
-    below 1): the two rings differ by at most 1e-6 in |lambda|.
+    The published default ``r_max=1`` is read as `LRUConfig` reads it: as the published
+    half-open ring, stored as 1 - 1e-6 (`LRUConfig`'s docstring says why); the two rings
+    differ by at most 1e-6 in |lambda|.
 
     Attributes (minimal-LRU's): d_hidden (P states), d_model (H), r_min, r_max, max_phase.
     ``algorithm`` (ours, last, so positional calls are unchanged): the engine algorithm.
@@ -231,7 +221,7 @@ class LRU(nn.Module):
     def config(self) -> LRUConfig:
         return LRUConfig(
             d_model=self.d_model, d_state=self.d_hidden, r_min=self.r_min,
-            r_max=_open_ring(self.r_max), max_phase=self.max_phase, algorithm=self.algorithm,
+            r_max=self.r_max, max_phase=self.max_phase, algorithm=self.algorithm,
         )
 
     def __post_init__(self):
@@ -263,7 +253,8 @@ class S5SSM(nn.Module):
     Initialisation: our S5 layer's initialisers with the caller's ``V``: B~ = V^{-1} B and
     C~ = C V as `models.s5` draws them, Lambda as given, D and log_step as our layer draws them.
     ``Vinv`` must be V^* (what ``train.py`` passes): our initialiser uses V^*, so any other
-    ``Vinv`` is an error rather than silently ignored.
+    ``Vinv`` is an error rather than silently ignored. ``V=None`` (as the S5 code allows with
+    ``C_init="complex_normal"``) takes V from ``Vinv``; ``Vinv=None`` takes it from ``V``.
     """
 
     Lambda_re_init: Any
@@ -282,11 +273,25 @@ class S5SSM(nn.Module):
     step_rescale: float = 1.0
     algorithm: str = "auto"
 
+    def _eigenvectors(self) -> np.ndarray:
+        """V, or V = Vinv^* when ``V=None``: the S5 code runs without V when
+        ``C_init="complex_normal"`` (only its B initialiser needs the eigenvectors, through
+        Vinv), and our initialiser uses V^* for B, so Vinv determines it."""
+        if self.V is not None:
+            return np.asarray(self.V)
+        if self.Vinv is None:
+            raise ValueError(
+                "S5SSM needs the eigenvectors of its initial state matrix: pass V (and "
+                "Vinv = V^*) as the S5 code's train.py computes them, or at least Vinv."
+            )
+        return np.asarray(self.Vinv).conj().T
+
     def config(self) -> S5Config:
         full = 2 * self.P if self.conj_sym else self.P
-        if tuple(np.shape(self.V)) != (full, self.P):
+        V = self._eigenvectors()
+        if tuple(np.shape(V)) != (full, self.P):
             raise ValueError(
-                f"S5SSM.V has shape {tuple(np.shape(self.V))}; with P={self.P} and "
+                f"S5SSM.V has shape {tuple(np.shape(V))}; with P={self.P} and "
                 f"conj_sym={self.conj_sym} it must be {(full, self.P)} (the eigenvectors of the "
                 "kept eigenvalues, as the S5 code's train.py slices them)."
             )
@@ -306,8 +311,9 @@ class S5SSM(nn.Module):
         super().__post_init__()
 
     def _draw(self, config: S5Config, key: PRNGKeyArray) -> dict[str, Array]:
-        V = np.asarray(self.V)
-        if not np.allclose(np.asarray(self.Vinv), V.conj().T, atol=1e-5):
+        V = self._eigenvectors()
+        if self.Vinv is not None and not np.allclose(np.asarray(self.Vinv), V.conj().T,
+                                                      atol=1e-5):
             raise ValueError(
                 "S5SSM.Vinv is not V^* (the conjugate transpose of V), which the S5 code's "
                 "train.py passes and our initialiser (B~ = V^* B) assumes."
