@@ -48,6 +48,7 @@ STUDY_NETWORK = "the study's network"
 STUDY_TRAIN = "the study's training recipe"
 LAYER_DEFAULT = "the layer's default"
 TASK_DEFAULT = "the task's default"
+COMMAND_LINE = "command line"  # the source of the recipe a command line's key=value make
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +99,9 @@ class Recipe:
         return not any(option in m.option_names() for m in models.infos())
 
     def label(self) -> str:
+        """How `Resolved.explain` names this recipe as a source."""
+        if self.source == COMMAND_LINE:
+            return "the command line"
         return f"recipe: {self.source}" if self.source else "recipe"
 
 

@@ -104,10 +104,10 @@ def _sources(resolved: settings.Resolved) -> dict[str, tuple[Any, str]]:
 def test_each_option_says_where_it_came_from():
     config = dataclasses.replace(A.STUDY.config("cpu"), recipes=(
         *A.STUDY.config("cpu").recipes,
-        A.Recipe(overrides=(("layer.max_phase", "1.5"),), source="command line")))
+        A.Recipe(overrides=(("layer.max_phase", "1.5"),), source=settings.COMMAND_LINE)))
     lru = _sources(A.resolve(config, "lru", "listops"))
     assert lru["layer.r_min"][0] == 0.0 and "lru registration for listops" in lru["layer.r_min"][1]
-    assert lru["layer.max_phase"] == (1.5, "recipe: command line")
+    assert lru["layer.max_phase"] == (1.5, "the command line")
     assert lru["train.steps"][0] == 400 and lru["train.steps"][1].startswith("recipe: ListOps")
     assert lru["train.lr"] == (config.train.lr, settings.STUDY_TRAIN)
     assert lru["network.d_model"] == (32, settings.STUDY_NETWORK)
