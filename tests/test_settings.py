@@ -123,3 +123,98 @@ def test_each_option_says_where_it_came_from():
     keys = [k for k, _, _ in A.resolve(config, "s5", "digits").explain()]
     assert len(keys) == len(set(keys))
     assert {f"train.{f.name}" for f in dataclasses.fields(A.TrainConfig)} <= set(keys)
+
+
+# --------------------------------------------------------------------------------------------
+# The stability study: the accuracy study's networks, and its selected learning rates
+
+
+def _lru_run(config) -> Any:
+    from harness.studies import stability as S
+
+    return next(r for r in S.grid(config) if r.variant == "lru" and r.train is not None)
+
+
+def test_stability_takes_per_task_options_from_the_registration(monkeypatch):
+    from harness.studies import stability as S
+    from models import _registry
+
+    config = S.STUDY.config("smoke")
+    assert dict(_lru_run(config).network.layer_options) == {"r_min": 0.0, "r_max": 0.99}
+    # The registration says another ring for ListOps: the stability run follows it.
+    info = models.info("lru")
+    ring = models.TaskOptions("listops", options=(("r_min", 0.5), ("r_max", 0.95)),
+                              source="a test")
+    monkeypatch.setitem(_registry._REGISTRY, "lru",
+                        dataclasses.replace(info, task_options=(ring,)))
+    assert dict(_lru_run(config).network.layer_options) == {"r_min": 0.5, "r_max": 0.95}
+    # RotRNN's heads at gpu come from its registration (N = 128 in 32 heads: N_h = 4), not
+    # from a copy in the stability preset; the stability run's network is the accuracy run's.
+    gpu = S.STUDY.config("gpu")
+    rotrnn, _ = S.resolve(gpu, "rotrnn", "listops", 6)
+    assert dict(rotrnn.network.layer_options)["heads"] == 32
+    assert rotrnn.network.d_state == 128
+    accuracy = A.resolve(A.STUDY.config("gpu"), "rotrnn", "listops")
+    assert rotrnn.network.layer_options == accuracy.network.layer_options
+    # An ablation's own option still wins over everything.
+    no_gamma, _ = S.resolve(config, "lru-no-gamma", "listops", 1)
+    assert dict(no_gamma.network.layer_options)["normaliser"] == "none"
+
+
+def _tuned_accuracy_store(path, best: tuple[float, float]):
+    """A store holding a tuned accuracy cell (LRU on ListOps at the smoke size, two rate pairs,
+    two seeds) whose best mean validation accuracy is at ``best``."""
+    from harness import config as hc
+    from harness.store import Store
+
+    config = A.STUDY.config("smoke", {"models": "lru", "tasks": "listops", "seeds": "0,1",
+                                      "tune_tasks": "listops", "lr_grid": "0.003,0.03",
+                                      "recurrent_lr_grid": "0.001,0.01",
+                                      "lr_pairing": "paired"})
+    store = Store(path)
+    for spec in A.grid(config):
+        pair = (spec.train.lr, spec.train.recurrent_lr)
+        accuracy = 0.6 if pair == best else 0.3
+        store.record(run_id=A.STUDY.run_id(spec), study="accuracy", status="done",
+                     config=hc.to_dict(spec), config_hash=hc.config_hash(spec), seed=spec.seed,
+                     provenance={}, rows=[{"kind": "final", "step": 4, "val_accuracy": accuracy,
+                                           "val_loss": 1.0, "selection": "accuracy",
+                                           "test_accuracy": accuracy}])
+    return store
+
+
+def test_stability_trains_at_the_accuracy_studys_selected_rates(tmp_path):
+    from harness.report import _selection
+    from harness.studies import stability as S
+
+    store = _tuned_accuracy_store(tmp_path / "s.sqlite", best=(0.03, 0.01))
+    assert _selection.tuned_rates(store) == {("lru", "listops", 1): (0.03, 0.01)}
+    config = S.STUDY.config("smoke")
+    bound = S.STUDY.bind(config, store)
+    lru = _lru_run(bound)
+    assert (lru.train.lr, lru.train.recurrent_lr, lru.lr_source) == (0.03, 0.01, "selected")
+    # RotRNN has no tuned cell in the store: the recipe's rates, and it says so.
+    rotrnn = next(r for r in S.grid(bound) if r.variant == "rotrnn")
+    assert (rotrnn.train.lr, rotrnn.lr_source) == (config.lr, "recipe")
+    # Without the store, or with lr_source=recipe, the recipe's rates; the run ids differ.
+    plain = _lru_run(config)
+    assert (plain.train.lr, plain.lr_source) == (config.lr, "recipe")
+    assert S.STUDY.run_id(plain) != S.STUDY.run_id(lru)
+    recipe = S.STUDY.bind(dataclasses.replace(config, lr_source="recipe"), store)
+    assert _lru_run(recipe) == plain
+    # Another selection in the store makes another run.
+    other = _tuned_accuracy_store(tmp_path / "t.sqlite", best=(0.003, 0.001))
+    assert _lru_run(S.STUDY.bind(config, other)).train.lr == 0.003
+
+
+def test_the_report_places_selected_rate_runs_in_their_preset(tmp_path):
+    from harness.report import _provenance
+    from harness.studies import stability as S
+
+    store = _tuned_accuracy_store(tmp_path / "s.sqlite", best=(0.03, 0.01))
+    run_id = S.STUDY.run_id(_lru_run(S.STUDY.bind(S.STUDY.config("smoke"), store)))
+    # Read with the store it was made from, the run is in the smoke grid; without it, it is
+    # not (its rates are not the recipe's).
+    with _provenance.reading(store):
+        assert _provenance.run_presets("stability", [run_id])[run_id] == "smoke"
+    assert _provenance.run_presets("stability", [run_id])[run_id] == _provenance.CUSTOM
