@@ -73,7 +73,8 @@ INTRO = (
 )
 
 # Column names of the accuracy study's config (dotted, as the store writes a run's config; the
-# study owns the lr columns; the model's, depth's and task's are `_selection`'s) and of its rows (the study's schema, `study.COLUMNS`).
+# study owns the lr columns; the model's, depth's and task's are `_selection`'s) and of its
+# rows (the study's schema, `study.COLUMNS`).
 WIDTH = "cfg.network.d_model"
 STATE = "cfg.network.d_state"
 BATCH = "cfg.train.batch_size"
