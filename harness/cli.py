@@ -2,7 +2,7 @@
 
     python -m harness list [models|tasks|studies|presets]
     python -m harness train model=lru task=digits [seed=0 | seeds=0,1,2] [preset=cpu]
-                            [network.d_model=64 ...]
+                            [network.d_model=64 layer.r_min=0.5 ...] [--explain]
     python -m harness study NAME [--preset P] [key=value ...] [--fresh] [--store PATH]
                                  [--executor local|processes|ray] [--workers N]
                                  [--ray-address ADDR]
@@ -17,8 +17,15 @@ A MODEL is a registry name or an outside layer's import path ``package.module:La
 
 Every ``key=value`` is validated by the config it lands in; an unknown key, a bad value or an
 unknown name prints one line and exits with status 2. ``train``'s ``key=value`` overrides win
-over the preset's per-task recipes (it says which setting each replaced). ``report``'s
-``--preset``, ``--executor`` and ``--ray-address`` apply only with ``--run``.
+over the preset's per-task recipes (it says which setting each replaced); ``train --explain``
+prints each effective option of the run, its value and where it came from (`harness.settings`),
+and trains nothing. ``report``'s ``--preset``, ``--executor`` and ``--ray-address`` apply only
+with ``--run``.
+
+One spelling everywhere: ``--preset P`` and ``preset=P`` are the same (``train``, ``study``,
+``report``); a layer's options are ``layer.<option>=value`` (``train`` and ``study``:
+``network.layer.<option>`` and ``network.layer_options=a=1,b=2`` still work, with a note); one
+setting given two different values through two spellings is refused.
 
 Exit status: 0 done; 1 a run failed (it raised: recorded with its error, retried next time; a
 diverged run is a result and does not count), a worker died, the disk filled or the report
@@ -141,12 +148,16 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", metavar="key=value")
     p.add_argument("--store", type=Path, default=DEFAULT_PATH)
     p.add_argument("--fresh", action="store_true", help="rerun even if recorded")
+    p.add_argument("--preset", default=None, help="the accuracy study's preset (cpu); the same "
+                   "as preset=P")
+    p.add_argument("--explain", action="store_true",
+                   help="print each effective option, its value and its source; train nothing")
     p.set_defaults(handler=_cmd_train)
 
     p = sub.add_parser("study", help="run a study's grid at a preset", epilog=EXIT_STATUS)
     p.add_argument("name")
     p.add_argument("overrides", nargs="*", metavar="key=value")
-    p.add_argument("--preset", default="cpu")
+    p.add_argument("--preset", default=None, help="the preset (cpu); the same as preset=P")
     p.add_argument("--fresh", action="store_true", help="rerun finished runs too")
     _executor_arguments(p)
     p.add_argument("--store", type=Path, default=DEFAULT_PATH)
@@ -155,6 +166,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="render the report from the store (--run: run studies first)",
                        epilog=EXIT_STATUS)
     p.add_argument("--run", action="store_true", help="run every registered study first")
+    p.add_argument("overrides", nargs="*", metavar="preset=P", help="the same as --preset P")
     # No defaults here: --preset, --executor and --ray-address apply only with --run, and one
     # given without it is refused rather than ignored (`_report_run_options`).
     p.add_argument("--preset", default=None, help="with --run: the studies' preset (cpu)")
@@ -432,11 +444,12 @@ def _list_studies() -> None:
 
 def _cmd_train(args) -> int:
     from .runner import run_study
+    from .settings import COMMAND_LINE
     from .studies.accuracy import STUDY, Recipe
 
     items = _config.parse_overrides(args.overrides)
     request = {k: items.pop(k) for k in _TRAIN_KEYS if k in items}
-    preset = request.get("preset", "cpu")
+    preset = _one_preset(args.preset, request.get("preset")) or "cpu"
     _check_preset(preset)
     if "seed" in request and "seeds" in request:
         raise UsageError("train takes seed=N or seeds=N,M,... (trained together), not both.")
@@ -482,12 +495,15 @@ def _cmd_train(args) -> int:
             depths=(),
             tune_tasks=(),  # one run at the recipe's learning rates, not the tuning grid
             recipes=(*base.recipes, Recipe(overrides=extra + tuple(rest.items()),
-                                           source="command line")),
+                                           source=COMMAND_LINE)),
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
     study = dataclasses.replace(STUDY, name="train")
     specs = _grid(study, config)
+    if args.explain:
+        _explain(config, model, task, preset, seeds)
+        return 0
     store = _prepare(args.store)
     summary = run_study(study, config, store=store, fresh=args.fresh)
     _print_summary(summary)
@@ -507,6 +523,28 @@ def _cmd_train(args) -> int:
             print(f"{status}: {str(error).splitlines()[0] if error else ''}")
         failed += status == "failed"
     return _runs_failed(failed, args.store)
+
+def _explain(config, model: str, task: str, preset: str, seeds: tuple[int, ...]) -> None:
+    """Print each effective option of the run ``train`` would make, with its source."""
+    from .settings import explain_text
+    from .studies.accuracy import resolve
+
+    seed_text = ", ".join(map(str, seeds))
+    print(f"train {model} on {task}, preset {preset}, seed(s) {seed_text}: each effective "
+          "option, its value and where it came from (sources in increasing precedence: "
+          "defaults, task preset, registration, study layer options, recipes, command line; "
+          "width options fill what none of them set). Nothing is trained.")
+    print(explain_text(resolve(config, model, task)))
+
+
+def _one_preset(flag: str | None, typed: str | None) -> str | None:
+    """The preset given as ``--preset P`` or ``preset=P`` (the same setting); two different
+    ones are a `UsageError`."""
+    if flag is not None and typed is not None and flag != typed:
+        raise UsageError(f"--preset {flag} and preset={typed} name two presets; give the "
+                         "preset once.")
+    return flag if flag is not None else typed
+
 
 def _train_model(model: str | None, layer: str | None) -> str | None:
     """The layer of a ``train`` run: ``model=``, or ``network.layer=`` (its other spelling);
@@ -530,10 +568,15 @@ def _train_model(model: str | None, layer: str | None) -> str | None:
 
 
 def _train_layer_options(items: dict[str, str]) -> dict[str, str]:
-    """The layer options of a ``train`` command, taken out of ``items``: ``layer.<option>``,
-    ``network.layer.<option>`` and ``network.layer_options=a=1,b=2`` name the same options, so
-    one option given two values through them is a `UsageError` naming both."""
+    """The layer options of a ``train`` or ``study`` command, taken out of ``items``:
+    ``layer.<option>``, ``network.layer.<option>`` and ``network.layer_options=a=1,b=2`` name
+    the same options, so one option given two values through them is a `UsageError` naming
+    both. The older spellings print a one-line note pointing to ``layer.<option>``."""
     given: dict[str, tuple[str, str]] = {}  # option -> (the key as typed, its value)
+    old = [k for k in items if k.startswith("network.layer.") or k == "network.layer_options"]
+    if old:
+        print(f"note: {', '.join(old)}: a layer's options are spelled layer.<option>=value now "
+              "(e.g. layer.r_min=0.5); the older spelling keeps working.")
 
     def add(option: str, typed: str, value: str) -> None:
         if option in given and given[option][1] != value:
@@ -570,8 +613,13 @@ def _cmd_study(args) -> int:
     from .runner import run_study
 
     study = _study(args.name)
+    items = _config.parse_overrides(args.overrides)
+    args.preset = _one_preset(args.preset, items.pop("preset", None)) or "cpu"
     _check_preset(args.preset)
-    config = study.config(args.preset, _config.parse_overrides(args.overrides))
+    layer = _train_layer_options(items)
+    config = study.config(args.preset, items)
+    if layer:
+        config = _with_layer_options(args.name, config, layer)
     _grid(study, config)  # a bad value in the grid is a usage error, before anything runs
     executor = _executor(args)
     store = _prepare(args.store)
@@ -579,6 +627,24 @@ def _cmd_study(args) -> int:
     _print_summary(summary)
     print(f"store: {args.store}")
     return _runs_failed(summary.counts.get("failed", 0), args.store)
+
+
+def _with_layer_options(name: str, config, options: dict[str, str]):
+    """``config`` with the command line's ``layer.<option>`` values: a study with recipes
+    (the accuracy study) takes them as the last recipe, set on every model whose config has the
+    option, as ``train`` does; a study with ``layer_options`` (the stability study) in that
+    field. A study with neither refuses them."""
+    from .settings import COMMAND_LINE, Recipe
+
+    if hasattr(config, "recipes"):
+        recipe = Recipe(overrides=tuple((f"layer.{k}", v) for k, v in options.items()),
+                        source=COMMAND_LINE)
+        return dataclasses.replace(config, recipes=(*config.recipes, recipe))
+    if hasattr(config, "layer_options"):
+        merged = {**dict(config.layer_options), **options}
+        return dataclasses.replace(config, layer_options=tuple(merged.items()))
+    raise UsageError(f"Study {name!r} takes no layer options (layer.{next(iter(options))}); "
+                     "its layers' settings are its own config keys.")
 
 
 def _cmd_figure(args) -> int:
@@ -593,6 +659,12 @@ def _cmd_report(args) -> int:
     from .report import ReportError, _writers, check_destination, render
     from .runner import run_study
 
+    items = _config.parse_overrides(getattr(args, "overrides", []))
+    args.preset = _one_preset(args.preset, items.pop("preset", None))
+    if items:
+        raise UsageError(f"report takes no key=value settings but preset=P (got "
+                         f"{', '.join(f'{k}={v}' for k, v in items.items())}); the studies' "
+                         "settings go to python -m harness study NAME key=value.")
     _report_run_options(args)
     try:
         # Before any study runs: a bad --out would otherwise be found after hours of runs.

@@ -164,9 +164,11 @@ def run_study(
     executor: Executor = local_executor,
     progress: bool = True,
 ) -> Summary:
-    """Run every pending run of ``study`` at ``config`` and record each as it completes."""
+    """Run every pending run of ``study`` at ``config`` (bound to ``store``, `Study.bind`) and
+    record each as it completes."""
     t0 = time.perf_counter()
-    specs = study.grid(config)
+    # A grid that reads the store (`Study.from_store`) reads the one its runs go to.
+    specs = study.grid(study.bind(config, store))
     check_seeds(specs)
     todo = pending(study, specs, store, fresh=fresh)
     if study.exclusive and executor is not local_executor and todo:

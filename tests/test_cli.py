@@ -57,7 +57,16 @@ def test_list_names_every_model_task_and_study(capsys):
         (["train", "layer.nope=1"], "Unknown key 'nope' for accuracy run (rotrnn, digits) layer"),
         (["train", "model=rotrnn", "layer.heads=two"], "layer.heads='two' is not an integer"),
         (["study", "accuracy", "network.layer.r_min=x"],
-         "network.layer.r_min='x' is not a number"),
+         "accuracy run (lru, digits) layer.r_min='x' is not a number"),
+        (["study", "accuracy", "layer.r_min=0.5", "network.layer.r_min=0.6"],
+         "layer.r_min=0.5 and network.layer.r_min=0.6 both set the layer's option 'r_min'; "
+         "give it once, as layer.r_min=<value>."),
+        (["study", "accuracy", "--preset", "cpu", "preset=smoke"],
+         "--preset cpu and preset=smoke name two presets; give the preset once."),
+        (["train", "--preset", "cpu", "preset=smoke"], "--preset cpu and preset=smoke"),
+        (["report", "--preset", "cpu", "preset=smoke"], "--preset cpu and preset=smoke"),
+        (["report", "train.steps=3"], "report takes no key=value settings but preset=P"),
+        (["study", "theory", "layer.heads=2"], "Study 'theory' takes no layer options"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
     ],
 )
@@ -262,3 +271,57 @@ def test_ray_executor_runs_the_grid_and_only_the_driver_writes(capsys, tmp_path)
     final = store.read("accuracy").query("kind == 'final'")
     assert len(final) == 1 and 0.0 <= final["test_accuracy"].iloc[0] <= 1.0
     assert final["prov.backend"].iloc[0] == "cpu"
+
+
+def test_train_explain_prints_each_option_and_its_source_and_trains_nothing(capsys, tmp_path):
+    store = tmp_path / "s.sqlite"
+    assert main(["train", "model=lru", "task=listops", "--preset", "cpu", "layer.max_phase=1",
+                 "train.steps=7", "--explain", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert "the lru registration for listops at cpu" in lines["layer.r_min"]
+    assert lines["layer.max_phase"].split()[1:] == ["1.0", "the", "command", "line"]
+    assert lines["train.steps"].split()[1:] == ["7", "the", "command", "line"]
+    assert "recipe: ListOps at its cpu task size" in lines["train.eval_every"]
+    assert "the task's cpu preset" in lines["task.max_depth"]
+    assert "the study's training recipe" in lines["train.lr"]
+    assert "Nothing is trained" in out
+    assert not store.exists()  # nothing ran, nothing was recorded
+
+
+def test_one_spelling_for_preset_and_layer_options(capsys, tmp_path, monkeypatch):
+    from harness import cli
+    from harness.studies import accuracy
+
+    seen = {}
+
+    def fake_run_study(study, config, **kwargs):
+        seen["config"] = config
+        return cli_summary(study.name)
+
+    def cli_summary(name):
+        from harness.runner import Summary
+        return Summary(study=name, total=0, skipped=0, counts={}, seconds=0.0)
+
+    monkeypatch.setattr("harness.runner.run_study", fake_run_study)
+    store = str(tmp_path / "s.sqlite")
+    # preset=P and --preset P are one setting, in study as in train.
+    assert main(["study", "accuracy", "preset=smoke", "models=lru,rotrnn", "layer.r_min=0.5",
+                 "--store", store]) == 0
+    config = seen["config"]
+    assert config.train == accuracy.STUDY.config("smoke").train
+    specs = {s.network.layer: s for s in accuracy.grid(config)}
+    # layer.<option> in a study sets it on the models whose config has it, as train does.
+    assert dict(specs["lru"].network.layer_options)["r_min"] == 0.5
+    assert "r_min" not in dict(specs["rotrnn"].network.layer_options)
+    assert "note:" not in capsys.readouterr().out
+    # The older spelling keeps working, with a one-line pointer to the new one.
+    assert main(["study", "accuracy", "--preset", "smoke", "preset=smoke", "models=lru",
+                 "network.layer.r_min=0.5", "--store", store]) == 0
+    assert dict(accuracy.grid(seen["config"])[0].network.layer_options)["r_min"] == 0.5
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "spelled layer.<option>=value now" in notes[0]
+    # The stability study takes layer.<option> into its layer_options.
+    assert main(["study", "stability", "preset=smoke", "layer.max_phase=1.0",
+                 "--store", store]) == 0
+    assert seen["config"].layer_options == (("max_phase", "1.0"),)

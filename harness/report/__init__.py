@@ -141,10 +141,12 @@ def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str
                         if isinstance(artifact, Figure) and (not only or artifact.name in only):
                             figures[artifact.name] = writers.submit(artifact, tmp / "figures")
 
-                sections = _sections(store, send)
-                if only:
-                    _check_only(sections, only)
-                files = _write(store, sections, tmp, figures, only)
+                # A grid that reads the store (the stability study's) is built from this one.
+                with _provenance.reading(store):
+                    sections = _sections(store, send)
+                    if only:
+                        _check_only(sections, only)
+                    files = _write(store, sections, tmp, figures, only)
             _commit(tmp, out_dir, owned, files, keep=bool(only))
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

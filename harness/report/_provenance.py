@@ -11,20 +11,24 @@ The preset is not stored with a run; it is recovered from the code: a run belong
 preset here is its grid of tasks, seeds and recipes, not its list of models: a run of a model
 the preset does not list (a user's layer, ``"models=(mine:Layer,lru)"``) belongs to ``p`` when
 it is in the grid of ``p``'s config with that model as its only one. A run made with other
-``key=value`` overrides belongs to no preset and is labelled ``custom``.
+``key=value`` overrides belongs to no preset and is labelled ``custom``. A study whose grid
+reads the store (`harness.studies.Study.from_store`: the stability study's selected learning
+rates) has its grids built from the store being reported (`reading`, which `render` enters).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
+from .. import config as _config
 from ..provenance import SETTINGS
 from ..store import STATUSES, Store
 from ..studies import PRESET_NAMES
@@ -37,17 +41,52 @@ UNKNOWN = "unknown"  # the study's grids could not be built, so the preset canno
 _LIBRARIES: tuple[str, ...] = ("jax", "jaxlib", "equinox", "flax", "optax", "numpy", "pandas")
 
 
-@functools.cache
+# The store a grid that reads one is built from (`reading`), and its configs bound to it.
+_STORE: dict[str, Any] = {"store": None}
+_BOUND: dict[tuple[str, str], Any] = {}
+_GRIDS: dict[tuple[str, tuple[str, ...]], dict[str, frozenset[str]]] = {}
+
+
+@contextlib.contextmanager
+def reading(store: Any) -> Iterator[None]:
+    """Within it, the grids of a study that reads the store (`Study.from_store`) are built from
+    ``store``, the one being reported, as its runs were built from the store they ran with."""
+    previous = _STORE["store"]
+    _STORE["store"] = store
+    _BOUND.clear()
+    try:
+        yield
+    finally:
+        _STORE["store"] = previous
+        _BOUND.clear()
+
+
+def _config_at(study: Any, preset: str) -> Any:
+    """The study's config at ``preset``, bound to the store in use (`reading`)."""
+    if study.from_store is None or _STORE["store"] is None:
+        return study.config(preset)
+    key = (study.name, preset)
+    if key not in _BOUND:
+        _BOUND[key] = study.bind(study.config(preset), _STORE["store"])
+    return _BOUND[key]
+
+
 def _grid_ids(study_name: str) -> dict[str, frozenset[str]] | None:
     """``{preset: run ids of the study's grid at that preset}``; None if grids can't be built."""
     from .. import studies
 
     try:
         study = studies.get(study_name)
-        return {
-            preset: frozenset(study.run_id(spec) for spec in study.grid(study.config(preset)))
-            for preset in PRESET_NAMES
-        }
+        configs = {preset: _config_at(study, preset) for preset in PRESET_NAMES}
+        # A grid that reads the store changes with it: cached per bound config.
+        key = (study_name, tuple(_config.config_hash(c) for c in configs.values())
+               if study.from_store is not None else ())
+        if key not in _GRIDS:
+            _GRIDS[key] = {
+                preset: frozenset(study.run_id(spec) for spec in study.grid(config))
+                for preset, config in configs.items()
+            }
+        return _GRIDS[key]
     except Exception as e:  # the report still renders; the preset is then stated as unknown
         log.warning("the grids of study %r cannot be built (%s: %s): its runs' preset is "
                     "labelled %r", study_name, type(e).__name__, e, UNKNOWN)
@@ -59,8 +98,18 @@ _MODEL_FIELDS: tuple[tuple[str, str], ...] = (
     ("variants", "cfg.variant"), ("models", "cfg.model"), ("models", "cfg.network.layer"))
 
 
-@functools.cache
 def _model_grid_ids(study_name: str, model: str) -> dict[str, frozenset[str]]:
+    """`_model_grids` of the study's configs bound to the store in use (`reading`)."""
+    from .. import studies
+
+    study = studies.get(study_name)
+    key = "" if study.from_store is None else ",".join(
+        _config.config_hash(_config_at(study, p)) for p in PRESET_NAMES)
+    return _model_grids(study_name, model, key)
+
+
+@functools.cache
+def _model_grids(study_name: str, model: str, bound: str) -> dict[str, frozenset[str]]:
     """``{preset: run ids of the study's grid at that preset with ``model`` as its only
     model}``; a preset whose grid cannot take the model (it cannot enter, or its import path
     no longer resolves) holds no run of it."""
@@ -70,7 +119,7 @@ def _model_grid_ids(study_name: str, model: str) -> dict[str, frozenset[str]]:
     out = {}
     for preset in PRESET_NAMES:
         try:
-            config = study.config(preset)
+            config = _config_at(study, preset)
             field = next(f for f, _ in _MODEL_FIELDS if hasattr(config, f))
             config = dataclasses.replace(config, **{field: (model,)})
             out[preset] = frozenset(study.run_id(spec) for spec in study.grid(config))

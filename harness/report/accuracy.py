@@ -44,7 +44,7 @@ from ..studies import accuracy as study
 from .. import stats as inference
 from . import _published, _stats, style
 from ._artifacts import Artifact, Figure, Finding, Missing, Section, Table, all_missing
-from ._provenance import CUSTOM, in_preset, pick_preset, with_presets
+from ._selection import DEPTH, MODEL, TASK, _keys, _same, _selected, configurations
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +73,10 @@ INTRO = (
 )
 
 # Column names of the accuracy study's config (dotted, as the store writes a run's config; the
-# study owns the lr columns) and of its rows (the study's schema, `study.COLUMNS`).
-MODEL = "cfg.network.layer"
-DEPTH = "cfg.network.depth"
+# study owns the lr columns; the model's, depth's and task's are `_selection`'s) and of its
+# rows (the study's schema, `study.COLUMNS`).
 WIDTH = "cfg.network.d_model"
 STATE = "cfg.network.d_state"
-TASK = "cfg.task"
 BATCH = "cfg.train.batch_size"
 LR = study.LR
 RECURRENT_LR = study.RECURRENT_LR
@@ -122,82 +120,6 @@ _TITLES = {
 def mean_se(values: pd.Series) -> tuple[float, float, int]:
     """``(mean, standard error, n)`` of the finite values; se is NaN when n < 2."""
     return _stats.mean_se(values)
-
-
-def _keys(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with plain ``model``, ``task``, ``depth``, ``lr`` and ``rlr`` columns (depth 0
-    and NaN rates when not recorded)."""
-    depth = (pd.to_numeric(frame[DEPTH], errors="coerce").fillna(0).astype(int)
-             if DEPTH in frame.columns else 0)
-    out = frame.assign(model=frame[MODEL], task=frame[TASK], depth=depth)
-    for column, name in ((LR, "lr"), (RECURRENT_LR, "rlr"), (study.RECIPE_LR, "recipe_lr"),
-                         (study.RECIPE_RECURRENT_LR, "recipe_rlr")):
-        out[name] = (pd.to_numeric(frame[column], errors="coerce") if column in frame.columns
-                     else math.nan)
-    return out
-
-
-def _selected(store: Store) -> tuple[pd.DataFrame, pd.DataFrame, str | None, str]:
-    """Rows and runs of the largest-scale preset in the store, and a note on what was left out."""
-    rows = store.read(STUDY)
-    runs = store.runs(STUDY)
-    if runs.empty:
-        return rows, runs, None, ""
-    runs = with_presets(runs, STUDY)
-    done = runs[runs["status"] == "done"]
-    preset = pick_preset(done["preset"].unique(), STUDY, done["run_id"])
-    if preset is None:
-        preset = pick_preset(runs["preset"].unique(), STUDY, runs["run_id"])
-    keep = in_preset(runs["preset"], preset)
-    left_out = runs[~keep]
-    note = ""
-    if not left_out.empty:
-        found = sorted(left_out["preset"].astype(str).unique())
-        custom = (
-            "; custom: made with key=value overrides or by an earlier version of the grid"
-            if CUSTOM in found else ""
-        )
-        note = (
-            f" The store also holds {len(left_out)} run(s) outside preset {preset} "
-            f"({', '.join(found)}{custom}), not shown: numbers of different configurations are "
-            "never averaged together."
-        )
-    runs = runs[keep]
-    if not rows.empty:
-        rows = rows[rows["run_id"].isin(set(runs["run_id"]))]
-    return rows, runs, preset, note
-
-
-# --------------------------------------------------------------------------------------------
-# Which runs make the one-recipe and the tuned configuration of each cell
-
-
-def _same(a: float, b: float) -> bool:
-    return (math.isnan(a) and math.isnan(b)) or a == b
-
-
-def configurations(final: pd.DataFrame) -> pd.DataFrame:
-    """``final`` (keyed by `_keys`) with boolean columns ``recipe`` and ``tuned``: whether the
-    run is at its cell's shared-recipe rates (recorded in its spec), and at the rates
-    `study.select` picks on validation. A cell with one rate pair has both true for every
-    run (also for runs of a study version that did not record the recipe)."""
-    is_recipe = np.zeros(len(final), dtype=bool)
-    is_tuned = np.zeros(len(final), dtype=bool)
-    for key, cell in final.groupby(["task", "model", "depth"]):
-        position = final.index.get_indexer(cell.index)
-        if cell[["lr", "rlr"]].drop_duplicates().shape[0] == 1:
-            is_recipe[position] = is_tuned[position] = True
-            continue
-        selection = "loss" if (cell[SELECTION] == "loss").all() else "accuracy"
-        chosen = study.select(cell.assign(**{LR: cell["lr"], RECURRENT_LR: cell["rlr"]}),
-                              selection)
-        is_recipe[position] = [_same(a, r_lr) and _same(b, r_rlr) for a, b, r_lr, r_rlr
-                               in zip(cell["lr"], cell["rlr"], cell["recipe_lr"],
-                                      cell["recipe_rlr"])]
-        if chosen is not None:
-            is_tuned[position] = [_same(a, chosen[0]) and _same(b, chosen[1])
-                                  for a, b in zip(cell["lr"], cell["rlr"])]
-    return final.assign(recipe=is_recipe, tuned=is_tuned)
 
 
 # --------------------------------------------------------------------------------------------

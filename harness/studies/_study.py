@@ -93,6 +93,11 @@ class Study(Generic[C, S]):
         run_group: specs of one group -> one entry per spec, in order: its rows, or the
             exception that run would raise (`Diverged` for a diverged seed). Raising fails
             every run of the group.
+        from_store: ``(config, store) ->`` the config with what its grid reads from the
+            results store filled in (another study's results: the stability study trains at
+            the learning rates the accuracy study selected); None for a grid that depends on
+            its config alone. `bind` applies it; the runner binds before building the grid,
+            and the report binds with the store it renders, so both see the same runs.
     """
 
     name: str
@@ -106,6 +111,7 @@ class Study(Generic[C, S]):
     programs: Callable[[S], Hashable] | None = None
     group: Callable[[C, S], Hashable | None] | None = None
     run_group: Callable[[list[S]], list[list[dict[str, Any]] | Exception]] | None = None
+    from_store: Callable[[C, Any], C] | None = None
 
     def __post_init__(self):
         if (self.group is None) != (self.run_group is None):
@@ -124,6 +130,13 @@ class Study(Generic[C, S]):
                 f"{', '.join(self.presets)}."
             )
         return _config.replace(self.presets[preset], overrides or {}, what=f"{self.name} config")
+
+    def bind(self, config: C, store: Any | None) -> C:
+        """``config`` with what its grid reads from ``store`` (`from_store`); ``config`` as it
+        is for a study whose grid reads no store, or without a store."""
+        if self.from_store is None or store is None:
+            return config
+        return self.from_store(config, store)
 
     def units(self, config: C, specs: list[S]) -> list[Any]:
         """``specs`` as units of work, in the grid's order: a `Group` for the runs of one

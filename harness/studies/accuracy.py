@@ -34,52 +34,14 @@ from models._validate import is_integer, is_number
 from models.network import NetworkConfig
 
 from .. import config as _config
+from .. import settings
+from ..settings import Recipe as Recipe  # re-exported: presets and users build them here
 from ..train import TrainConfig, train, train_group
 from ._schema import TRAINING, TRAINING_KINDS, Column, Schema, merged
 from ._study import Study, requires
 
 CHECKPOINT_ENV = "LINRNN_CHECKPOINTS"
 DEFAULT_CHECKPOINTS = Path("results") / "checkpoints"
-_PREFIXES: tuple[str, ...] = ("network.", "train.", "task.", "layer.")
-# Fields of a layer's config that the network sets (``network.d_model``, ``network.d_state``).
-_NETWORK_FIELDS: tuple[str, ...] = ("d_model", "d_state")
-
-
-@dataclasses.dataclass(frozen=True)
-class Recipe:
-    """Settings for the runs of one model and/or task, with where they come from.
-
-    Attributes:
-        model: a model name, or ``"*"`` for every model.
-        task: a task name, or ``"*"`` for every task.
-        overrides: ``(key, value)`` pairs; a key is ``network.<field>``, ``train.<field>``,
-            ``task.<option>`` or ``layer.<option>`` (the layer's own options).
-        source: the paper, table or choice the values come from.
-    """
-
-    model: str = "*"
-    task: str = "*"
-    overrides: tuple[tuple[str, Any], ...] = ()
-    source: str = ""
-
-    def __post_init__(self):
-        object.__setattr__(self, "overrides", tuple(tuple(p) for p in self.overrides))
-        for pair in self.overrides:
-            if len(pair) != 2 or not isinstance(pair[0], str) or not pair[0].startswith(_PREFIXES):
-                raise ValueError(
-                    f"Recipe override {pair!r} must be (key, value) with a key starting with one "
-                    f"of {list(_PREFIXES)}."
-                )
-            if pair[0].partition(".")[2].partition(".")[0] in ("layer", "layer_options") and (
-                    pair[0].startswith("network.")):
-                # The grid's model sets the layer; its options are ``layer.<option>``.
-                raise ValueError(
-                    f"Recipe override {pair[0]!r} is not accepted: each run's layer is the "
-                    "grid's model, and its options are set as layer.<option>."
-                )
-
-    def applies(self, model: str, task: str) -> bool:
-        return self.model in ("*", model) and self.task in ("*", task)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,60 +230,23 @@ def candidates(config: AccuracyConfig, spec: RunSpec) -> list[tuple[float, float
     return [recipe] + [p for p in grid_pairs if p != recipe]
 
 
+def resolve(config: AccuracyConfig, model: str, task: str, depth: int | None = None
+            ) -> settings.Resolved:
+    """The settings of ``model``'s run on ``task`` (at ``depth`` of a depth sweep) and where
+    each came from (`harness.settings.resolve`, in its documented order): the task preset, the
+    model's registration for the task, the width options, ``network.layer_options``, then the
+    recipes (the command line's last)."""
+    return settings.resolve(
+        model, task, task_preset=config.task_preset, network=config.network,
+        train=config.train, depth=depth if config.depths else None,
+        layer_options=config.network.layer_options, recipes=config.recipes,
+        where=f"accuracy run ({model}, {task})")
+
+
 def _resolve(config: AccuracyConfig, model: str, task: str, depth: int, seed: int) -> RunSpec:
-    network: dict[str, Any] = {"depth": depth}
-    training: dict[str, Any] = {}
-    task_options = tasks.preset_options(task, config.task_preset)
-    # What the model's paper prescribes for this task (its registration), then the options
-    # its registration derives from the width, then the study's own settings and recipes.
-    prescribed = models.task_options(model, task, config.task_preset)
-    if "d_state" in prescribed:
-        network["d_state"] = prescribed.pop("d_state")
-    layer_options = dict(prescribed)
-    layer_options.update(config.network.layer_options)
-    for recipe in config.recipes:
-        if not recipe.applies(model, task):
-            continue
-        for key, value in recipe.overrides:
-            head, _, rest = key.partition(".")
-            if head == "layer" and not _recipe_sets(recipe, model, rest):
-                continue
-            {"network": network, "train": training, "task": task_options,
-             "layer": layer_options}[head][rest] = value
-    where = f"accuracy run ({model}, {task})"
-    width = models.info(model).width_options
-    if width:
-        # Options the registration derives from the width and state size the run ends with
-        # (a recipe or the user may set them), below every option set explicitly.
-        sizes = _config.replace(config.network, {k: network[k] for k in _NETWORK_FIELDS
-                                                 if k in network}, what=f"{where} network")
-        layer_options = {**width(sizes.d_model, sizes.d_state), **layer_options}
-    # Options given as text (the command line's) are parsed by the annotations of the layer's
-    # and the task's config classes, as every other key is by its config's.
-    layer_options = _config.parse_fields(
-        models.config_class(model), layer_options, f"{where} layer", reserved=_NETWORK_FIELDS)
-    task_options = _config.parse_fields(tasks.config_class(task), task_options, f"{where} task")
-    network.update(layer=model, layer_options=tuple(layer_options.items()))
-    resolved_network = _config.replace(config.network, network, what=f"{where} network")
-    resolved_train = _config.replace(config.train, training, what=f"{where} train")
-    try:
-        tasks.make_config(task, **task_options)  # fail at grid time, not in every run
-    except (TypeError, ValueError) as e:
-        raise _config.ConfigError(f"{where}: {e}") from None
-    options = tuple(sorted(task_options.items()))
-    return RunSpec(task, options, resolved_network, resolved_train, seed,
-                   resolved_train.lr, resolved_train.recurrent_lr)
-
-
-def _recipe_sets(recipe: Recipe, model: str, option: str) -> bool:
-    """Whether ``recipe`` sets the layer option ``option`` on ``model``. A recipe for every
-    model (``"*"``) sets it only on models whose config has it, so that an outside layer's
-    config is never asked for a field it lacks (a setting one paper prescribes belongs in that
-    model's registration); an option no registered model has is passed on, for the config to
-    refuse as a typo."""
-    if recipe.model != "*" or option in models.info(model).option_names():
-        return True
-    return not any(option in m.option_names() for m in models.infos())
+    resolved = resolve(config, model, task, depth)
+    return RunSpec(task, resolved.task_options, resolved.network, resolved.train, seed,
+                   resolved.train.lr, resolved.train.recurrent_lr)
 
 
 def checkpoint_dir() -> Path:

@@ -55,8 +55,9 @@ import tasks
 from models import _validate
 from models.network import NetworkConfig
 
+from .. import settings
 from .. import train as training
-from ..variants import build_options, check_variants, variant, variants
+from ..variants import check_variants, variant, variants
 from ._schema import TRAINING, TRAINING_KINDS, Column, Schema, merged
 from ._study import Diverged, Study, requires
 
@@ -115,6 +116,7 @@ def time_grid(length: int, points: int) -> np.ndarray:
 
 Statistics = Literal["batch", "running"]
 STATISTICS: tuple[str, ...] = ("batch", "running")
+LR_SOURCES: tuple[str, ...] = ("selected", "recipe")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,10 +138,22 @@ class StabilityConfig:
             RotRNN's N real dimensions, the LRU's and S5's complex states, S4D's states per
             channel).
         heads: the number of heads of every layer that has a ``heads`` option; 0 (the
-            default) takes each registration's ``width_options``, as the accuracy study does,
-            so that the networks measured here are the ones whose accuracy the report shows.
+            default) takes each registration's (its options for the task, then its
+            ``width_options``), as the accuracy study does, so that the networks measured here
+            are the ones whose accuracy the report shows.
+        layer_options: options for every layer whose config has them (``layer.<option>=`` on
+            the command line), above the registration's and below each variant's own.
         steps, eval_every, batch_size, lr, recurrent_lr: the training recipe
             (`harness.train.TrainConfig`; the other fields keep its defaults).
+        lr_source: ``"selected"``: each trained run takes the learning rates the accuracy
+            study selected for its model and task (`harness.report._selection.tuned_rates`:
+            the report's tuned pair, from the store the study is run with) where the store
+            holds a tuned cell, ``lr``/``recurrent_lr`` otherwise; ``"recipe"``: always
+            ``lr``/``recurrent_lr``. Each run records which it used (``lr_source``), and its
+            rates are in its spec, so a new selection makes new runs.
+        selected_rates: ``(model, task, depth, lr, recurrent_lr)`` of the accuracy study's
+            tuned cells, read from the store when the study runs (`bind`); a run at a depth
+            the accuracy study did not train takes the cell of the nearest depth.
         probe_size: examples in the fixed probe batch.
         profile_points: steps stored per norm-over-time profile.
         statistics: how BatchNorm normalises the layers' inputs when measuring: ``"batch"``
@@ -167,6 +181,9 @@ class StabilityConfig:
     batch_size: int = 32
     lr: float = 3e-3
     recurrent_lr: float = 1e-3
+    lr_source: Literal["selected", "recipe"] = "selected"
+    selected_rates: tuple[tuple[str, str, int, float, float], ...] = ()
+    layer_options: tuple[tuple[str, Any], ...] = ()
     probe_size: int = 32
     profile_points: int = 16
     statistics: Statistics = "batch"
@@ -222,6 +239,10 @@ class StabilityConfig:
         for name in ("d_model", "d_state", "steps", "eval_every", "batch_size",
                      "probe_size", "profile_points"):
             _validate.positive_int(f"stability.{name}", getattr(self, name))
+        if self.lr_source not in LR_SOURCES:
+            raise ValueError(
+                f"stability.lr_source={self.lr_source!r}; accepted: {list(LR_SOURCES)}."
+            )
         for name in ("lr", "recurrent_lr"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"stability.{name} must be positive, got {getattr(self, name)!r}.")
@@ -229,13 +250,16 @@ class StabilityConfig:
 
 @dataclasses.dataclass(frozen=True)
 class StabilityRun:
-    """One run: a variant on a task at one depth and seed; ``train`` is None at init only."""
+    """One run: a variant on a task at one depth and seed; ``train`` is None at init only,
+    and ``lr_source`` says where a trained run's learning rates come from (``"selected"``: the
+    accuracy study's selection; ``"recipe"``: the study's ``lr``/``recurrent_lr``)."""
 
     task: str
     task_options: tuple[tuple[str, Any], ...]
     variant: str
     network: NetworkConfig
     train: training.TrainConfig | None
+    lr_source: str | None
     probe_size: int
     profile_points: int
     statistics: Statistics
@@ -244,38 +268,24 @@ class StabilityRun:
 
 def grid(config: StabilityConfig) -> list[StabilityRun]:
     """Every task, variant, depth and seed; depths in ``train_depths`` are trained on the
-    tasks of ``train_tasks``."""
-    train = training.TrainConfig(
-        steps=config.steps,
-        batch_size=config.batch_size,
-        lr=config.lr,
-        recurrent_lr=config.recurrent_lr,
-        eval_every=config.eval_every,
-    )
+    tasks of ``train_tasks``. Each run's settings come from `resolve`."""
     runs = []
     for task in config.tasks:
-        task_options = tuple(sorted(tasks.preset_options(task, config.task_preset).items()))
         trained = not config.train_tasks or task in config.train_tasks
         for name in config.variants:
-            chosen = variant(name)
-            options = build_options(chosen, config.d_model, config.d_state,
-                                    explicit={"heads": config.heads} if config.heads else {})
             for depth in config.depths:
-                network = NetworkConfig(
-                    layer=chosen.model,
-                    layer_options=tuple(sorted(options.items())),
-                    depth=depth,
-                    d_model=config.d_model,
-                    d_state=config.d_state,
-                )
+                resolved, lr_source = resolve(config, name, task, depth)
                 for seed in config.seeds:
                     runs.append(
                         StabilityRun(
                             task=task,
-                            task_options=task_options,
+                            task_options=resolved.task_options,
                             variant=name,
-                            network=network,
-                            train=train if depth in config.train_depths and trained else None,
+                            network=resolved.network,
+                            train=resolved.train if depth in config.train_depths and trained
+                            else None,
+                            lr_source=lr_source if depth in config.train_depths and trained
+                            else None,
                             probe_size=config.probe_size,
                             profile_points=config.profile_points,
                             statistics=config.statistics,
@@ -283,6 +293,66 @@ def grid(config: StabilityConfig) -> list[StabilityRun]:
                         )
                     )
     return runs
+
+
+def resolve(config: StabilityConfig, name: str, task: str, depth: int
+            ) -> tuple[settings.Resolved, str]:
+    """Variant ``name``'s settings on ``task`` at ``depth`` (`harness.settings.resolve`, the
+    accuracy study's order: the task preset, the model's registration for the task, its width
+    options, then ``heads``, ``layer_options``, the variant's own options and the selected
+    learning rates), and where its learning rates come from: ``"selected"`` or ``"recipe"``."""
+    chosen = variant(name)
+    recipes = []
+    if config.heads:
+        recipes.append(settings.Recipe(overrides=(("layer.heads", config.heads),),
+                                       source="stability.heads"))
+    if config.layer_options:
+        recipes.append(settings.Recipe(
+            overrides=tuple((f"layer.{k}", v) for k, v in config.layer_options),
+            source="stability.layer_options"))
+    if chosen.options:
+        recipes.append(settings.Recipe(
+            model=chosen.model, overrides=tuple((f"layer.{k}", v) for k, v in chosen.options),
+            source=f"variant {name}: {chosen.note}"))
+    rates = _selected_rates(config, chosen.model, task, depth)
+    if rates is not None:
+        recipes.append(settings.Recipe(
+            overrides=(("train.lr", rates[0]), ("train.recurrent_lr", rates[1])),
+            source="the accuracy study's selected learning rates"))
+    train = training.TrainConfig(steps=config.steps, batch_size=config.batch_size, lr=config.lr,
+                                 recurrent_lr=config.recurrent_lr, eval_every=config.eval_every)
+    network = NetworkConfig(layer=chosen.model, depth=depth, d_model=config.d_model,
+                            d_state=config.d_state)
+    resolved = settings.resolve(chosen.model, task, task_preset=config.task_preset,
+                                network=network, train=train, recipes=recipes,
+                                where=f"stability run ({name}, {task})")
+    return resolved, "recipe" if rates is None else "selected"
+
+
+def _selected_rates(config: StabilityConfig, model: str, task: str, depth: int
+                    ) -> tuple[float, float] | None:
+    """The accuracy study's selected (lr, recurrent_lr) for ``model`` on ``task``: its cell
+    at ``depth``, else at the nearest depth (the shallower on a tie); None when
+    ``lr_source="recipe"`` or the store held no tuned cell for them."""
+    if config.lr_source != "selected":
+        return None
+    cells = {d: (lr, rlr) for m, t, d, lr, rlr in config.selected_rates if (m, t) == (model, task)}
+    if not cells:
+        return None
+    return cells[min(cells, key=lambda d: (abs(d - depth), d))]
+
+
+def bind(config: StabilityConfig, store: Any) -> StabilityConfig:
+    """``config`` with ``selected_rates`` read from ``store`` (`Study.from_store`): the
+    accuracy study's tuned cells, as its report selects them; unchanged with
+    ``lr_source="recipe"``."""
+    if config.lr_source != "selected":
+        return config
+    from ..report._selection import tuned_rates
+
+    rates = tuned_rates(store)
+    return dataclasses.replace(config, selected_rates=tuple(
+        (m, t, d, lr, rlr) for (m, t, d), (lr, rlr) in sorted(rates.items())))
 
 
 # --------------------------------------------------------------------------------------------
@@ -562,12 +632,13 @@ PRESETS = {
         depths=(1, 2, 4, 8), train_depths=(2, 4), train_tasks=("listops", "digits"),
         seeds=(0, 1, 2, 3, 4), steps=1500, eval_every=100,
     ),
-    # ListOps-sized networks (RotRNN: 128 states in 32 heads, as the authors' sweeps), the
-    # papers' 6 blocks trained; 63 training runs of 5000 steps, hours on one accelerator.
+    # ListOps-sized networks (each registration's gpu options: RotRNN 128 states in 32 heads,
+    # as the authors' sweeps), the papers' 6 blocks trained; 63 training runs of 5000 steps,
+    # hours on one accelerator.
     "gpu": StabilityConfig(
         tasks=("listops", "pathfinder", "digits"), task_preset="gpu", depths=(1, 2, 4, 6, 8),
         train_depths=(6,), seeds=(0, 1, 2),
-        d_model=128, d_state=128, heads=32, steps=5000, eval_every=250, batch_size=32,
+        d_model=128, d_state=128, steps=5000, eval_every=250, batch_size=32,
         probe_size=64, profile_points=32,
     ),
 }
@@ -586,4 +657,5 @@ STUDY = Study(
     programs=programs,
     group=group,
     run_group=run_group,
+    from_store=bind,
 )

@@ -1,0 +1,128 @@
+"""Which accuracy runs the report shows, and which learning rates it counts as each cell's tuned
+ones: shared by the accuracy section (`harness.report.accuracy`) and by the stability study,
+which trains at the rates selected here when the store holds them (`tuned_rates`).
+
+The rule: the runs of the preset the store holds most completely (`_selected`); in each
+(task, model, depth) cell, the learning-rate pair with the best mean validation metric over
+seeds (`harness.studies.accuracy.select`, `configurations`), on validation only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..store import Store
+from ..studies import accuracy as study
+from ._provenance import CUSTOM, in_preset, pick_preset, with_presets
+
+STUDY = "accuracy"
+# Column names of the accuracy study's config (dotted, as the store writes a run's config).
+MODEL = "cfg.network.layer"
+DEPTH = "cfg.network.depth"
+TASK = "cfg.task"
+LR = study.LR
+RECURRENT_LR = study.RECURRENT_LR
+SELECTION = study.COLUMNS.names.selection
+
+
+def _keys(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with plain ``model``, ``task``, ``depth``, ``lr`` and ``rlr`` columns (depth 0
+    and NaN rates when not recorded)."""
+    depth = (pd.to_numeric(frame[DEPTH], errors="coerce").fillna(0).astype(int)
+             if DEPTH in frame.columns else 0)
+    out = frame.assign(model=frame[MODEL], task=frame[TASK], depth=depth)
+    for column, name in ((LR, "lr"), (RECURRENT_LR, "rlr"), (study.RECIPE_LR, "recipe_lr"),
+                         (study.RECIPE_RECURRENT_LR, "recipe_rlr")):
+        out[name] = (pd.to_numeric(frame[column], errors="coerce") if column in frame.columns
+                     else math.nan)
+    return out
+
+
+def _selected(store: Store) -> tuple[pd.DataFrame, pd.DataFrame, str | None, str]:
+    """Rows and runs of the largest-scale preset in the store, and a note on what was left out."""
+    rows = store.read(STUDY)
+    runs = store.runs(STUDY)
+    if runs.empty:
+        return rows, runs, None, ""
+    runs = with_presets(runs, STUDY)
+    done = runs[runs["status"] == "done"]
+    preset = pick_preset(done["preset"].unique(), STUDY, done["run_id"])
+    if preset is None:
+        preset = pick_preset(runs["preset"].unique(), STUDY, runs["run_id"])
+    keep = in_preset(runs["preset"], preset)
+    left_out = runs[~keep]
+    note = ""
+    if not left_out.empty:
+        found = sorted(left_out["preset"].astype(str).unique())
+        custom = (
+            "; custom: made with key=value overrides or by an earlier version of the grid"
+            if CUSTOM in found else ""
+        )
+        note = (
+            f" The store also holds {len(left_out)} run(s) outside preset {preset} "
+            f"({', '.join(found)}{custom}), not shown: numbers of different configurations are "
+            "never averaged together."
+        )
+    runs = runs[keep]
+    if not rows.empty:
+        rows = rows[rows["run_id"].isin(set(runs["run_id"]))]
+    return rows, runs, preset, note
+
+
+# --------------------------------------------------------------------------------------------
+# Which runs make the one-recipe and the tuned configuration of each cell
+
+
+def _same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+def configurations(final: pd.DataFrame) -> pd.DataFrame:
+    """``final`` (keyed by `_keys`) with boolean columns ``recipe`` and ``tuned``: whether the
+    run is at its cell's shared-recipe rates (recorded in its spec), and at the rates
+    `study.select` picks on validation. A cell with one rate pair has both true for every
+    run (also for runs of a study version that did not record the recipe)."""
+    is_recipe = np.zeros(len(final), dtype=bool)
+    is_tuned = np.zeros(len(final), dtype=bool)
+    for key, cell in final.groupby(["task", "model", "depth"]):
+        position = final.index.get_indexer(cell.index)
+        if cell[["lr", "rlr"]].drop_duplicates().shape[0] == 1:
+            is_recipe[position] = is_tuned[position] = True
+            continue
+        selection = "loss" if (cell[SELECTION] == "loss").all() else "accuracy"
+        chosen = study.select(cell.assign(**{LR: cell["lr"], RECURRENT_LR: cell["rlr"]}),
+                              selection)
+        is_recipe[position] = [_same(a, r_lr) and _same(b, r_rlr) for a, b, r_lr, r_rlr
+                               in zip(cell["lr"], cell["rlr"], cell["recipe_lr"],
+                                      cell["recipe_rlr"])]
+        if chosen is not None:
+            is_tuned[position] = [_same(a, chosen[0]) and _same(b, chosen[1])
+                                  for a, b in zip(cell["lr"], cell["rlr"])]
+    return final.assign(recipe=is_recipe, tuned=is_tuned)
+
+
+def tuned_rates(store: Store) -> dict[tuple[str, str, int], tuple[float, float]]:
+    """``{(model, task, depth): (lr, recurrent_lr)}``: the pair `configurations` selects in each
+    cell of the shown preset that was trained at more than one pair (a tuned cell), from its
+    finished runs. Cells trained at one pair only (untuned) are left out; so is everything when
+    the store holds no accuracy run."""
+    rows, runs, _, _ = _selected(store)
+    if rows.empty or runs.empty:
+        return {}
+    done = set(runs.loc[runs["status"] == "done", "run_id"])
+    final = rows[(rows["kind"] == "final") & rows["run_id"].isin(done)]
+    if final.empty:
+        return {}
+    final = configurations(_keys(final).reset_index(drop=True))
+    out = {}
+    for (task, model, depth), cell in final.groupby(["task", "model", "depth"]):
+        if cell[["lr", "rlr"]].drop_duplicates().shape[0] < 2:
+            continue
+        chosen = cell[cell["tuned"]][["lr", "rlr"]].drop_duplicates()
+        if len(chosen) == 1:
+            out[str(model), str(task), int(depth)] = (float(chosen["lr"].iloc[0]),
+                                                      float(chosen["rlr"].iloc[0]))
+    return out
