@@ -25,23 +25,23 @@ import scipy.linalg
 from flax import nnx
 
 import models
-from conftest import tol
+from helpers import cast, inputs, precision, tol
 from models import flax as mflax
 from models._hippo import block_hippo_n
 from models.flax import from_flax_params, linen, to_flax_params
 from models.flax import nnx as mnnx
-from test_rotrnn import cast, inputs, precision
 
 # Small shapes: H channels, L steps, a batch of two sequences.
 H, L, BATCH = 3, 8, 2
-D_STATE = {"lru": 4, "rotrnn": 4, "s4d": 4, "s5": 4}
-MODELS = ("lru", "rotrnn", "s4d", "s5")
+D_STATE = 4
+# Every registered layer: a registration brings its Flax parity and round-trip tests.
+MODELS = tuple(models.names())
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
 
 def build(name: str, bidirectional: bool, seed: int = 0, **options):
     return models.build(
-        name, d_model=H, d_state=D_STATE[name], key=jr.PRNGKey(seed), bidirectional=bidirectional,
+        name, d_model=H, d_state=D_STATE, key=jr.PRNGKey(seed), bidirectional=bidirectional,
         **options,
     )
 
@@ -107,11 +107,11 @@ def test_parity(name, dtype):
         cases, layers, states = {}, {}, {}
         for bidirectional in (False, True):
             layer = cast(build(name, bidirectional), dtype)
-            config = models.make_config(name, d_model=H, d_state=D_STATE[name],
+            config = models.make_config(name, d_model=H, d_state=D_STATE,
                                         bidirectional=bidirectional)
-            generic = linen.Layer(model=name, d_model=H, d_state=D_STATE[name],
+            generic = linen.Layer(model=name, d_model=H, d_state=D_STATE,
                                   options={"bidirectional": bidirectional})
-            module = mnnx.Layer(name, d_model=H, d_state=D_STATE[name], rngs=nnx.Rngs(5),
+            module = mnnx.Layer(name, d_model=H, d_state=D_STATE, rngs=nnx.Rngs(5),
                                 bidirectional=bidirectional)
             for key, value in to_flax_params(layer).items():
                 getattr(module, key)[...] = value
@@ -158,7 +158,7 @@ def test_linen_init_is_the_layers(name):
     # LRU has correlated fields (its normaliser is a function of its eigenvalues), S5
     # deterministic ones (the HiPPO-N eigenvalues); `lazy_init` compiles the initialisers once
     # and computes no output.
-    module = linen.Layer(model=name, d_model=H, d_state=D_STATE[name])
+    module = linen.Layer(model=name, d_model=H, d_state=D_STATE)
     u = jax.ShapeDtypeStruct((L, H), jnp.float32)
     params = module.lazy_init(jr.PRNGKey(0), u)["params"]
     other = module.lazy_init(jr.PRNGKey(1), u)["params"]
@@ -284,7 +284,7 @@ def rotrnn_reference(p: dict, u: np.ndarray, bidirectional: bool) -> np.ndarray:
 def test_dropin_lru_against_minimal_lru_equations():
     with precision("float64"):
         layer = cast(build("lru", False, seed=2, r_min=0.4, r_max=0.99), "float64")
-        module = linen.LRU(d_hidden=D_STATE["lru"], d_model=H, r_min=0.4, r_max=0.99)
+        module = linen.LRU(d_hidden=D_STATE, d_model=H, r_min=0.4, r_max=0.99)
         params = to_flax_params(layer, layout="published")
         u = inputs(3, (L, H), "float64")
         y = jax.jit(module.apply)({"params": params}, u)
@@ -356,7 +356,7 @@ LAYOUT_CASES = [(n, b, "ours") for n in MODELS for b in (False, True)] + [
 @pytest.mark.parametrize("name,bidirectional,layout", LAYOUT_CASES)
 def test_round_trips_are_exact(name, bidirectional, layout):
     layer = build(name, bidirectional, seed=7)
-    config = models.make_config(name, d_model=H, d_state=D_STATE[name],
+    config = models.make_config(name, d_model=H, d_state=D_STATE,
                                 bidirectional=bidirectional)
     params = to_flax_params(layer, layout=layout, config=config)
     back = from_flax_params(name, params, config, layout=layout)
@@ -463,7 +463,7 @@ def test_nn_vmap_batches_with_native_kernels(name, algorithm):
     batched = nn.vmap(linen.Layer, in_axes=0, out_axes=0, variable_axes={"params": None},
                       split_rngs={"params": False})
     options = {"algorithm": algorithm, "bidirectional": True}
-    module = batched(model=name, d_model=H, d_state=D_STATE[name], options=options)
+    module = batched(model=name, d_model=H, d_state=D_STATE, options=options)
     layer = build(name, True, algorithm=algorithm)
     # Traced, not run: the same method, without compiling the discrete system op by op.
     assert eqx.filter_eval_shape(lambda layer: layer.resolved_algorithm(), layer) == algorithm
@@ -486,7 +486,7 @@ def test_dropin_lru_in_minimal_lru_batching_pattern():
     batched = nn.vmap(linen.LRU, in_axes=0, out_axes=0,
                       variable_axes={"params": None, "dropout": None},
                       split_rngs={"params": False, "dropout": True})
-    module = batched(d_hidden=D_STATE["lru"], d_model=H)
+    module = batched(d_hidden=D_STATE, d_model=H)
     from models._validate import MAX_RADIUS
 
     assert linen.LRU(d_hidden=4, d_model=H).config().r_max == MAX_RADIUS
@@ -547,7 +547,7 @@ def test_nnx_per_model_classes_and_bridge_cross_check():
     u = inputs(10, (L, H))
     for cls, name in [(mnnx.LRU, "lru"), (mnnx.RotRNN, "rotrnn"), (mnnx.S4D, "s4d"),
                       (mnnx.S5, "s5")]:
-        module = cls(H, D_STATE[name], rngs=nnx.Rngs(1), bidirectional=True)
+        module = cls(H, D_STATE, rngs=nnx.Rngs(1), bidirectional=True)
         assert module.model == name and module.config.bidirectional
         shapes = {k: v.shape for k, v in nnx.to_pure_dict(nnx.state(module, nnx.Param)).items()}
         assert shapes == mflax.field_shapes(name, module.config)
