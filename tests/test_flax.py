@@ -1,5 +1,6 @@
 """The Flax adapters (`models.flax`): parity with the Equinox layers, the drop-ins against the
-published codebases' own equations, converters, linen batching, NNX training, README examples.
+published codebases' own equations, converters, linen batching, NNX training. The examples of
+docs/flax.md run in tests/test_docs.py.
 
 Parity means the same parameters give the same outputs and gradients through the Equinox layer,
 the generic linen module, the NNX module and (LRU, S5, RotRNN) the drop-in module: identical
@@ -10,8 +11,6 @@ from __future__ import annotations
 
 import functools
 import math
-import pathlib
-import re
 
 import equinox as eqx
 import flax.linen as nn
@@ -36,7 +35,6 @@ H, L, BATCH = 3, 8, 2
 D_STATE = 4
 # Every registered layer: a registration brings its Flax parity and round-trip tests.
 MODELS = tuple(models.names())
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
 
 def build(name: str, bidirectional: bool, seed: int = 0, **options):
@@ -562,22 +560,3 @@ def test_nnx_per_model_classes_and_bridge_cross_check():
                 "float32", "bridge")
     with pytest.raises(ValueError, match=r"Unknown option\(s\) \['bogus'\]"):
         mnnx.LRU(H, 4, rngs=nnx.Rngs(0), bogus=1)
-
-
-# --------------------------------------------------------------------------------------------
-# README
-
-
-def readme_examples() -> list[str]:
-    text = README.read_text()
-    section = text.split("## Using the layers from Flax", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
-
-
-def test_readme_flax_examples_run():
-    examples = readme_examples()
-    assert len(examples) >= 3
-    for code in examples:
-        namespace: dict = {}
-        exec(compile(code, str(README), "exec"), namespace)  # noqa: S102
-        assert namespace.get("y") is not None and namespace["y"].shape[-1] == namespace["H"]
