@@ -4,9 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PRESET ?= cpu
-# make report runs a grid's runs in two worker processes (a short CPU run does not keep two
-# cores busy; measured: the cpu accuracy grid 414 s -> 301 s); the throughput study, which times
-# the machine, still runs one at a time. On an accelerator the
+# make report runs a grid's runs in two worker processes (a short CPU run, much of it
+# compilation, does not keep the cores busy; docs/performance.md has the measurement); the
+# throughput study, which times the machine, still runs one at a time. On an accelerator the
 # runs share one device, so PRESET=gpu runs them in this process. WORKERS=1 for one at a time.
 WORKERS ?= 2
 REPORT_EXECUTOR := $(if $(filter gpu,$(PRESET)),--executor local,--executor processes --workers $(WORKERS))
@@ -14,14 +14,13 @@ REPORT_EXECUTOR := $(if $(filter gpu,$(PRESET)),--executor local,--executor proc
 export PYTHONUNBUFFERED := 1
 # glibc hands every freed buffer over 32 MiB back to the kernel (munmap), so the next call's
 # fresh output of that size is faulted in and zeroed page by page. hugetlb=1 faults 2 MiB pages
-# (measured: 32766 -> 573 faults per call, layer fwd+bwd at L=4096 15-25% faster); mmap_max=0
-# serves large buffers from the heap and trim_threshold keeps the freed ones for reuse, as
-# tcmalloc does (measured: ~570 -> ~5 faults per call; the scan alone at L=16384 with a fresh
-# output 0.25 -> 0.59 of the bandwidth). The price: a process keeps its peak heap until it ends.
-# Results record these settings (column glibc_tunables).
+# instead of 4 KiB ones; mmap_max=0 serves large buffers from the heap and trim_threshold keeps
+# the freed ones for reuse, as tcmalloc does (the page faults and speed-ups they measured are in
+# docs/performance.md, "Process settings"). The price: a process keeps its peak heap until it
+# ends. Results record these settings (column glibc_tunables).
 export GLIBC_TUNABLES := glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736
 # LAPACK runs inside RotRNN's layer (its matrix exponential); OpenBLAS's idle threads then spin
-# and take a core from XLA's matmuls (measured: RotRNN forward at L=4096 45 -> 32 ms with one).
+# and take a core from XLA's matmuls (docs/performance.md, "Process settings").
 export OPENBLAS_NUM_THREADS ?= 1
 
 .PHONY: env test report tex-check rehearse bench asv asv-history lock clean-venv
@@ -33,7 +32,7 @@ env: $(STAMP)
 # fallback where uv cannot be installed or run. Both write the packages' bytecode at install
 # (uv only when asked): where PYTHONDONTWRITEBYTECODE is set (as on our build machines), no import
 # would ever write it, and every process (each worker, each test subprocess) would compile
-# jax, pandas and matplotlib from source again, about 10 s of CPU each.
+# jax, pandas and matplotlib from source again (docs/performance.md, "Bytecode").
 UV := $(VENV)/bin/uv
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -382,7 +382,7 @@ def scan_program(length: int = SCAN_LENGTH, variant: str = "engine") -> tuple[Pr
     ``"engine"``: the recurrence ``"auto"`` picks on this backend (`environment` records
     which), as the layers run it: a fresh output per call (written with streaming stores, as
     it exceeds the cache; with glibc's default settings a fresh 128 MiB buffer pays a page
-    fault per page, which the Makefile's ``GLIBC_TUNABLES`` avoid; see README).
+    fault per page, which the Makefile's ``GLIBC_TUNABLES`` avoid; docs/performance.md).
     ``"in_place"`` (CPU, native kernel only): the native kernel overwriting a donated buffer,
     each output fed back as the next input: the recurrence streaming over one buffer.
     |lambda| = 0.5 keeps the fed-back values bounded (at most doubling per call).

@@ -5,11 +5,12 @@ An executor maps ``(study, specs)`` to an iterator of `harness.runner.Outcome`, 
 (see `harness.runner.Executor`). Whatever the executor, only the driver (`run_study`) writes the
 store, one run at a time as outcomes come back, so workers never touch the SQLite file.
 
-Why worker processes on a CPU: a short run does not keep two cores busy (much of it is XLA
-compilation), so two workers finish a cold grid sooner than one process. Measured on two idle
-cores: the cpu accuracy grid 414 s -> 301 s; grids that are almost all compilation (memory,
-theory) gain little, two compiles at once sharing the machine. A study marked ``exclusive`` (throughput: it times the machine)
-always runs one run at a time in the driver, and says so; the memory study on a CPU compiles
+Why worker processes on a CPU: a short run does not keep the cores busy (much of it is XLA
+compilation), so two workers finish a cold grid sooner than one process (measured in
+docs/performance.md, "Where a grid's runs execute"); grids that are almost all compilation
+(memory, theory) gain little, two compiles at once sharing the machine. A study marked
+``exclusive`` (throughput: it times the machine) always runs one run at a time in the driver,
+and says so; the memory study on a CPU compiles
 without executing, so its numbers do not depend on what else runs. Each run's provenance records
 the executor and how many runs shared the machine (``concurrent_runs``), because a run's own
 wall time (e.g. the accuracy study's training seconds) is longer when it shared the cores.

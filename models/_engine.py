@@ -12,26 +12,21 @@ Algorithms (validated, and the one that runs is what `resolve_algorithm` returns
   default for banks when their library builds: for a MIMO system the same in-place loop
   (unfused: the input and output maps are XLA matmuls); for a bank, the
   recurrence fused with its readout (`models._native.bank`), which never stores the (L, H N)
-  states and saves only chunk checkpoints for its backward pass (measured against the FFT
-  convolution, B = 8, H = 128, N = 32 stored, L = 4096: 0.23 of its time forward and 0.4-0.6
-  forward+backward; bidirectional 0.50 and 0.73).
+  states and saves only chunk checkpoints for its backward pass; on CPU it is faster than the
+  FFT convolution, forward and backward (docs/performance.md, "Measurements behind the code").
 - ``"parallel"``: odd-even reduction, O(log L) depth; the accelerator default.
 - ``"convolution"``: the impulse response K_l = out(C diag(lambda^l) B) applied by FFT; only for
   banks of single-input single-output systems (S4D), where K is (L, H) rather than (L, H, H).
 - ``"fused"``: a MIMO system's input map, recurrence and readout fused in one C++ call per
   direction, chunk by chunk with OpenBLAS GEMMs (`models._native.mimo`), CPU only; the CPU
   default for MIMO systems. A training step saves the states and makes no other state-sized
-  buffer: forward+backward working memory (RotRNN, LRU, S5 at B = 8, H = 128) 1.07-1.24 state
-  sequences at L = 4096 and 1.3-2.0 at L = 1024, against 3.0-3.5 for the unfused ``"native"``.
-  Speed against ``"native"`` (two cores, interleaved medians of 25 calls, L = 1024 and 4096,
-  forward and forward+backward): 0.96-1.12 at B = 8 and 0.95-1.14 at B = 1, i.e. the same
-  within this machine's noise; earlier runs ranged 0.92-1.46.
+  buffer (about one state sequence of working memory, against about three for the unfused
+  ``"native"``), at the unfused kernel's speed (the measurements: docs/performance.md).
 - ``"chunked"``: the sequential recurrence fused with the input and output maps, chunk by
   chunk, with a backward pass that saves only the state entering each chunk (`models._fused`);
-  MIMO systems only. It trades speed for memory: forward+backward working memory at L = 4096
-  is 0.42-0.56 state sequences against 3.0-3.1 for the native path, at 0.72-0.97 times its
-  speed on two CPU cores (measured; see `models._fused`), so ``"auto"`` never picks it; ask
-  for it when memory binds.
+  MIMO systems only. It trades speed for memory: forward+backward keeps a fraction of one
+  state sequence, against about three for the native path, and is slower than it
+  (docs/performance.md), so ``"auto"`` never picks it; ask for it when memory binds.
 - ``"auto"``: on CPU native for banks and fused for MIMO systems (when the kernels cannot be
   built, `models._native.status` says why and a bank runs the convolution, a MIMO system the
   sequential loop); on accelerators the convolution for banks and parallel otherwise.
@@ -156,8 +151,7 @@ def resolve_algorithm(
 
 def _recurrence_for(backend: str | None) -> Recurrence:
     # On CPU the loop is the fastest algorithm, and its C++ kernel beats XLA's compiled loop
-    # (measured side by side, B = 8, H = 128, L = 4096, 2 cores: forward+backward of LRU 151 ->
-    # 114 ms, RotRNN 92 -> 66, S5 92 -> 74; forward equal within noise, the matmuls dominate).
+    # forward+backward (docs/performance.md, "Measurements behind the code").
     # On an accelerator a loop of L dependent steps leaves the device idle, so the O(log L)-depth
     # scan is the default there, as in the papers' code; no accelerator was available to time
     # the two here.
@@ -313,9 +307,8 @@ def _fft_conv(
 
     Zero-padding to 2L makes the circular convolution exact; the anticausal kernel sits at
     the negative lags -k = 2L - k of the same circular kernel, so both directions cost one
-    transform of ``u``. The transforms run along the last axis of (H, L) arrays: on CPU that
-    made forward plus backward of the convolution 1.6 times faster than transforming along
-    the time axis of (L, H).
+    transform of ``u``. The transforms run along the last axis of (H, L) arrays, which on CPU
+    is faster than transforming along the time axis of (L, H) (docs/performance.md).
     """
     length, channels = u.shape
     n = 2 * length

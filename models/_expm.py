@@ -118,7 +118,7 @@ def _power_of_two(
 # branch per digit, 1 + 2 + ... + 16 squarings), half of RotRNN's working memory at B = 8,
 # L = 1024 beside its states. But every Y_k is a power of E, so the left and right products by
 # the Y_k^T all commute, and so do the T_k: applied from T_0 up, each Y_k is made when it is
-# needed and dropped. 3 s matmuls, as autodiff with rematerialisation, and two matrices kept.
+# needed and dropped. 3 x s matmuls, as autodiff with rematerialisation, and two matrices kept.
 # (The Y_k commute to round-off; the gradient equals autodiff's to round-off, tests/test_expm.py.)
 def _power_of_two_fwd(E, squarings):
     return _power_of_two(E, squarings), (E, squarings)

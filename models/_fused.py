@@ -125,8 +125,7 @@ class _Plan:
 
 def _chunk_scan(lam_re, lam_im, b, reverse: bool):
     """The in-place loop over one chunk: the native kernel on CPU where it is built (the same
-    numbers as XLA's loop, faster: S5 forward+backward at L = 4096 129 -> 92 ms, RotRNN
-    122 -> 100 ms, B = 8, H = 128, two cores), else `models._scan`'s XLA loop."""
+    numbers as XLA's loop, and faster: docs/performance.md), else `models._scan`'s XLA loop."""
     if _native.runs_on():
         return _native.planar_scan(lam_re, lam_im, b, reverse=reverse)
     return _sequential(lam_re, lam_im, b, reverse)

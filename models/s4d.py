@@ -11,8 +11,8 @@ lambda = exp(Delta a), B_bar = (lambda - 1)/a * B) and computed as the paper's c
 convolution with the Vandermonde kernel K_hl = 2 Re sum_n C_hn B_bar_hn lambda_hn^l (the
 default on accelerators, ``algorithm="convolution"``) or, the CPU default, as the same
 recurrence fused with its readout in a C++ kernel that never stores the states
-(``algorithm="native"``, `models._native.bank`; 4.5 times faster forward than the convolution on
-two CPU cores at L = 4096); the two agree to float32 round-off (tests).
+(``algorithm="native"``, `models._native.bank`; faster than the convolution on CPU, measured in
+docs/performance.md); the two agree to float32 round-off (tests).
 
 Initialisation (the paper's S4D-Lin and S4D-Inv; the authors' `s4d.py` and `dplr`):
     S4D-Lin   a_n = -1/2 + i pi n

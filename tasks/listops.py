@@ -267,10 +267,9 @@ TASKS = {
         presets={
             "smoke": dict(num_train=256, num_val=64, num_test=64, min_length=10, max_length=60),
             # Trees of depth <= 3 with 2-5 arguments (11-37 tokens): the LRA rules at a size
-            # where every layer learns beyond the majority class within a CPU budget (measured
-            # with learning curves, 600 steps: 34-37 % test accuracy against 13 % for the
-            # majority class; depth 4 with 20-100 tokens reached 28-30 % in 800 steps, at
-            # twice the cost). The LRA sizes are the gpu preset.
+            # where every layer learns beyond the majority class within a CPU budget (the
+            # learning curves that chose it: docs/performance.md). The LRA sizes are the gpu
+            # preset.
             "cpu": dict(num_train=8000, num_val=500, num_test=500, min_length=10,
                         max_length=40, max_depth=3, max_args=5),
             "gpu": dict(num_train=96_000, num_val=2_000, num_test=2_000, min_length=500,

@@ -1,4 +1,4 @@
-"""Test configuration: strict JAX, a `getkey` fixture, per-dtype tolerances.
+"""Test configuration: strict JAX and a `getkey` fixture (tolerances per dtype: tests/helpers.py).
 
 Rank promotion raises (a silent broadcast is a bug); warnings are errors (pyproject.toml); the
 jaxtyping annotations of `models` are checked at run time under pytest (pyproject.toml's
@@ -16,20 +16,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import jax  # noqa: E402
 import jax.random as jr  # noqa: E402
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
-
-# Tolerances by dtype: float32 round-off accumulated over a few thousand steps, float64 tight.
-TOL = {
-    np.dtype("float32"): dict(rtol=2e-4, atol=2e-5),
-    np.dtype("float64"): dict(rtol=1e-10, atol=1e-12),
-}
-
-
-def tol(dtype) -> dict:
-    return TOL[np.dtype(dtype)]
 
 
 @pytest.fixture

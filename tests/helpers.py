@@ -1,8 +1,9 @@
-"""What several test files share: precision and inputs, the float64 loop references of the four
-layers (tests/test_references.py runs them all; the equivalence tests use the RotRNN's and the
-LRU's), their slow jnp references, a registry that forgets the layers a test registers, a toy
-layer module written to a temporary directory (an outside layer, as a user writes one), and the
-check of stored rows against their study's declared columns."""
+"""What several test files share: tolerances per dtype, precision and inputs, the float64 loop
+references of the four layers (tests/test_references.py runs them all; the equivalence tests use
+the RotRNN's and the LRU's), their slow jnp references, a registry that forgets the layers a
+test registers, a toy layer module written to a temporary directory (an outside layer, as a user
+writes one), the check of stored rows against their study's declared columns, and a synthetic
+accuracy store."""
 
 from __future__ import annotations
 
@@ -26,6 +27,19 @@ from models.lru import LRU
 from models.rotrnn import RotRNN
 from models.s4d import S4D
 from models.s5 import S5
+
+
+# Tolerances by dtype: float32 round-off accumulated over a few thousand steps, float64 tight.
+TOL = {
+    np.dtype("float32"): dict(rtol=2e-4, atol=2e-5),
+    np.dtype("float64"): dict(rtol=1e-10, atol=1e-12),
+}
+
+
+def tol(dtype) -> dict:
+    """``rtol`` and ``atol`` for comparing arrays of ``dtype`` (keyword arguments of
+    ``np.testing.assert_allclose``)."""
+    return TOL[np.dtype(dtype)]
 
 
 @contextlib.contextmanager
@@ -481,3 +495,75 @@ def small_store(root: Path) -> Path:
     Store(path).record(run_id="r0", study="accuracy", status="done", config={"seed": 0},
                        config_hash="h", seed=0, provenance={}, rows=[{"x": 1.0}])
     return path
+
+
+# A synthetic accuracy store (rows written with `Store.record`): the report tests' numbers,
+# computed by hand, and the store a killed report renders in tests/test_faults.py.
+
+SYNTHETIC_PROVENANCE = {
+    "git_commit": "0123456789abcdef0123456789abcdef01234567",
+    "git_dirty": False,
+    "versions": {"jax": "0.10.2", "numpy": "2.4.6"},
+    "python": "3.11.9",
+    "backend": "cpu",
+    "device_kind": "cpu",
+    "device_count": 1,
+    "cpu_count": 2,
+    "settings": {"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0", "OPENBLAS_NUM_THREADS": "1",
+                 "XLA_FLAGS": "", "LD_PRELOAD": ""},
+    "machine": "x86_64",
+    "seconds": 1.5,
+    "study_version": 1,
+}
+
+# Hand-computed case: test accuracies (fractions) per (model, task) over three seeds.
+SYNTHETIC_ACCURACY = {
+    ("lru", "listops"): (0.30, 0.40, 0.50),  # mean 40.0 %, s = 10, se = 10/sqrt(3) = 5.7735 %
+    ("rotrnn", "listops"): (0.45, 0.45, 0.48),  # mean 46.0 %, s = sqrt(3), se = 1.0 %
+    ("lru", "digits"): (0.90, 0.92, 0.94),  # mean 92.0 %, s = 2, se = 2/sqrt(3) = 1.1547 %
+    ("rotrnn", "digits"): (0.80, 0.85, 0.90),  # mean 85.0 %, s = 5, se = 5/sqrt(3) = 2.8868 %
+}
+
+
+def record_synthetic_accuracy(store) -> None:
+    """Write the synthetic accuracy runs into ``store`` (a `harness.store.Store`): three seeds of
+    ``SYNTHETIC_ACCURACY``'s (model, task) cells with eval and final rows, a regression task
+    selected on loss, and one diverged run. The report tests check their numbers by hand."""
+    for (model, task), accs in SYNTHETIC_ACCURACY.items():
+        for seed, acc in enumerate(accs):
+            rows = [
+                {"kind": "eval", "step": step, "val_accuracy": acc * frac, "train_loss": 1.0 / step}
+                for step, frac in ((10, 0.5), (20, 0.9), (30, 1.0))
+            ]
+            rows.append({"kind": "final", "val_accuracy": acc + 0.01, "test_accuracy": acc,
+                         "test_loss": 1.0 - acc, "selection": "accuracy", "best_step": 30,
+                         "params": 1234, "steps": 30, "train_seconds": 2.0})
+            store.record(
+                run_id=f"acc-{model}-{task}-{seed}",
+                study="accuracy",
+                status="done",
+                config={"network": {"layer": model, "depth": 2, "d_model": 8, "d_state": 4},
+                        "task": task, "train": {"batch_size": 16}, "seed": seed},
+                config_hash=f"h-{model}-{task}-{seed}",
+                seed=seed,
+                provenance=SYNTHETIC_PROVENANCE,
+                rows=rows,
+            )
+    for seed, loss in enumerate((0.25, 0.35)):  # a regression task: selected on loss
+        store.record(
+            run_id=f"acc-lru-adding-{seed}", study="accuracy", status="done",
+            config={"network": {"layer": "lru", "depth": 2}, "task": "adding", "seed": seed},
+            config_hash=f"h-add-{seed}",
+            seed=seed, provenance=SYNTHETIC_PROVENANCE,
+            rows=[{"kind": "final", "val_accuracy": None, "test_accuracy": None,
+                   "test_loss": loss, "selection": "loss", "best_step": 30, "params": 99,
+                   "steps": 30, "train_seconds": 1.0}],
+        )
+    store.record(
+        run_id="acc-lru-listops-9", study="accuracy", status="diverged",
+        config={"network": {"layer": "lru", "depth": 2}, "task": "listops", "seed": 9},
+        config_hash="h-div", seed=9,
+        provenance=SYNTHETIC_PROVENANCE, rows=[{"kind": "eval", "step": 10, "val_accuracy": 0.1},
+                                {"kind": "diverged", "step": 12}],
+        error="loss became nan",
+    )

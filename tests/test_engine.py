@@ -18,7 +18,7 @@ import pytest
 import scipy.signal
 from jax import lax
 
-from conftest import tol
+from helpers import tol
 from models import _engine, _native
 from models._scan import linear_scan, planar_scan, to_planar
 from models._system import DiscreteSystem

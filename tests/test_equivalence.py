@@ -9,8 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import tol
-from helpers import cast, complex_reference, dense_reference, inputs, precision
+from helpers import cast, complex_reference, dense_reference, inputs, precision, tol
 from models.equivalence import rotrnn_to_lru
 from models.lru import LRU
 from models.rotrnn import RotRNN, RotRNNConfig

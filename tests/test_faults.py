@@ -32,6 +32,7 @@ import pytest
 from harness.errors import StoreError
 from harness.runner import run_study
 from harness.store import Store
+from helpers import record_synthetic_accuracy
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
@@ -267,14 +268,12 @@ def test_kill_9_of_a_rendering_report_leaves_no_figure_worker(tmp_path):
     # `report --workers 2` with both figure workers alive (held in their initialiser, after
     # they are tied to the driver), killed outright: the workers and multiprocessing's
     # resource tracker end with it.
-    from test_report import _record_accuracy  # the report tests' synthetic store
-
     token = uuid.uuid4().hex
     driver, store_path, files = _start_driver(
         tmp_path, token, call="report_main({store!r}, {tmp!r} + '/report')",
         LINRNN_FAULT_SLEEP="120")
     try:
-        _record_accuracy(Store(store_path))  # before the driver reads it (it imports first)
+        record_synthetic_accuracy(Store(store_path))  # before the driver reads it (it imports first)
         _wait_until(lambda: len(list(files.glob("worker-*"))) == 2)
         # The driver, two workers, the resource tracker.
         assert len(_grid_processes(token, driver.pid)) >= 4

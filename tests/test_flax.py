@@ -1,5 +1,6 @@
 """The Flax adapters (`models.flax`): parity with the Equinox layers, the drop-ins against the
-published codebases' own equations, converters, linen batching, NNX training, README examples.
+published codebases' own equations, converters, linen batching, NNX training. The examples of
+docs/flax.md run in tests/test_docs.py.
 
 Parity means the same parameters give the same outputs and gradients through the Equinox layer,
 the generic linen module, the NNX module and (LRU, S5, RotRNN) the drop-in module: identical
@@ -10,8 +11,6 @@ from __future__ import annotations
 
 import functools
 import math
-import pathlib
-import re
 
 import equinox as eqx
 import flax.linen as nn
@@ -25,23 +24,22 @@ import scipy.linalg
 from flax import nnx
 
 import models
-from conftest import tol
+from helpers import cast, inputs, precision, tol
 from models import flax as mflax
 from models._hippo import block_hippo_n
 from models.flax import from_flax_params, linen, to_flax_params
 from models.flax import nnx as mnnx
-from test_rotrnn import cast, inputs, precision
 
 # Small shapes: H channels, L steps, a batch of two sequences.
 H, L, BATCH = 3, 8, 2
-D_STATE = {"lru": 4, "rotrnn": 4, "s4d": 4, "s5": 4}
-MODELS = ("lru", "rotrnn", "s4d", "s5")
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+D_STATE = 4
+# Every registered layer: a registration brings its Flax parity and round-trip tests.
+MODELS = tuple(models.names())
 
 
 def build(name: str, bidirectional: bool, seed: int = 0, **options):
     return models.build(
-        name, d_model=H, d_state=D_STATE[name], key=jr.PRNGKey(seed), bidirectional=bidirectional,
+        name, d_model=H, d_state=D_STATE, key=jr.PRNGKey(seed), bidirectional=bidirectional,
         **options,
     )
 
@@ -107,11 +105,11 @@ def test_parity(name, dtype):
         cases, layers, states = {}, {}, {}
         for bidirectional in (False, True):
             layer = cast(build(name, bidirectional), dtype)
-            config = models.make_config(name, d_model=H, d_state=D_STATE[name],
+            config = models.make_config(name, d_model=H, d_state=D_STATE,
                                         bidirectional=bidirectional)
-            generic = linen.Layer(model=name, d_model=H, d_state=D_STATE[name],
+            generic = linen.Layer(model=name, d_model=H, d_state=D_STATE,
                                   options={"bidirectional": bidirectional})
-            module = mnnx.Layer(name, d_model=H, d_state=D_STATE[name], rngs=nnx.Rngs(5),
+            module = mnnx.Layer(name, d_model=H, d_state=D_STATE, rngs=nnx.Rngs(5),
                                 bidirectional=bidirectional)
             for key, value in to_flax_params(layer).items():
                 getattr(module, key)[...] = value
@@ -158,7 +156,7 @@ def test_linen_init_is_the_layers(name):
     # LRU has correlated fields (its normaliser is a function of its eigenvalues), S5
     # deterministic ones (the HiPPO-N eigenvalues); `lazy_init` compiles the initialisers once
     # and computes no output.
-    module = linen.Layer(model=name, d_model=H, d_state=D_STATE[name])
+    module = linen.Layer(model=name, d_model=H, d_state=D_STATE)
     u = jax.ShapeDtypeStruct((L, H), jnp.float32)
     params = module.lazy_init(jr.PRNGKey(0), u)["params"]
     other = module.lazy_init(jr.PRNGKey(1), u)["params"]
@@ -313,7 +311,7 @@ def rotrnn_reference(p: dict, u: np.ndarray, bidirectional: bool) -> np.ndarray:
 def test_dropin_lru_against_minimal_lru_equations():
     with precision("float64"):
         layer = cast(build("lru", False, seed=2, r_min=0.4, r_max=0.99), "float64")
-        module = linen.LRU(d_hidden=D_STATE["lru"], d_model=H, r_min=0.4, r_max=0.99)
+        module = linen.LRU(d_hidden=D_STATE, d_model=H, r_min=0.4, r_max=0.99)
         params = to_flax_params(layer, layout="published")
         u = inputs(3, (L, H), "float64")
         y = jax.jit(module.apply)({"params": params}, u)
@@ -385,7 +383,7 @@ LAYOUT_CASES = [(n, b, "ours") for n in MODELS for b in (False, True)] + [
 @pytest.mark.parametrize("name,bidirectional,layout", LAYOUT_CASES)
 def test_round_trips_are_exact(name, bidirectional, layout):
     layer = build(name, bidirectional, seed=7)
-    config = models.make_config(name, d_model=H, d_state=D_STATE[name],
+    config = models.make_config(name, d_model=H, d_state=D_STATE,
                                 bidirectional=bidirectional)
     params = to_flax_params(layer, layout=layout, config=config)
     back = from_flax_params(name, params, config, layout=layout)
@@ -492,7 +490,7 @@ def test_nn_vmap_batches_with_native_kernels(name, algorithm):
     batched = nn.vmap(linen.Layer, in_axes=0, out_axes=0, variable_axes={"params": None},
                       split_rngs={"params": False})
     options = {"algorithm": algorithm, "bidirectional": True}
-    module = batched(model=name, d_model=H, d_state=D_STATE[name], options=options)
+    module = batched(model=name, d_model=H, d_state=D_STATE, options=options)
     layer = build(name, True, algorithm=algorithm)
     # Traced, not run: the same method, without compiling the discrete system op by op.
     assert eqx.filter_eval_shape(lambda layer: layer.resolved_algorithm(), layer) == algorithm
@@ -515,7 +513,7 @@ def test_dropin_lru_in_minimal_lru_batching_pattern():
     batched = nn.vmap(linen.LRU, in_axes=0, out_axes=0,
                       variable_axes={"params": None, "dropout": None},
                       split_rngs={"params": False, "dropout": True})
-    module = batched(d_hidden=D_STATE["lru"], d_model=H)
+    module = batched(d_hidden=D_STATE, d_model=H)
     from models._validate import MAX_RADIUS
 
     assert linen.LRU(d_hidden=4, d_model=H).config().r_max == MAX_RADIUS
@@ -576,7 +574,7 @@ def test_nnx_per_model_classes_and_bridge_cross_check():
     u = inputs(10, (L, H))
     for cls, name in [(mnnx.LRU, "lru"), (mnnx.RotRNN, "rotrnn"), (mnnx.S4D, "s4d"),
                       (mnnx.S5, "s5")]:
-        module = cls(H, D_STATE[name], rngs=nnx.Rngs(1), bidirectional=True)
+        module = cls(H, D_STATE, rngs=nnx.Rngs(1), bidirectional=True)
         assert module.model == name and module.config.bidirectional
         shapes = {k: v.shape for k, v in nnx.to_pure_dict(nnx.state(module, nnx.Param)).items()}
         assert shapes == mflax.field_shapes(name, module.config)
@@ -591,22 +589,3 @@ def test_nnx_per_model_classes_and_bridge_cross_check():
                 "float32", "bridge")
     with pytest.raises(ValueError, match=r"Unknown option\(s\) \['bogus'\]"):
         mnnx.LRU(H, 4, rngs=nnx.Rngs(0), bogus=1)
-
-
-# --------------------------------------------------------------------------------------------
-# README
-
-
-def readme_examples() -> list[str]:
-    text = README.read_text()
-    section = text.split("## Using the layers from Flax", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
-
-
-def test_readme_flax_examples_run():
-    examples = readme_examples()
-    assert len(examples) >= 3
-    for code in examples:
-        namespace: dict = {}
-        exec(compile(code, str(README), "exec"), namespace)  # noqa: S102
-        assert namespace.get("y") is not None and namespace["y"].shape[-1] == namespace["H"]

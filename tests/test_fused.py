@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
-from conftest import tol
+from helpers import tol
 from models._fused import fused_recurrence
 from models._scan import planar_scan
 

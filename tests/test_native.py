@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import tol
+from helpers import tol
 from models import _engine, _native
 from models._scan import planar_scan
 from models._system import DiscreteSystem

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import models
-from conftest import tol
+from helpers import tol
 from models import _engine, _native
 from models._native import bank
 from models._system import DiscreteSystem

@@ -12,7 +12,7 @@ import pytest
 import models
 from models.network import Network, NetworkConfig, count_parameters, recurrent_mask
 
-from conftest import tol
+from helpers import tol
 
 H, P, L = 8, 8, 12
 

@@ -1,4 +1,4 @@
-"""A user's layer beside the four in the report, by the README's own commands.
+"""A user's layer beside the four in the report, by the commands of docs/your-layer.md.
 
 The report is about the runs in the store: a run of a model a preset does not list, made at
 that preset's grid, is that preset's run; a fresh report process registers an outside layer
@@ -47,7 +47,7 @@ def _forget(*names: str) -> None:
 
 
 def test_an_added_model_at_a_presets_grid_is_that_presets_run(tmp_path):
-    # The README's route: the smoke preset with the user's layer added to its models.
+    # The documented route (docs/your-layer.md): the smoke preset with the user's layer added to its models.
     with isolated_registry("examples.s6", "examples"):
         config = accuracy.STUDY.config("smoke", {"models": f"(rotrnn,lru,s4d,s5,{S6})"})
         specs = accuracy.grid(config)
@@ -198,12 +198,12 @@ def test_the_timed_compile_is_a_compile_even_when_the_disk_cache_holds_it(tmp_pa
 
 
 # --------------------------------------------------------------------------------------------
-# The README's worked example, end to end
+# The worked example of docs/your-layer.md, end to end
 
 
-def _readme_commands() -> tuple[dict[str, str], list[str]]:
-    """The environment and the commands of the README's worked example for your own layer."""
-    text = (ROOT / "README.md").read_text()
+def _documented_commands() -> tuple[dict[str, str], list[str]]:
+    """The environment and the commands of the worked example in docs/your-layer.md."""
+    text = (ROOT / "docs" / "your-layer.md").read_text()
     block = text.split("<!-- worked example: tests/test_outside_report.py -->")[1]
     lines = [line.strip() for line in block.split("\n\n")[1].splitlines()]
     env, commands = {}, []
@@ -219,13 +219,13 @@ def _readme_commands() -> tuple[dict[str, str], list[str]]:
 
 
 @pytest.mark.slow
-def test_the_readme_worked_example_puts_the_layer_beside_ours(tmp_path, monkeypatch):
+def test_the_documented_worked_example_puts_the_layer_beside_ours(tmp_path, monkeypatch):
     import matplotlib
 
     # The three sections' figures stay open together below, to be read.
     monkeypatch.setitem(matplotlib.rcParams, "figure.max_open_warning", 0)
-    readme_env, commands = _readme_commands()
-    assert readme_env["MINE"] == S6 and any("report" in c for c in commands)
+    documented_env, commands = _documented_commands()
+    assert documented_env["MINE"] == S6 and any("report" in c for c in commands)
     store, out = tmp_path / "store.sqlite", tmp_path / "reports"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MINE": S6, "LINRNN_JAX_CACHE": ""}
 
@@ -248,7 +248,7 @@ def test_the_readme_worked_example_puts_the_layer_beside_ours(tmp_path, monkeypa
         if command not in report:
             run(command)
     # `report --run --preset smoke` would also run all four of ours at smoke: for time, the
-    # test stands one of them (the LRU) in for the four, by the README's own study commands.
+    # test stands one of them (the LRU) in for the four, by the documented study commands.
     for command in studies:
         run(command.replace("$MINE", "lru"))
     # A fresh process renders the report: nothing registered the layer there before.

@@ -22,8 +22,7 @@ from harness.runner import run_study
 from harness.store import Store
 from harness.studies import memory, throughput
 
-from conftest import tol
-from helpers import assert_printable, assert_rows_declared
+from helpers import assert_printable, assert_rows_declared, tol
 
 # Two cheap layers cover both structures (MIMO, sequential scan; bank, FFT convolution).
 SMOKE_MODELS = "(s5,s4d)"

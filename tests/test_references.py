@@ -26,7 +26,6 @@ import numpy as np
 import pytest
 
 import models
-from conftest import tol
 from helpers import (
     bank_reference,
     cast,
@@ -41,6 +40,7 @@ from helpers import (
     precision,
     slow_s4d,
     slow_s5,
+    tol,
     with_algorithm,
 )
 from models import _native

@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 
 import models
-from conftest import tol
-from helpers import inputs
+from helpers import inputs, tol
 from models._registry import config_class
 
 H, D_STATE, L, BATCH = 3, 12, 16, 3

@@ -20,79 +20,14 @@ from harness.report import MARKER, README_TEXT, ReportError, Section, render
 from harness.report import _published, _writers, accuracy, style
 from harness.report._artifacts import Table
 from harness.store import Store
+from helpers import SYNTHETIC_ACCURACY, SYNTHETIC_PROVENANCE, record_synthetic_accuracy
 
 ROOT = Path(__file__).resolve().parent.parent
-
-_PROV = {
-    "git_commit": "0123456789abcdef0123456789abcdef01234567",
-    "git_dirty": False,
-    "versions": {"jax": "0.10.2", "numpy": "2.4.6"},
-    "python": "3.11.9",
-    "backend": "cpu",
-    "device_kind": "cpu",
-    "device_count": 1,
-    "cpu_count": 2,
-    "settings": {"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0", "OPENBLAS_NUM_THREADS": "1",
-                 "XLA_FLAGS": "", "LD_PRELOAD": ""},
-    "machine": "x86_64",
-    "seconds": 1.5,
-    "study_version": 1,
-}
-
-# Hand-computed case: test accuracies (fractions) per (model, task) over three seeds.
-_TEST_ACC = {
-    ("lru", "listops"): (0.30, 0.40, 0.50),  # mean 40.0 %, s = 10, se = 10/sqrt(3) = 5.7735 %
-    ("rotrnn", "listops"): (0.45, 0.45, 0.48),  # mean 46.0 %, s = sqrt(3), se = 1.0 %
-    ("lru", "digits"): (0.90, 0.92, 0.94),  # mean 92.0 %, s = 2, se = 2/sqrt(3) = 1.1547 %
-    ("rotrnn", "digits"): (0.80, 0.85, 0.90),  # mean 85.0 %, s = 5, se = 5/sqrt(3) = 2.8868 %
-}
-
-
-def _record_accuracy(store: Store) -> None:
-    for (model, task), accs in _TEST_ACC.items():
-        for seed, acc in enumerate(accs):
-            rows = [
-                {"kind": "eval", "step": step, "val_accuracy": acc * frac, "train_loss": 1.0 / step}
-                for step, frac in ((10, 0.5), (20, 0.9), (30, 1.0))
-            ]
-            rows.append({"kind": "final", "val_accuracy": acc + 0.01, "test_accuracy": acc,
-                         "test_loss": 1.0 - acc, "selection": "accuracy", "best_step": 30,
-                         "params": 1234, "steps": 30, "train_seconds": 2.0})
-            store.record(
-                run_id=f"acc-{model}-{task}-{seed}",
-                study="accuracy",
-                status="done",
-                config={"network": {"layer": model, "depth": 2, "d_model": 8, "d_state": 4},
-                        "task": task, "train": {"batch_size": 16}, "seed": seed},
-                config_hash=f"h-{model}-{task}-{seed}",
-                seed=seed,
-                provenance=_PROV,
-                rows=rows,
-            )
-    for seed, loss in enumerate((0.25, 0.35)):  # a regression task: selected on loss
-        store.record(
-            run_id=f"acc-lru-adding-{seed}", study="accuracy", status="done",
-            config={"network": {"layer": "lru", "depth": 2}, "task": "adding", "seed": seed},
-            config_hash=f"h-add-{seed}",
-            seed=seed, provenance=_PROV,
-            rows=[{"kind": "final", "val_accuracy": None, "test_accuracy": None,
-                   "test_loss": loss, "selection": "loss", "best_step": 30, "params": 99,
-                   "steps": 30, "train_seconds": 1.0}],
-        )
-    store.record(
-        run_id="acc-lru-listops-9", study="accuracy", status="diverged",
-        config={"network": {"layer": "lru", "depth": 2}, "task": "listops", "seed": 9},
-        config_hash="h-div", seed=9,
-        provenance=_PROV, rows=[{"kind": "eval", "step": 10, "val_accuracy": 0.1},
-                                {"kind": "diverged", "step": 12}],
-        error="loss became nan",
-    )
-
 
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     s = Store(tmp_path / "store.sqlite")
-    _record_accuracy(s)
+    record_synthetic_accuracy(s)
     return s
 
 
@@ -186,9 +121,9 @@ def test_render_writes_every_format_and_is_byte_identical(store, tmp_path):
     provenance = json.loads((out / "provenance.json").read_text())
     entry = provenance["artifacts"]["accuracy_test"]
     assert entry["files"]["tables/accuracy_test.csv"] == first["tables/accuracy_test.csv"]
-    assert entry["provenance"]["commits"] == [{"commit": _PROV["git_commit"], "dirty": False}]
+    assert entry["provenance"]["commits"] == [{"commit": SYNTHETIC_PROVENANCE["git_commit"], "dirty": False}]
     # The process settings that change speed and memory are cited with the numbers.
-    assert entry["provenance"]["settings"] == [_PROV["settings"]]
+    assert entry["provenance"]["settings"] == [SYNTHETIC_PROVENANCE["settings"]]
     cited = "GLIBC_TUNABLES=glibc.malloc.mmap_max=0, OPENBLAS_NUM_THREADS=1, XLA_FLAGS=(unset)"
     assert cited in index
     assert provenance["artifacts"]["published_lra_accuracy"]["provenance"]["published"] is True
@@ -256,7 +191,7 @@ def test_mean_se_and_bold_best_by_hand(store):
     rows, runs = store.read("accuracy"), store.runs("accuracy")
     final = accuracy._keys(rows[rows["kind"] == "final"])
     cells = accuracy.summarise(final, accuracy._keys(runs)).set_index(["model", "task"])
-    for (model, task), accs in _TEST_ACC.items():
+    for (model, task), accs in SYNTHETIC_ACCURACY.items():
         assert cells.at[(model, task), "test"] == pytest.approx(100 * sum(accs) / 3)
         assert cells.at[(model, task), "n"] == 3
     assert cells.at[("lru", "listops"), "test_se"] == pytest.approx(10 / math.sqrt(3))
@@ -444,14 +379,14 @@ def test_depth_sweep_and_diverged_cells(tmp_path):
                 run_id=f"d{depth}-{seed}", study="accuracy", status="done",
                 config={"network": {"layer": "lru", "depth": depth}, "task": "digits",
                         "seed": seed},
-                config_hash=f"d{depth}-{seed}", seed=seed, provenance=_PROV,
+                config_hash=f"d{depth}-{seed}", seed=seed, provenance=SYNTHETIC_PROVENANCE,
                 rows=[{"kind": "final", "val_accuracy": acc, "test_accuracy": acc,
                        "selection": "accuracy", "params": 10 * depth, "steps": 5}],
             )
     store.record(  # a model whose only run diverged keeps its line, as a dash
         run_id="s5-div", study="accuracy", status="diverged",
         config={"network": {"layer": "s5", "depth": 1}, "task": "digits", "seed": 0},
-        config_hash="s5-div", seed=0, provenance=_PROV, rows=[], error="nan",
+        config_hash="s5-div", seed=0, provenance=SYNTHETIC_PROVENANCE, rows=[], error="nan",
     )
     artifacts = {a.name: a for a in accuracy.section(store)}
     table = artifacts["accuracy_test"]
@@ -476,7 +411,7 @@ def test_grid_runs_not_yet_made_keep_their_cells(tmp_path):
     store.record(
         run_id=study.run_id(done), study="accuracy", status="done",
         config=json.loads(json.dumps(dataclasses.asdict(done))), config_hash="x",
-        seed=done.seed, provenance=_PROV,
+        seed=done.seed, provenance=SYNTHETIC_PROVENANCE,
         rows=[{"kind": "final", "val_accuracy": 0.5, "test_accuracy": 0.4,
                "selection": "accuracy", "params": 1, "steps": 1}],
     )

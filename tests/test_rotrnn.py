@@ -17,8 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import tol
-from helpers import cast, dense_parameters, inputs, precision, rotation_blocks
+from helpers import cast, dense_parameters, inputs, precision, rotation_blocks, tol
 from models.rotrnn import RotRNN, RotRNNConfig
 
 # H channels, N real states in HEADS heads of N / HEADS = 4, L steps.

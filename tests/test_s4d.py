@@ -15,8 +15,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
-from conftest import tol
-from helpers import as64, with_algorithm
+from helpers import as64, tol, with_algorithm
 from helpers import perturbed_s4d as perturbed
 
 import models

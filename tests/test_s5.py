@@ -21,8 +21,7 @@ import jax.random as jr
 import numpy as np
 import pytest
 import scipy.linalg
-from conftest import tol
-from helpers import as64, discretise_by_hand, run_loop, with_algorithm
+from helpers import as64, discretise_by_hand, run_loop, tol, with_algorithm
 
 import models
 from models import _hippo

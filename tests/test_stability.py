@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 import tasks
-from conftest import tol
-from helpers import assert_printable, assert_rows_declared
+from helpers import assert_printable, assert_rows_declared, tol
 from harness import train as training
 from harness.config import ConfigError
 from harness.report import stability as stability_report

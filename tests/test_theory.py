@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 import models
-from conftest import tol
-from helpers import assert_printable, assert_rows_declared
+from helpers import assert_printable, assert_rows_declared, tol
 from harness.config import ConfigError
 from harness.report import theory as theory_report
 from harness.report._artifacts import Figure, Missing, Table

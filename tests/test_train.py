@@ -17,7 +17,7 @@ from harness.studies import Diverged, Study
 from models.network import NetworkConfig, recurrent_mask
 from tasks._base import Split, TaskInfo
 
-from conftest import tol
+from helpers import tol
 
 L, N = 16, 48
 

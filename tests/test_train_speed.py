@@ -17,7 +17,7 @@ from harness import train as T
 from models.network import NetworkConfig
 from tasks._base import Split, TaskInfo
 
-from conftest import tol
+from helpers import tol
 
 L = 40
 

@@ -499,9 +499,9 @@ PRESETS = {
         sizes=("paper",), modes=("forward", "train"), seq_lens=(256, 1024), batches=(2,),
         isolate="none",
     ),
-    # About 20 s on two idle cores: compile only (no execution), L from 1024 to 65536, forward
-    # and training step, each layer at its paper size (sizes=(paper,matched) adds the
-    # matched-parameter layers, doubling the time).
+    # Compile only (no execution), L from 1024 to 65536, forward and training step, each layer
+    # at its paper size (sizes=(paper,matched) adds the matched-parameter layers, doubling the
+    # time). Its time in a report: docs/performance.md.
     "cpu": MemoryConfig(
         sizes=("paper",), modes=("forward", "train"),
         seq_lens=(1024, 4096, 16384, 65536), batches=(8,), isolate="auto",

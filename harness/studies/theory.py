@@ -505,7 +505,8 @@ PRESETS = {
     "smoke": TheoryConfig(
         d_model=4, d_state=8, heads=2, seq_len=64, samples=256, trials=2, time_points=8
     ),
-    # A minute or two on two cores: long enough for gamma = 0.999 to approach its limit.
+    # Long enough for gamma = 0.999 to approach its limit (L = 2048 steps, where
+    # gamma^(2L) is about 0.017). Its time in a report: docs/performance.md.
     "cpu": TheoryConfig(
         ablations=True,
         equivalence_variants=("rotrnn", "rotrnn-ring"),

@@ -809,11 +809,10 @@ PRESETS = {
         batches=(2,), warmup=1, repeats=2, peak_matmul_size=256, peak_stream_mib=16,
         peak_repeats=2,
     ),
-    # About a minute and a half on two idle cores, most of it XLA compiling one program per
-    # row: each layer alone, both sizes, L = 1024, 4096, 16384 at B = 1 and L = 1024 at B = 16
-    # (the batch pairs are capped at 16384 tokens per call); 64 rows. The network
-    # (scopes=(network,)) and L = 256 are overrides here: each adds a third to a half of the
-    # time.
+    # Most of its time is XLA compiling one program per row: each layer alone, both sizes,
+    # L = 1024, 4096, 16384 at B = 1 and L = 1024 at B = 16 (the batch pairs are capped at 16384
+    # tokens per call); 64 rows. The network (scopes=(network,)) and L = 256 are overrides
+    # here: each adds a third to a half of the time. Its time in a report: docs/performance.md.
     "cpu": ThroughputConfig(
         sizes=("paper", "matched"), scopes=("layer",), modes=("forward", "train"),
         seq_lens=(1024, 4096, 16384), batches=(1, 16), max_tokens=16384, repeats=3,

@@ -12,12 +12,11 @@
   comes from the ``scipy-openblas32`` wheel (a pinned dependency; its symbols are prefixed, so
   it does not meet numpy's or scipy's copies), linked with an rpath to the wheel's directory.
 
-Measured against what they replace, in layers at B = 8, H = 128, L = 4096 on two cores:
-`models._engine`'s comments. The scan alone (B = 8, P = 128, L = 16384) reached 0.50-0.74 of
-the measured streaming bandwidth, in place on a donated buffer and with a fresh output alike
-(`benchmarks`' ``TrackScan``; a fresh output larger than the last-level cache, or than
-``$LINRNN_STREAMING_BYTES`` when set, is written with streaming stores, and the Makefile's
-``GLIBC_TUNABLES`` keep glibc from unmapping freed large buffers; see `scan.cc`).
+What they were measured against (what they replace, and the streaming bandwidth reached by
+the scan alone, `benchmarks`' ``TrackScan``) is on docs/performance.md. A fresh output larger
+than the last-level cache, or than ``$LINRNN_STREAMING_BYTES`` when set, is written with
+streaming stores, and the Makefile's ``GLIBC_TUNABLES`` keep glibc from unmapping freed large
+buffers (see `scan.cc`).
 
 The library is compiled from this directory's C++ sources on first use in a process (a few
 seconds, once per source and machine) with the C++ compiler ``$CXX`` (default ``g++``) and the
@@ -268,8 +267,7 @@ def planar_scan(lam_re, lam_im, b, *, reverse: bool, in_place: bool = False):
     ``in_place`` declares the output an alias of ``b`` (``input_output_aliases``), so the states
     overwrite ``b`` when XLA can prove ``b`` dead, and XLA copies ``b`` first when it cannot.
     The engine does not ask for it: inside a layer XLA copied the input map's output before the
-    call (a whole extra pass), and the layer ran slower (measured, LRU forward B = 8, P = 128,
-    L = 4096: 72 ms in place, 44 ms writing a fresh output). It pays where the caller donates a
+    call (a whole extra pass), and the layer ran slower (docs/performance.md). It pays where the caller donates a
     buffer that nothing else reads (the scan-alone benchmark, `benchmarks/common.py`).
     """
     import jax

@@ -43,9 +43,8 @@ from .._system import DiscreteSystem
 from . import NativeUnavailable, status
 
 # Steps per chunk: the backward pass recomputes one chunk of a few states' trajectories into a
-# buffer (2 x chunk x 2 vectors). A sweep over 32..1024 (B = 8, H = 128, N = 32, L = 1024 and
-# 4096, 2 cores) found 256..1024 within noise of each other and 32..64 up to 20% slower; 512 was
-# the best or tied at both lengths. Checkpoint memory is ceil(L / chunk) x 2 H N numbers.
+# buffer (2 x chunk x 2 vectors). 512 was the best or tied in a sweep over 32..1024
+# (docs/performance.md). Checkpoint memory is ceil(L / chunk) x 2 H N numbers.
 CHUNK = 512
 
 
