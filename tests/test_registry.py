@@ -193,7 +193,7 @@ def test_task_options_merge_the_entries_that_apply_in_order():
 
 def test_width_options_keep_the_authors_head_size():
     width = models.info("rotrnn").width_options
-    assert width(32, 32) == {"heads": 4} and width(128, 128) == {"heads": 16}
+    assert width(32, 32) == {"heads": 8} and width(128, 128) == {"heads": 32}
     # Every derived head count is valid for its state size.
     for d_state in range(2, 130, 2):
         models.make_config("rotrnn", d_model=4, d_state=d_state, **width(4, d_state))
@@ -208,7 +208,7 @@ def test_ablations_become_variants_built_with_width_options():
     no_xi = variant("rotrnn-no-xi")
     assert (no_xi.model, no_xi.options, no_xi.label) == ("rotrnn", (("normalise", False),),
                                                          "RotRNN, xi off")
-    assert build_options(no_xi, 8, 32) == {"heads": 4, "normalise": False}
+    assert build_options(no_xi, 8, 32) == {"heads": 8, "normalise": False}
     # A study's explicit option reaches the models that take it, and only those.
     assert build_options(no_xi, 8, 32, {"heads": 2}) == {"heads": 2, "normalise": False}
     assert build_options(variant("lru-no-gamma"), 8, 32, {"heads": 2}) == {"normaliser": "none"}

@@ -114,7 +114,7 @@ def test_each_option_says_where_it_came_from():
     assert lru["task.max_depth"][1] == "the task's cpu preset"
     assert lru["layer.bidirectional"] == (False, settings.LAYER_DEFAULT)
     rotrnn = _sources(A.resolve(config, "rotrnn", "listops"))
-    assert rotrnn["layer.heads"][0] == 4 and "width options" in rotrnn["layer.heads"][1]
+    assert rotrnn["layer.heads"][0] == 8 and "width options" in rotrnn["layer.heads"][1]
     assert "layer.max_phase" in rotrnn  # RotRNN has the option: the command line sets it too
     gpu = _sources(A.resolve(A.STUDY.config("gpu"), "rotrnn", "listops"))
     assert gpu["layer.heads"][0] == 32 and "registration" in gpu["layer.heads"][1]

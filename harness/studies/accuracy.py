@@ -403,7 +403,7 @@ _CPU = AccuracyConfig(
     # the adding problem (L=100, regression, MSE), JapaneseVowels (L<=29, 9 classes). MQAR is
     # left out: at its cpu size (and at L=64 with 4 pairs) every model stayed at chance within
     # this budget (it is in cpu-full). Every run: 2 blocks, H=32, d_state=32 (each layer's own
-    # meaning of it: LRU P=32 complex states; RotRNN N=32 real states in 4 heads; S5 P=32
+    # meaning of it: LRU P=32 complex states; RotRNN N=32 real states in 8 heads; S5 P=32
     # before conjugate halving; S4D N=32 per channel), BatchNorm, half-GLU, no dropout; AdamW
     # steps of 32 examples (400 on ListOps, 300 elsewhere), lr 3e-3, recurrent lr 1e-3 (S4D's
     # value for A, B, Delta), weight decay 0.05, 10% warm-up then cosine; validation every 100
