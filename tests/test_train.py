@@ -350,6 +350,20 @@ def test_a_checkpoint_of_another_run_is_not_resumed(tmp_path, capsys):
     assert without_time(result.rows) == without_time(reference.rows)
 
 
+def test_a_checkpoint_of_an_older_format_is_not_misread(tmp_path, capsys):
+    # Format 2 held the hand-built optimiser's state, whose leaves are not optax's.
+    task = ToyTask()
+    path = tmp_path / "run.eqx"
+    identity = T._identity(NET, task, RECIPE, 1)
+    path.write_bytes(json.dumps({"format": 2, "identity": identity, "step": 2, "rows": [],
+                                 "best": None, "seconds": 0.0}).encode() + b"\n" + b"\0" * 64)
+    result = T.train(NET, task, RECIPE, seed=1, checkpoint=path)
+    out = capsys.readouterr().out
+    assert "has format 2" in out and "reads format 3" in out and "starting afresh" in out
+    assert [r["step"] for r in result.rows if r["kind"] == "eval"] == [2, 4, 6]
+    assert not path.exists()
+
+
 def test_non_finite_loss_stops_the_run_at_once_with_its_step(tmp_path):
     net = dataclasses.replace(NET, norm="layer")
     recipe = dataclasses.replace(RECIPE, steps=12)
