@@ -17,6 +17,7 @@ tokens per second of the step with its host work, and a short run of two learnin
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any
 
 from . import common
@@ -323,10 +324,15 @@ def before_after(revision: str, models: tuple[str, ...], task: str, *, repeats: 
         loops = {}
         for label, T in (("before", before), ("after", after)):
             network, state = T.build_network(spec.network, the_task.info, key=key)
-            optimiser = T.make_optimiser(network, spec.train)
             params = eqx.filter(network, eqx.is_inexact_array)
-            opt_state = (optimiser.init(params, spec.train) if label == "after"
-                         else optimiser.init(params))
+            if hasattr(T, "init_optimiser"):  # optax's optimiser, the recipe in its state
+                optimiser = T.make_optimiser(network)
+                opt_state = T.init_optimiser(optimiser, params, spec.train)
+            else:  # a revision whose optimiser's init took the recipe, or did not
+                optimiser = T.make_optimiser(network, spec.train)
+                takes_recipe = len(inspect.signature(optimiser.init).parameters) == 2
+                opt_state = (optimiser.init(params, spec.train) if takes_recipe
+                             else optimiser.init(params))
             if hasattr(T, "Stepper"):  # the training loop's step since it was added
                 stepper = T.Stepper(optimiser, network, state, opt_state)
                 sampler = T.BatchSampler(split, spec.train.batch_size, spec.seed, device=False)

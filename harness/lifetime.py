@@ -30,6 +30,8 @@ import atexit
 import contextlib
 import ctypes
 import multiprocessing
+import multiprocessing.context
+import multiprocessing.process
 import os
 import signal
 import subprocess
@@ -37,6 +39,7 @@ import sys
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -64,12 +67,36 @@ def worker_pool(
     `tie_to_driver`, then ``initializer(*initargs)``. Create the pool and submit to it from the
     main thread: Linux's parent-death signal follows the thread that started a worker.
     """
-    return ProcessPoolExecutor(
+    context = _RecordingSpawn()
+    pool = ProcessPoolExecutor(
         max_workers=workers,
-        mp_context=multiprocessing.get_context("spawn"),
+        mp_context=context,
         initializer=_init_worker,
         initargs=(os.getpid(), initializer, initargs),
     )
+    _workers[pool] = context.processes
+    return pool
+
+
+class _RecordingSpawn(multiprocessing.context.SpawnContext):
+    """The spawn context, remembering every process it makes: a pool's workers, which
+    `end_pool` ends (Python 3.11's executor has no public way to end them, and keeps them in
+    a private attribute)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.processes: list[multiprocessing.process.BaseProcess] = []
+
+    def Process(  # noqa: N802 (multiprocessing's name)
+            self, *args: Any, **kwargs: Any) -> multiprocessing.process.BaseProcess:
+        process = multiprocessing.get_context("spawn").Process(*args, **kwargs)
+        self.processes.append(process)
+        return process
+
+
+# Each pool of `worker_pool`: the processes its context made.
+_workers: weakref.WeakKeyDictionary[ProcessPoolExecutor, list[Any]] = (
+    weakref.WeakKeyDictionary())
 
 
 def _init_worker(
@@ -118,9 +145,9 @@ def _watch_driver(driver: int) -> None:
 
 
 def end_pool(pool: ProcessPoolExecutor) -> None:
-    """Stop ``pool``'s work in flight now rather than let it finish unseen (Python 3.11's
-    executor has no public way to end its workers), and wait until no worker is left."""
-    workers = list((getattr(pool, "_processes", None) or {}).values())
+    """Stop ``pool``'s work in flight now rather than let it finish unseen, and wait until no
+    worker is left. ``pool`` is one of `worker_pool`'s, which knows its workers."""
+    workers = list(_workers.get(pool, ()))
     pool.shutdown(wait=False, cancel_futures=True)
     for process in workers:
         process.terminate()

@@ -388,8 +388,9 @@ def train_step_program(network_config: Any, info: Any, train_config: Any, batch:
 
     def build(b: int, abstract: bool) -> Built:
         network, state = _network(network_config, info)
-        optimiser = training.make_optimiser(network, train_config)
-        opt_state = optimiser.init(eqx.filter(network, eqx.is_inexact_array), train_config)
+        optimiser = training.make_optimiser(network)
+        opt_state = training.init_optimiser(optimiser, eqx.filter(network, eqx.is_inexact_array),
+                                            train_config)
         stepper = training.Stepper(optimiser, network, state, opt_state)
         data = network_batch(info, b, abstract)
         key = jr.PRNGKey(1)

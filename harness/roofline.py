@@ -175,11 +175,15 @@ class Timing:
 
     @property
     def q25_s(self) -> float:
-        return _quantile(self.times_s, 0.25)
+        import numpy as np
+
+        return float(np.quantile(self.times_s, 0.25))  # linear between order statistics
 
     @property
     def q75_s(self) -> float:
-        return _quantile(self.times_s, 0.75)
+        import numpy as np
+
+        return float(np.quantile(self.times_s, 0.75))
 
     def summary(self, prefix: str = "time") -> dict[str, float | int]:
         """Flat row columns ``<prefix>_median_s``, ``_min_s``, ``_q25_s``, ``_q75_s``, ``_max_s``
@@ -192,15 +196,6 @@ class Timing:
             f"{prefix}_max_s": self.max_s,
             f"{prefix}_repeats": len(self.times_s),
         }
-
-
-def _quantile(values: tuple[float, ...], q: float) -> float:
-    # Linear interpolation between order statistics (numpy's default), without numpy.
-    ordered = sorted(values)
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def time_calls(call: Callable[[], Any], *, warmup: int, repeats: int) -> Timing:

@@ -61,7 +61,9 @@ from .runner import progress_bar
 from .errors import Diverged
 
 OnEval = Callable[[int, Network, eqx.nn.State], list[dict[str, Any]]]
-_CHECKPOINT_FORMAT = 2  # 2: the optimiser state holds the hyperparameters
+# 2: the optimiser state holds the hyperparameters; 3: the state is optax's
+# (inject_hyperparams of partition), whose leaves are not those of format 2.
+_CHECKPOINT_FORMAT = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,24 +191,18 @@ def parameter_groups(network: Network) -> Any:
     return eqx.filter(labels, jax.tree.map(eqx.is_inexact_array, network))
 
 
-class Hyperparameters(NamedTuple):
-    """The recipe's numbers as device scalars: data of the compiled step, never constants in it,
+def hyperparameters(config: TrainConfig, dtype: Any = jnp.float32) -> dict[str, jax.Array]:
+    """The recipe's numbers as device scalars of ``dtype`` (the parameters' real dtype), the
+    optimiser's injected hyperparameters: data of the compiled step, never constants in it,
     so that one compilation serves every learning rate, weight decay, clipping threshold and
-    schedule length of a grid (and every seed)."""
-
-    lr: Float[Array, ""]
-    recurrent_lr: Float[Array, ""]
-    weight_decay: Float[Array, ""]
-    warmup_steps: Float[Array, ""]
-    steps: Float[Array, ""]
-    clip_norm: Float[Array, ""]  # unused when the optimiser does not clip
-
-    @classmethod
-    def of(cls, config: TrainConfig) -> Hyperparameters:
-        clip = math.inf if config.clip_norm is None else config.clip_norm
-        values = (config.lr, config.recurrent_lr, config.weight_decay, config.warmup_steps,
-                  config.steps, clip)
-        return cls(*(jnp.asarray(v, jnp.float32) for v in values))
+    schedule length of a grid (and every seed). ``clip_norm`` is present only when the recipe
+    clips: whether it clips is the optimiser's structure."""
+    values = {"lr": config.lr, "recurrent_lr": config.recurrent_lr,
+              "weight_decay": config.weight_decay, "warmup_steps": config.warmup_steps,
+              "steps": config.steps}
+    if config.clip_norm is not None:
+        values["clip_norm"] = config.clip_norm
+    return {name: jnp.asarray(value, dtype) for name, value in values.items()}
 
 
 def scheduled(
@@ -216,7 +212,9 @@ def scheduled(
     """``peak * s(count)`` of the module docstring with traced arguments.
 
     The same operations, in the same order, as `TrainConfig.schedule` (optax's
-    ``warmup_cosine_decay_schedule`` with ``end_value=0``), so the two agree to the last bit.
+    ``warmup_cosine_decay_schedule`` with ``end_value=0``), so the two agree to the last bit;
+    optax's own schedules take their lengths as Python numbers, which would make them
+    constants of the compiled step.
     """
     # The warm-up branch is selected only when warmup > 0; the maximum keeps 0/0 out of the
     # branch that is discarded.
@@ -229,70 +227,79 @@ def scheduled(
     return jnp.where(count < warmup, warming, peak * cosine)
 
 
-class OptimiserState(NamedTuple):
-    """Updates so far, Adam's moments over every parameter, and the run's hyperparameters."""
-
-    count: Int[Array, ""]
-    adam: Any
-    hyper: Hyperparameters
-
-
-@dataclasses.dataclass(frozen=True)
-class Optimiser:
-    """The two-group optimiser of the module docstring, as a structure only.
-
-    Equal structures (parameter groups, clipping or not) compare and hash equal, so a compiled
-    step is reused across seeds and hyperparameters, which live in the `OptimiserState`.
-    Adam is elementwise, so one Adam over all parameters equals one per group; the groups differ
-    in their learning rate and weight decay only:
+def _two_groups(
+    lr: Float[Array, ""], recurrent_lr: Float[Array, ""], weight_decay: Float[Array, ""],
+    warmup_steps: Float[Array, ""], steps: Float[Array, ""],
+    clip_norm: Float[Array, ""] | None = None, *, labels: tuple[str, ...],
+) -> optax.GradientTransformation:
+    """The module docstring's recipe as optax transformations, for parameters whose leaves (in
+    ``jax.tree.leaves`` order) carry ``labels``:
 
         regular:    -lr s(t) (adam(g) + weight_decay p)      (optax.adamw)
         recurrent:  -recurrent_lr s(t) adam(g)                (optax.adam)
-    """
 
-    treedef: Any
-    recurrent: tuple[bool, ...]  # per parameter leaf, in ``treedef``'s order
-    clip: bool
+    after clipping the global gradient norm to ``clip_norm`` (None: no clipping)."""
 
-    def init(self, params: Any, config: TrainConfig) -> OptimiserState:
-        return OptimiserState(
-            jnp.zeros((), jnp.int32), optax.scale_by_adam().init(params), Hyperparameters.of(config)
-        )
+    def rate(peak: Float[Array, ""]) -> optax.Schedule:
+        return lambda count: scheduled(count, peak, warmup_steps, steps)
 
-    def update(
-        self, grads: Any, state: OptimiserState, params: Any
-    ) -> tuple[Any, OptimiserState]:
-        hyper = state.hyper
-        if self.clip:
-            grads, _ = optax.clip_by_global_norm(hyper.clip_norm).update(grads, None)
-        adam, adam_state = optax.scale_by_adam().update(grads, state.adam, params)
-        rate = scheduled(state.count, hyper.lr, hyper.warmup_steps, hyper.steps)
-        recurrent_rate = scheduled(state.count, hyper.recurrent_lr, hyper.warmup_steps,
-                                   hyper.steps)
-        leaves, treedef = jax.tree.flatten(adam)
-        if treedef != self.treedef:
+    def group_of(tree: Any) -> Any:
+        treedef = jax.tree.structure(tree)
+        if treedef.num_leaves != len(labels):
             raise ValueError(
-                "Optimiser.update: the gradients' structure is not that of the network the "
-                "optimiser was made for; call make_optimiser with this network."
+                f"The optimiser was made for {len(labels)} parameter arrays but is given "
+                f"{treedef.num_leaves}; call make_optimiser with this network."
             )
-        updates = [
-            -recurrent_rate * a if is_recurrent else -rate * (a + hyper.weight_decay * p)
-            for a, p, is_recurrent in zip(leaves, jax.tree.leaves(params), self.recurrent)
-        ]
-        count = optax.safe_increment(state.count)
-        return jax.tree.unflatten(treedef, updates), OptimiserState(count, adam_state, hyper)
+        return jax.tree.unflatten(treedef, labels)
+
+    # A function of the tree rather than the labels' tree itself: optax takes a callable tree
+    # (an Equinox module is one) for a function.
+    groups = optax.partition(
+        {"regular": optax.adamw(rate(lr), weight_decay=weight_decay),
+         "recurrent": optax.adam(rate(recurrent_lr))},
+        group_of,
+    )
+    if clip_norm is None:
+        return groups
+    return optax.chain(optax.clip_by_global_norm(clip_norm), groups)
 
 
-def make_optimiser(network: Network, config: TrainConfig) -> Optimiser:
-    """The two-group optimiser of the module docstring for ``network``'s parameters.
+@functools.cache
+def _injected(labels: tuple[str, ...]) -> Callable[..., optax.GradientTransformationExtraArgs]:
+    # Cached: equal parameter groups give the same factory, so a compiled step keyed by it is
+    # reused across seeds and recipes.
+    return optax.inject_hyperparams(functools.partial(_two_groups, labels=labels))
 
-    Only the structure comes from ``config`` (whether it clips); ``Optimiser.init(params,
-    config)`` puts the numbers in the state.
+
+Optimiser = Callable[..., optax.GradientTransformationExtraArgs]
+OptimiserState = optax.InjectStatefulHyperparamsState
+
+
+def make_optimiser(network: Network) -> Optimiser:
+    """The two-group optimiser of the module docstring for ``network``'s parameters, as
+    ``optax.inject_hyperparams`` of ``optax.partition`` (formerly ``multi_transform``):
+    ``optimiser(**hyperparameters(config))`` is the optax optimiser of recipe ``config``.
+
+    It depends only on the parameter groups, so equal networks give the same (hashable)
+    object and a step compiled for it serves every recipe: the numbers live in the state's
+    ``hyperparams`` (`init_optimiser`), and `optimiser_update` rebuilds the transformation from
+    them. Whether it clips is the presence of ``clip_norm`` among them.
     """
-    labels = parameter_groups(network)
-    leaves, treedef = jax.tree.flatten(labels)
-    return Optimiser(treedef, tuple(label == "recurrent" for label in leaves),
-                     config.clip_norm is not None)
+    return _injected(tuple(jax.tree.leaves(parameter_groups(network))))
+
+
+def init_optimiser(optimiser: Optimiser, params: Any, config: TrainConfig) -> OptimiserState:
+    """The optimiser's state for ``params`` under recipe ``config``: no updates yet, Adam's
+    moments at zero, ``config``'s numbers as its hyperparameters."""
+    dtype = jnp.finfo(optax.tree.dtype(params, "highest")).dtype  # float32 for complex64
+    return optimiser(**hyperparameters(config, dtype)).init(params)
+
+
+def optimiser_update(optimiser: Optimiser, grads: Any, state: OptimiserState, params: Any
+                     ) -> tuple[Any, OptimiserState]:
+    """One update of ``optimiser`` with the hyperparameters held in ``state`` (traced, so the
+    compiled update serves every recipe)."""
+    return optimiser(**state.hyperparams).update(grads, state, params)
 
 
 def _forward(
@@ -351,39 +358,23 @@ def _train_step_body(network, state, opt_state, batch, key, optimiser):
     (loss, state), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(network)
     finite = jnp.isfinite(loss) & jnp.isfinite(optax.tree.norm(grads))
     params = eqx.filter(network, eqx.is_inexact_array)
-    updates, opt_state = optimiser.update(grads, opt_state, params)
+    updates, opt_state = optimiser_update(optimiser, grads, opt_state, params)
     network = eqx.apply_updates(network, updates)
     return network, state, opt_state, loss, finite
 
 
-_train_step = eqx.filter_jit(_train_step_body)
-
-
-def make_train_step(optimiser: Optimiser) -> Callable[..., tuple]:
-    """A jitted training step for ``optimiser`` (from `make_optimiser`).
-
-    ``step(network, state, opt_state, batch, key) -> (network, state, opt_state, loss,
-    finite)``: one forward, backward and optimiser update on ``batch`` (a `Batch`), dropout
-    from ``fold_in(key, updates so far)``; ``loss`` is the batch's mean loss before the update
-    and ``finite`` whether the loss and the gradient norm are finite. Compiled once per shape
-    and structure: seeds, keys and hyperparameters (in ``opt_state``) are data.
-    """
-
-    def step(network, state, opt_state, batch, key):
-        return _train_step(network, state, opt_state, batch, key, optimiser)
-
-    return step
-
-
 class Stepper:
-    """The training loop's step on flat arrays: ``step(batch, key) -> (loss, finite)``.
+    """The one training step: ``step(batch, key) -> (loss, finite)``, what `train` runs and
+    what the throughput study times.
 
-    The same computation as `make_train_step`'s step, compiled from the same body, but the
+    One forward, backward and optimiser update on ``batch`` (a `Batch`, of host or device
+    arrays), dropout from ``fold_in(key, updates so far)``; ``loss`` is the batch's mean loss
+    before the update and ``finite`` whether the loss and the gradient norm are finite. The
     network, BatchNorm state and optimiser state live between steps as one flat list of arrays
     (``carry()`` rebuilds them), so a step costs one call of a `jax.jit` function: no pytree of
-    modules is split into arrays and structure, hashed and rebuilt on every step, and the batch
-    goes in as host arrays. The compiled function is shared by every stepper with the same
-    structure (`_flat_step`), so seeds and hyperparameters, which are data, compile once.
+    modules is split into arrays and structure, hashed and rebuilt on every step. The compiled
+    function is shared by every stepper with the same structure (`_flat_step`), so seeds and
+    hyperparameters, which are data, compile once per batch shape.
     """
 
     def __init__(self, optimiser: Optimiser, network: Network, state: eqx.nn.State,
@@ -747,8 +738,8 @@ def train(
     base = jr.PRNGKey(seed)
     network, state = build_network(network_config, info, key=jr.fold_in(base, 0))
     dropout_key = jr.fold_in(base, 1)
-    optimiser = make_optimiser(network, config)
-    opt_state = optimiser.init(eqx.filter(network, eqx.is_inexact_array), config)
+    optimiser = make_optimiser(network)
+    opt_state = init_optimiser(optimiser, eqx.filter(network, eqx.is_inexact_array), config)
     sampler = BatchSampler(train_split, config.batch_size, seed, device=False)
     lr_at = config.schedule(config.lr)
     selection = "loss" if info.target == "regression" else "accuracy"
@@ -872,9 +863,15 @@ def _resume(path: Path, identity: str, like: Any) -> tuple[dict[str, Any], Any] 
     try:
         with open(path, "rb") as f:
             header = json.loads(f.readline())
-        if not isinstance(header, dict) or header.get("format") != _CHECKPOINT_FORMAT or (
-            header.get("identity") != identity
-        ):
+        if not isinstance(header, dict):
+            raise ValueError("its first line is not a header")
+        if header.get("format") != _CHECKPOINT_FORMAT:
+            print(f"Checkpoint {path} has format {header.get('format')!r}, written by another "
+                  f"version of the harness (this one reads format {_CHECKPOINT_FORMAT}); "
+                  "starting afresh.")
+            path.unlink(missing_ok=True)
+            return None
+        if header.get("identity") != identity:
             print(f"Checkpoint {path} belongs to another run; starting afresh.")
             path.unlink(missing_ok=True)
             return None
@@ -990,8 +987,9 @@ def train_group(
     members = []
     for seed, path in zip(seeds, paths):
         network, state = build_network(network_config, info, key=jr.fold_in(jr.PRNGKey(seed), 0))
-        optimiser = make_optimiser(network, config)
-        opt_state = optimiser.init(eqx.filter(network, eqx.is_inexact_array), config)
+        optimiser = make_optimiser(network)
+        opt_state = init_optimiser(optimiser, eqx.filter(network, eqx.is_inexact_array),
+                                   config)
         member = _Member(seed, path, _identity(network_config, task, config, seed), 0, [], None,
                          0.0, (network, state, opt_state, network, state))
         if path is not None and path.exists():

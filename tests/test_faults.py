@@ -209,6 +209,21 @@ def test_sigterm_stops_the_grid_cleanly_and_keeps_finished_runs(tmp_path, uninte
     _assert_whole_and_resumable(store_path, uninterrupted)
 
 
+def test_end_pool_ends_workers_busy_with_a_long_call():
+    import multiprocessing
+
+    from harness import lifetime
+
+    pool = lifetime.worker_pool(2)
+    before = set(multiprocessing.active_children())
+    futures = [pool.submit(time.sleep, 600) for _ in range(2)]
+    _wait_until(lambda: all(f.running() for f in futures))
+    workers = [p for p in multiprocessing.active_children() if p not in before]
+    assert workers and all(p.is_alive() for p in workers)
+    lifetime.end_pool(pool)
+    assert not any(p.is_alive() for p in workers)  # ended, not left to sleep out their call
+
+
 _MARKED_DRIVER = """
 import subprocess, sys, time
 from harness import lifetime

@@ -196,6 +196,29 @@ def test_linear_fit_rejects_quadratic_growth():
         memory.fit_linear([1.0, 1.0], [2.0, 3.0])
 
 
+def test_linear_fit_is_least_squares_with_its_r2_on_noisy_data():
+    # Noisy points, one x repeated: slope and intercept as numpy's least squares, R^2 from
+    # its definition, the residual and increments from theirs.
+    x = [1024.0, 4096.0, 4096.0, 16384.0, 65536.0]
+    y = [2.1e5, 7.7e5, 7.9e5, 3.1e6, 1.24e7]
+    fit = memory.fit_linear(x, y)
+    slope, intercept = np.polyfit(x, y, 1)
+    assert fit.slope == pytest.approx(slope, rel=1e-10)
+    assert fit.intercept == pytest.approx(intercept, rel=1e-8)
+    predicted = intercept + slope * np.asarray(x)
+    r2 = 1 - np.sum((y - predicted) ** 2) / np.sum((y - np.mean(y)) ** 2)
+    assert fit.r2 == pytest.approx(r2, rel=1e-12) and fit.r2 < 1
+    assert fit.max_rel_residual == pytest.approx(np.max(np.abs(y - predicted) / y), rel=1e-8)
+    increments = [(7.7e5 - 2.1e5) / 3072, (3.1e6 - 7.9e5) / 12288, (1.24e7 - 3.1e6) / 49152]
+    assert fit.increment_spread == pytest.approx(np.ptp(increments) / slope, rel=1e-9)
+    assert fit.increment_growth == pytest.approx((increments[-1] - increments[0]) / slope,
+                                                 rel=1e-9)
+    assert fit.loglog_slope == pytest.approx(
+        math.log((1.24e7 - intercept) / (2.1e5 - intercept)) / math.log(64), rel=1e-9)
+    flat = memory.fit_linear([1.0, 2.0, 3.0], [5.0, 5.0, 5.0])  # on a line: R^2 is 1
+    assert (flat.slope, flat.r2, flat.max_rel_residual) == (0.0, 1.0, 0.0)
+
+
 # --------------------------------------------------------------------------------------------
 # Configs
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from harness import train as T
@@ -133,16 +135,19 @@ def test_recurrent_group_gets_its_own_rate_and_no_weight_decay(getkey):
 
     config = T.TrainConfig(steps=10, warmup_fraction=0.0, lr=0.1, recurrent_lr=0.01,
                            weight_decay=0.5)
-    optimiser = T.make_optimiser(net, config)
-    # Only the structure is in the optimiser: another recipe's optimiser is equal (and hashes
-    # equal), so the compiled step is reused; clipping is structure.
-    other = T.make_optimiser(net, dataclasses.replace(config, lr=1.0, weight_decay=0.0))
-    assert optimiser == other and hash(optimiser) == hash(other)
-    assert optimiser != T.make_optimiser(net, dataclasses.replace(config, clip_norm=1.0))
+    optimiser = T.make_optimiser(net)
+    # Only the parameter groups make the optimiser: another network of the same structure
+    # gives the same object, so the compiled step is reused; the recipe is in the state.
+    other, _ = T.build_network(NET, task.info, key=getkey())
+    assert T.make_optimiser(other) is optimiser
     params = eqx.filter(net, eqx.is_inexact_array)
     rng = np.random.default_rng(0)  # numpy: eager jax.random draws compile per shape
     grads = jax.tree.map(lambda p: jnp.asarray(rng.standard_normal(p.shape), p.dtype), params)
-    updates, _ = jax.jit(optimiser.update)(grads, optimiser.init(params, config), params)
+    state = T.init_optimiser(optimiser, params, config)
+    assert set(state.hyperparams) == {"lr", "recurrent_lr", "weight_decay", "warmup_steps",
+                                      "steps"}  # no clip_norm: this recipe does not clip
+    update = jax.jit(functools.partial(T.optimiser_update, optimiser))
+    updates, _ = update(grads, state, params)
     # Adam's first step is g / (|g| + eps); AdamW adds wd * p on the regular group only.
     for u, g, p, label in zip(*(jax.tree.leaves(t) for t in (updates, grads, params, labels))):
         adam = g / (jnp.abs(g) + 1e-8)
@@ -159,8 +164,7 @@ def test_clipping_scales_the_global_gradient_norm_before_both_groups(getkey):
     params = eqx.filter(net, eqx.is_inexact_array)
     recipe = T.TrainConfig(warmup_fraction=0.0, weight_decay=0.0, lr=1.0, recurrent_lr=0.5)
     clipped = dataclasses.replace(recipe, clip_norm=1.0)
-    clip = T.make_optimiser(net, clipped)
-    plain = T.make_optimiser(net, recipe)
+    optimiser = T.make_optimiser(net)
     rng = np.random.default_rng(1)  # numpy: eager jax.random draws compile per shape
     big = jax.tree.map(lambda p: jnp.asarray(100.0 * rng.standard_normal(p.shape), p.dtype),
                        params)
@@ -169,23 +173,83 @@ def test_clipping_scales_the_global_gradient_norm_before_both_groups(getkey):
     norm = jnp.sqrt(sum(jnp.sum(jnp.abs(g) ** 2) for g in jax.tree.leaves(big)))
     by_hand = jax.tree.map(lambda g: g / norm, big)
 
-    # Compiled (the optimisers are static: equal structure, one program), which costs less
-    # than the dozens of small eager operations of the same two updates.
+    # Compiled (the recipe is static here: one program per recipe), which costs less than the
+    # dozens of small eager operations of the same two updates.
     @eqx.filter_jit
-    def two_steps(optimiser, config, first):
-        state = optimiser.init(params, config)
-        _, state = optimiser.update(first, state, params)
-        return optimiser.update(small, state, params)[0]
+    def two_steps(config, first):
+        state = T.init_optimiser(optimiser, params, config)
+        _, state = T.optimiser_update(optimiser, first, state, params)
+        return T.optimiser_update(optimiser, small, state, params)[0]
 
     # Clipping equals dividing the first gradient by its global norm by hand; the second
     # (small) gradient is under the threshold. Adam alone would be scale-invariant, so the
     # two-step comparison is what makes the clipping visible.
-    expected, got = two_steps(plain, recipe, by_hand), two_steps(clip, clipped, big)
-    unclipped = two_steps(plain, recipe, big)
+    expected, got = two_steps(recipe, by_hand), two_steps(clipped, big)
+    unclipped = two_steps(recipe, big)
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(expected)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7)
     assert not all(np.allclose(a, b) for a, b in zip(jax.tree.leaves(got),
                                                      jax.tree.leaves(unclipped)))
+
+
+def adamw_from_the_equations(params, grads, labels, config):
+    """The recipe of `harness.train`'s docstring in numpy float64, one update per gradient:
+    clip the global norm to c, then Adam (b1 = 0.9, b2 = 0.999, eps = 1e-8) with bias
+    correction; regular: p -= lr s(t) (adam + wd p); recurrent: p -= recurrent_lr s(t) adam;
+    s(t) = t / T_w for t < T_w, else (1 + cos(pi (t - T_w) / (T - T_w))) / 2."""
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    warm, total = config.warmup_steps, config.steps
+    p = [np.array(x, np.float64) for x in params]
+    m = [np.zeros_like(x) for x in p]
+    v = [np.zeros_like(x) for x in p]
+    for t, g in enumerate(grads):
+        g = [np.array(x, np.float64) for x in g]
+        if config.clip_norm is not None:
+            norm = np.sqrt(sum(np.sum(x * x) for x in g))
+            if norm >= config.clip_norm:
+                g = [x * config.clip_norm / norm for x in g]
+        s = t / warm if t < warm else (1 + np.cos(np.pi * (t - warm) / (total - warm))) / 2
+        for i, label in enumerate(labels):
+            m[i] = b1 * m[i] + (1 - b1) * g[i]
+            v[i] = b2 * v[i] + (1 - b2) * g[i] ** 2
+            adam = (m[i] / (1 - b1 ** (t + 1))) / (np.sqrt(v[i] / (1 - b2 ** (t + 1))) + eps)
+            if label == "recurrent":
+                p[i] = p[i] - config.recurrent_lr * s * adam
+            else:
+                p[i] = p[i] - config.lr * s * (adam + config.weight_decay * p[i])
+    return p
+
+
+@pytest.mark.parametrize("clip_norm", [None, 2.0])
+def test_optax_optimiser_equals_adamw_written_from_the_equations(getkey, clip_norm):
+    net, _ = T.build_network(NET, ToyTask().info, key=getkey())
+    labels = jax.tree.leaves(T.parameter_groups(net))
+    optimiser = T.make_optimiser(net)
+    # Six updates: two of warm-up, four of cosine decay (warmup_steps = int(0.34 * 6) = 2).
+    config = T.TrainConfig(steps=6, warmup_fraction=0.34, lr=0.05, recurrent_lr=0.02,
+                           weight_decay=0.3, clip_norm=clip_norm)
+    rng = np.random.default_rng(2)
+    params = eqx.filter(net, eqx.is_inexact_array)
+    leaves, treedef = jax.tree.flatten(params)
+    grads = [[rng.standard_normal(x.shape) for x in leaves] for _ in range(config.steps)]
+    expected = adamw_from_the_equations(leaves, grads, labels, config)
+    with jax.enable_x64(True):
+        params = jax.tree.unflatten(treedef, [jnp.asarray(x, jnp.float64) for x in leaves])
+        state = T.init_optimiser(optimiser, params, config)
+        assert state.hyperparams["lr"].dtype == jnp.float64
+
+        def update(carry, g):
+            params, state = carry
+            updates, state = T.optimiser_update(optimiser, g, state, params)
+            return (optax.apply_updates(params, updates), state), None
+
+        stacked = jax.tree.unflatten(treedef, [np.stack(g) for g in zip(*grads)])
+        (params, _), _ = jax.jit(lambda *a: jax.lax.scan(update, *a))((params, state), stacked)
+        got = jax.tree.leaves(params)
+    assert {"recurrent", "regular"} == set(labels)
+    for a, b in zip(got, expected):
+        assert a.dtype == np.float64
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
 
 
 # --------------------------------------------------------------------------------------------
@@ -284,6 +348,20 @@ def test_a_checkpoint_of_another_run_is_not_resumed(tmp_path, capsys):
     assert "belongs to another run" in capsys.readouterr().out
     reference = T.train(NET, task, RECIPE, seed=1)
     assert without_time(result.rows) == without_time(reference.rows)
+
+
+def test_a_checkpoint_of_an_older_format_is_not_misread(tmp_path, capsys):
+    # Format 2 held the hand-built optimiser's state, whose leaves are not optax's.
+    task = ToyTask()
+    path = tmp_path / "run.eqx"
+    identity = T._identity(NET, task, RECIPE, 1)
+    path.write_bytes(json.dumps({"format": 2, "identity": identity, "step": 2, "rows": [],
+                                 "best": None, "seconds": 0.0}).encode() + b"\n" + b"\0" * 64)
+    result = T.train(NET, task, RECIPE, seed=1, checkpoint=path)
+    out = capsys.readouterr().out
+    assert "has format 2" in out and "reads format 3" in out and "starting afresh" in out
+    assert [r["step"] for r in result.rows if r["kind"] == "eval"] == [2, 4, 6]
+    assert not path.exists()
 
 
 def test_non_finite_loss_stops_the_run_at_once_with_its_step(tmp_path):

@@ -186,9 +186,10 @@ def test_buckets_are_few_and_hold_every_length():
 @pytest.mark.parametrize("warmup_fraction", [0.0, 0.1, 0.5])
 def test_the_traced_schedule_is_optax_schedule(warmup_fraction):
     config = T.TrainConfig(steps=37, warmup_fraction=warmup_fraction, lr=3e-3)
-    hyper = T.Hyperparameters.of(config)
+    hyper = T.hyperparameters(config)
     counts = jnp.arange(0, 40, dtype=jnp.int32)
-    traced = jax.jit(jax.vmap(lambda c, h: T.scheduled(c, h.lr, h.warmup_steps, h.steps),
+    traced = jax.jit(jax.vmap(lambda c, h: T.scheduled(c, h["lr"], h["warmup_steps"],
+                                                       h["steps"]),
                               in_axes=(0, None)))(counts, hyper)
     reference = jax.jit(jax.vmap(config.schedule(config.lr)))(counts)
     # Equal up to float round-off (XLA turns optax's division by a constant into a

@@ -107,27 +107,27 @@ def fit_linear(x: list[float] | tuple[float, ...], y: list[float] | tuple[float,
         raise ValueError(
             f"fit_linear needs at least two distinct x with one y each, got {x!r}, {y!r}."
         )
-    n = len(x)
-    mx, my = sum(x) / n, sum(y) / n
-    sxx = sum((a - mx) ** 2 for a in x)
-    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y))
-    slope = sxy / sxx
-    intercept = my - slope * mx
-    predicted = [intercept + slope * a for a in x]
-    ss_res = sum((b - p) ** 2 for b, p in zip(y, predicted))
-    ss_tot = sum((b - my) ** 2 for b in y)
-    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
-    max_rel = max(abs(b - p) / abs(b) if b else abs(b - p) for b, p in zip(y, predicted))
-    lo, hi = min(range(n), key=lambda i: x[i]), max(range(n), key=lambda i: x[i])
-    y_lo, y_hi = y[lo] - intercept, y[hi] - intercept
+    import numpy as np
+    import scipy.stats
+
+    xs, ys = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    fit = scipy.stats.linregress(xs, ys)
+    slope, intercept = float(fit.slope), float(fit.intercept)
+    residual = np.abs(ys - (intercept + slope * xs))
+    # Constant y lie on the flat line exactly (linregress's r is undefined there).
+    r2 = float(fit.rvalue) ** 2 if np.ptp(ys) > 0 else 1.0
+    max_rel = float(np.max(residual / np.where(ys != 0, np.abs(ys), 1.0)))
+    lo, hi = int(np.argmin(xs)), int(np.argmax(xs))
+    y_lo, y_hi = ys[lo] - intercept, ys[hi] - intercept
     if y_lo > 0 and y_hi > 0:
-        loglog = math.log(y_hi / y_lo) / math.log(x[hi] / x[lo])
+        loglog = math.log(y_hi / y_lo) / math.log(xs[hi] / xs[lo])
     else:
         loglog = math.nan
-    pairs = sorted(zip(x, y))
-    increments = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(pairs, pairs[1:]) if b[0] != a[0]]
-    spread = (max(increments) - min(increments)) / abs(slope) if slope else math.inf
-    growth = (increments[-1] - increments[0]) / abs(slope) if slope else math.inf
+    order = np.lexsort((ys, xs))
+    dx, dy = np.diff(xs[order]), np.diff(ys[order])
+    increments = dy[dx != 0] / dx[dx != 0]
+    spread = float(np.ptp(increments)) / abs(slope) if slope else math.inf
+    growth = float(increments[-1] - increments[0]) / abs(slope) if slope else math.inf
     return LinearFit(slope, intercept, r2, max_rel, loglog, spread, growth)
 
 
