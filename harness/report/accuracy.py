@@ -255,8 +255,8 @@ def section(store: Store) -> list[Artifact]:
     classified = recipe_cells[~recipe_cells["regression"]]
     regression = sorted(recipe_cells.loc[recipe_cells["regression"], "task"].unique())
     aside = (
-        f" Regression tasks ({labels.tasks_text(regression)}) have no accuracy; their test MSE is in "
-        "the regression table." if regression else ""
+        f" Regression tasks ({labels.tasks_text(regression)}) have no accuracy; their test MSE "
+        "is in the regression table." if regression else ""
     )
     run_ids = tuple(sorted(final["run_id"].unique()))
     recipe_ids = tuple(sorted(recipe_final["run_id"].unique()))
@@ -378,8 +378,8 @@ def _tuning_text(tuned: list[str], every: list[str], labels: _Labels) -> str:
         return ("No task of this preset is tuned: every model runs at the one recipe, so the "
                 "tuned configuration is the one recipe.")
     rest = [t for t in every if t not in tuned]
-    text = (f"Learning rates tuned per model on {labels.tasks_text(tuned)} (the same grid for every "
-            "model, selected on the mean validation metric over seeds)")
+    text = (f"Learning rates tuned per model on {labels.tasks_text(tuned)} (the same grid for "
+            "every model, selected on the mean validation metric over seeds)")
     return text + (f"; {labels.tasks_text(rest)} at the one recipe (not tuned at this preset)."
                    if rest else ".")
 
@@ -1367,8 +1367,8 @@ def _versus_published(
         return Missing(
             name,
             _TITLES[name],
-            f"none of the tasks run ({labels.tasks_text(sorted(cells['task'].unique()))}) is an LRA "
-            "task, so no published number applies; the published LRA table is in its own "
+            f"none of the tasks run ({labels.tasks_text(sorted(cells['task'].unique()))}) is an "
+            "LRA task, so no published number applies; the published LRA table is in its own "
             "section.",
         )
     published = _published.accuracy_frame()

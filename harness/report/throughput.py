@@ -127,8 +127,8 @@ def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, lab
         name=name,
         title=_TITLES[name],
         caption=(
-            f"{label[0].upper() + label[1:]} of each layer alone against L at batch {batch}, preset "
-            f"{preset}, on {hardware} (backend {', '.join(sorted(set(frame[C.backend])))}). "
+            f"{label[0].upper() + label[1:]} of each layer alone against L at batch {batch}, "
+            f"preset {preset}, on {hardware} (backend {', '.join(sorted(set(frame[C.backend])))}). "
             + ("Bands: tokens/s at the first and third quartiles of the timed calls. "
                if column == C.tokens_per_s else
                "Fraction = roofline bound / median time; the bound uses our analytic FLOP and "
