@@ -280,6 +280,20 @@ def test_section_tunes_tests_and_states_findings(tmp_path):
     assert "n = 3 cannot reach alpha = 0.05 with an exact test" in line
     assert "RotRNN − LRU: +9.00 pp [" in line and "d_z = " in line
     assert "a paired t-test could detect" in line
+    # The by-task figure: each mean with its 95 % t interval over the seeds (n = 3, t with 2
+    # degrees of freedom), the numbers drawn beside it; its axis zoomed to the data, the
+    # baseline (20 %) named in the title when it is off scale, else drawn.
+    by_task = artifacts["accuracy_by_task"]
+    drawn = by_task.data.set_index("model")
+    ci = stats.ttest_1samp([60.0, 62.0, 61.0], 0.0).confidence_interval(0.95)
+    assert (drawn.at["RotRNN", "ci95_low"], drawn.at["RotRNN", "ci95_high"]) == pytest.approx(
+        (ci.low, ci.high))
+    assert drawn.at["RotRNN", "n"] == 3 and drawn.at["RotRNN", "task"] == "ListOps"
+    assert "95 % confidence interval" in by_task.caption and "n = 3 seeds" in by_task.caption
+    ax = by_task.figure.axes[0]
+    low, high = ax.get_ylim()
+    assert low > 0 and high < 100  # zoomed, not 0-100
+    assert ("baseline 20.0 %" in ax.get_title()) != (low <= 20.0 <= high)
     assert artifacts["accuracy_sensitivity"].name == "accuracy_sensitivity"
     assert type(artifacts["accuracy_sensitivity"]).__name__ == "Figure"
 
