@@ -1,6 +1,6 @@
 """LRU, the Linear Recurrent Unit (Orvieto et al., ICML 2023; arXiv 2303.06349).
 
-One complex diagonal recurrence of P states (REFERENCES.md, "LRU"; paper Section 3):
+One complex diagonal recurrence of P states (Orvieto et al. 2023, docs/sources.md; Section 3):
 
     x_k      = diag(lambda) x_{k-1} + exp(gamma_log) * (B u_k)
     y_k      = Re(C x_k) + D * u_k
@@ -147,7 +147,7 @@ class LRU(AbstractRecurrentLayer):
 
     Arguments:
         config: an `LRUConfig`.
-        key: PRNG key for the initialisation (REFERENCES.md): ring init of lambda,
+        key: PRNG key for the initialisation (the LRU paper): ring init of lambda,
             B ~ (N(0, 1) + i N(0, 1)) / sqrt(2 H), C ~ (N(0, 1) + i N(0, 1)) / sqrt(P),
             D ~ N(0, 1), gamma_log = log sqrt(1 - |lambda|^2).
     """

@@ -1,6 +1,6 @@
 """RotRNN (Biegun, Dolga, Cunningham, Barber; arXiv 2407.07239): a decayed rotation per head.
 
-Per head h = 1..heads, with N_h = N / heads state dimensions (REFERENCES.md, "RotRNN"):
+Per head h = 1..heads, with N_h = N / heads state dimensions (Biegun et al. 2024, docs/sources.md):
 
     x^h_t   = gamma_h A_h x^h_{t-1} + xi_h B_h u_t
     A_h     = P_h Theta_h P_h^T,          P_h = expm(M_h - M_h^T)       (orthogonal, det 1)
@@ -189,7 +189,7 @@ class RotRNN(AbstractRecurrentLayer):
 
     Arguments:
         config: a `RotRNNConfig`.
-        key: PRNG key for the initialisation (REFERENCES.md): M ~ N(0, 1), theta ~
+        key: PRNG key for the initialisation (the RotRNN paper): M ~ N(0, 1), theta ~
             U[0, max_phase], B and C ~ N(0, 1) / sqrt(H + N), D ~ N(0, 1), gamma as configured.
     """
 
@@ -268,7 +268,7 @@ class RotRNN(AbstractRecurrentLayer):
 
     def recurrent_mask(self) -> PyTree[bool]:
         # The transition (M, theta, gamma) and the input map B: the LRU paper's group (lambda, B,
-        # gamma), RotRNN's lambda being M and theta. REFERENCES.md records no RotRNN groups; a
+        # gamma), RotRNN's lambda being M and theta. The RotRNN paper states no parameter groups; a
         # public fork by one of its authors groups by parameter name and so puts only gamma_log
         # (and, in one setting, B) there, leaving M and theta with weight decay.
         mask = jax.tree_util.tree_map(lambda _: False, self)

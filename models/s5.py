@@ -69,7 +69,7 @@ class S5Config:
         d_state: P, the state size before conjugate-symmetric halving.
         blocks: J, the number of HiPPO-N blocks of size P/J on the diagonal of the initial A.
             1 here (one HiPPO-N of size P, valid for any P); the official default, 8, is tied
-            to its P = 256, and every official run sets J with P (REFERENCES.md).
+            to its P = 256, and every official run sets J with P (the S5 paper's code).
         conj_sym: keep one eigenvalue of each conjugate pair (P/2 states, output 2 Re).
         C_init: how C is drawn (module docstring); the official run scripts set it per task
             (e.g. "lecun_normal" for ListOps, Image, Speech; "complex_normal" for Path-X).

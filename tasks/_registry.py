@@ -76,6 +76,10 @@ class TaskSpec:
             int16 audio) into the contract's arrays. Default: the stored arrays as they are.
         fingerprint: config -> JSON-able identity of the files a loader reads (in the cache key).
         version: bump when ``make`` changes what it returns, so old cache files are not reused.
+        label: the task's name as papers write it ("ListOps"), for figures and tables; or a
+            function of the task's options (a mapping, possibly partial) returning it, for a
+            task whose name depends on them (``ucr``: the data set). Empty: derived from
+            ``name`` (`default_label`).
     """
 
     name: str
@@ -87,8 +91,14 @@ class TaskSpec:
     decode: Callable[[Any, Arrays, str], Split] = _default_decode
     fingerprint: Callable[[Any], Any] | None = None
     version: int = 1
+    label: str | Callable[[Mapping[str, Any]], str] = ""
 
     def __post_init__(self):
+        if not (callable(self.label) or (isinstance(self.label, str) and "\n" not in self.label)):
+            raise ValueError(
+                f"Task {self.name!r}: label must be one line of text or a function of the "
+                f"task's options returning one, got {self.label!r}."
+            )
         missing = [p for p in PRESETS if p not in self.presets]
         if missing:
             raise ValueError(f"Task {self.name!r} lacks presets {missing}.")
@@ -155,6 +165,29 @@ def spec(name: str) -> TaskSpec:
     if name not in _REGISTRY:
         raise ValueError(f"Unknown task {name!r}; accepted tasks: {', '.join(_REGISTRY)}.")
     return importlib.import_module(_REGISTRY[name]).TASKS[name]
+
+
+def default_label(name: str) -> str:
+    """A task key written as words, for a task whose registration names no label:
+    underscores as spaces, the first letter a capital (``"selective_copy"`` -> "Selective
+    copy"; ``"my_task"`` -> "My task")."""
+    words = str(name).replace("_", " ").strip()
+    return words[:1].upper() + words[1:] if words else str(name)
+
+
+def label(name: str, options: Mapping[str, Any] | None = None) -> str:
+    """Task ``name`` as papers write it ("ListOps", "JapaneseVowels"), for figures and tables.
+
+    ``options`` are the task's options a run used (any subset; e.g. ``{"dataset":
+    "JapaneseVowels"}``), for a task whose name depends on them. A name the registry does not
+    know (a task from elsewhere, an old store's) gets `default_label`, never an error: a report
+    labels whatever its store holds.
+    """
+    if name not in _REGISTRY:
+        return default_label(name)
+    given = spec(name).label
+    text = given(dict(options or {})) if callable(given) else given
+    return text or default_label(name)
 
 
 def config_class(name: str) -> type:

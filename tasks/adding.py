@@ -90,6 +90,7 @@ TASKS = {
     "adding": TaskSpec(
         name="adding",
         description=DESCRIPTION,
+        label="Adding problem",
         config_cls=AddingConfig,
         make=make,
         info=info,

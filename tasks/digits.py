@@ -108,6 +108,12 @@ def info(cfg: DigitsConfig, arrays=None) -> TaskInfo:
     )
 
 
+def _label(options) -> str:
+    # scikit-learn's copy of the UCI "Optical Recognition of Handwritten Digits" test set, read
+    # pixel by pixel: the sequential-MNIST idea on 8x8 digits, permuted as in psMNIST.
+    return "Permuted digits" if options.get("permute") else "Sequential digits"
+
+
 DESCRIPTION = (
     "Sequential digits: scikit-learn's 8x8 handwritten digits pixel by pixel (length 64, "
     "optionally permuted); 10 classes."
@@ -117,6 +123,7 @@ TASKS = {
     "digits": TaskSpec(
         name="digits",
         description=DESCRIPTION,
+        label=_label,
         config_cls=DigitsConfig,
         make=make,
         info=info,

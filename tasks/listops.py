@@ -261,6 +261,7 @@ TASKS = {
     "listops": TaskSpec(
         name="listops",
         description=DESCRIPTION,
+        label="ListOps",
         config_cls=ListOpsConfig,
         make=make,
         info=info,

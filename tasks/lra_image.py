@@ -141,6 +141,7 @@ TASKS = {
     "lra_image": TaskSpec(
         name="lra_image",
         description=DESCRIPTION,
+        label="LRA Image",
         config_cls=LRAImageConfig,
         make=make,
         info=info,

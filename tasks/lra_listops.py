@@ -116,6 +116,7 @@ TASKS = {
     "lra_listops": TaskSpec(
         name="lra_listops",
         description=DESCRIPTION,
+        label="LRA ListOps",
         config_cls=LRAListOpsConfig,
         make=make,
         info=info,

@@ -166,12 +166,15 @@ DESCRIPTIONS = {
     "connected? 2 classes.",
 }
 
+LABELS = {"lra_pathfinder": "LRA Pathfinder", "lra_pathx": "LRA Path-X"}
+
 
 def _spec(name: str, config_cls: type) -> TaskSpec:
     return TaskSpec(
         name=name,
         description=DESCRIPTIONS[name],
         config_cls=config_cls,
+        label=LABELS[name],
         make=make,
         info=lambda cfg, arrays=None: pixel_info(
             name, DESCRIPTIONS[name], cfg.resolution, cfg.encoding, 2

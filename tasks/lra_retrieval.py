@@ -133,6 +133,7 @@ TASKS = {
     "lra_retrieval": TaskSpec(
         name="lra_retrieval",
         description=DESCRIPTION,
+        label="LRA Retrieval",
         config_cls=LRARetrievalConfig,
         make=make,
         info=info,

@@ -118,6 +118,7 @@ TASKS = {
     "lra_text": TaskSpec(
         name="lra_text",
         description=DESCRIPTION,
+        label="LRA Text",
         config_cls=LRATextConfig,
         make=make,
         info=info,

@@ -145,6 +145,7 @@ TASKS = {
     "mqar": TaskSpec(
         name="mqar",
         description=DESCRIPTION,
+        label="MQAR",
         config_cls=MQARConfig,
         make=make,
         info=info,

@@ -294,12 +294,15 @@ DESCRIPTIONS = {
     "contour? 2 classes, pixel by pixel.",
 }
 
+LABELS = {"pathfinder": "Pathfinder", "pathx": "Path-X"}  # as the LRA paper names them
+
 
 def _spec(name: str, config_cls: type, presets: dict) -> TaskSpec:
     return TaskSpec(
         name=name,
         description=DESCRIPTIONS[name],
         config_cls=config_cls,
+        label=LABELS[name],
         make=make,
         info=lambda cfg, arrays=None: pixel_info(
             name, DESCRIPTIONS[name], cfg.image_size, cfg.encoding, 2

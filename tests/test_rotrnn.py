@@ -1,6 +1,6 @@
 """RotRNN against its paper: the transition stays special orthogonal, E||x_t||^2 = 1 - gamma^2t.
 
-Reference (REFERENCES.md, "RotRNN"): per head x_t = gamma A x_{t-1} + xi B u_t with
+Reference (the RotRNN paper, docs/sources.md): per head x_t = gamma A x_{t-1} + xi B u_t with
 A = P Theta P^T, P = expm(M - M^T); y_t = C x_t + D u_t (+ C_reverse g_t, g the reversed scan).
 The output and the per-head state norms against a float64 loop over this dense real recurrence
 (`dense_reference`) are checked with every model's in tests/test_references.py.

@@ -56,6 +56,21 @@ def test_registry_lists_every_task_with_one_line_and_three_presets():
             assert isinstance(tasks.make_config(name, **options), cls)
 
 
+def test_every_task_has_a_label_as_papers_write_it():
+    labels = {name: tasks.label(name) for name in tasks.names()}
+    assert labels["listops"] == "ListOps" and labels["pathx"] == "Path-X"
+    assert all(label and "_" not in label for label in labels.values()), labels
+    assert len(set(labels.values())) == len(labels)  # no two tasks read the same
+    # A name that depends on the options: the UCR/UEA set, digits permuted or not.
+    assert tasks.label("ucr", {"dataset": "JapaneseVowels"}) == "JapaneseVowels"
+    assert tasks.label("ucr") == "UCR/UEA"
+    assert tasks.label("digits", {"permute": True}) == "Permuted digits"
+    # A task no registration knows (an outside one, an old store's) is named after its key.
+    assert tasks.label("my_new_task") == "My new task" == tasks.default_label("my_new_task")
+    with pytest.raises(ValueError, match="label must be one line"):
+        dataclasses.replace(tasks._registry.spec("adding"), label="two\nlines")
+
+
 def test_unknown_task_lists_the_accepted_ones():
     with pytest.raises(ValueError, match="Unknown task 'list_ops'.*accepted tasks: listops"):
         tasks.build("list_ops")

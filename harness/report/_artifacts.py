@@ -33,8 +33,14 @@ class Table:
             as separate ``<col>_se`` columns in CSV.
         best: per column, which value is best (``"max"``/``"min"``) to set in bold; columns not
             named get no bold.
-        digits: decimals shown in Markdown/LaTeX (CSV keeps full precision): one number for
-            every column, or ``{column: decimals}`` (columns not named get 2).
+        digits: how numbers are shown in Markdown/LaTeX (CSV keeps full precision): a number
+            of decimals, or a named format of `harness.report._writers.FORMATS` (``"sci"``:
+            scientific with 3 significant digits, for MSE; ``"p"``: p-values; ``"g"``: 3
+            significant digits; ``"near_one"``: enough decimals to show the distance to 1);
+            one for every column, or ``{column: format}`` (columns not named get 2).
+        cell_formats: per-cell formats overriding ``digits`` (``frame``'s index, a subset of its
+            columns; None where the column's format applies), for a column whose rows hold
+            different quantities (accuracy in one row, MSE in another).
         runs: the run ids the values come from (optional); when given, the table's provenance
             (commit, hardware, seeds, preset) is taken from these runs alone, else from every
             finished run of the section's study.
@@ -46,8 +52,9 @@ class Table:
     frame: pd.DataFrame
     stderr: pd.DataFrame | None = None
     best: Mapping[str, Literal["max", "min"]] = dataclasses.field(default_factory=dict)
-    digits: int | Mapping[str, int] = 2
+    digits: int | str | Mapping[str, int | str] = 2
     runs: tuple[str, ...] = ()
+    cell_formats: pd.DataFrame | None = None
 
 
 @dataclasses.dataclass(frozen=True)

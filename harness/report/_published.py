@@ -1,4 +1,20 @@
-"""Published numbers from the literature, with their sources (REFERENCES.md).
+"""Published numbers from the literature, each with its source (paper, table, venue, arXiv id).
+
+The papers, listed in full in docs/sources.md:
+
+- LRU: Orvieto, Smith, Gu, Fernando, Gulcehre, Pascanu, De, "Resurrecting Recurrent Neural
+  Networks for Long Sequences", ICML 2023, arXiv:2303.06349. Table 3 (LRA test accuracy) and
+  Table 4 (training steps per second on an A100).
+- S4: Gu, Goel, Re, "Efficiently Modeling Long Sequences with Structured State Spaces", ICLR
+  2022, arXiv:2111.00396; its LRA row as the LRU paper's Table 3 quotes it.
+- S4D: Gu, Gupta, Goel, Re, "On the Parameterization and Initialization of Diagonal State Space
+  Models", NeurIPS 2022, arXiv:2206.11893; S4D-LegS as the LRU paper quotes it, S4D-Lin from a
+  secondary copy of the S4D paper's LRA table.
+- S5: Smith, Warrington, Linderman, "Simplified State Space Layers for Sequence Modeling", ICLR
+  2023, arXiv:2208.04933; its LRA results.
+- RotRNN: Biegun, Dolga, Cunningham, Barber, "RotRNN: Modelling Long Sequences with
+  Rotations", arXiv:2407.07239; its Speech Commands result (its LRA numbers were not confirmed).
+- The Long Range Arena: Tay et al., ICLR 2021, arXiv:2011.04006.
 
 These are *not* our results. They live here, apart from the store, so that no published value can
 reach one of our tables: the report shows them in their own section, labelled "published", and
@@ -48,35 +64,41 @@ class PublishedRow:
                 ) from None
 
 
-# REFERENCES.md, "Published LRA test accuracy (%)".
+# LRA test accuracy (%): LRU paper Table 3, which quotes the S4 and S4D-LegS rows; S4D-Lin from
+# a secondary copy of the S4D paper's table; S5 from its paper.
 LRA_ACCURACY: tuple[PublishedRow, ...] = (
     PublishedRow("S4 (LegS)", ("59.60", "86.82", "90.90", "88.65", "94.20", "96.35"),
-                 "S4 paper (Gu et al., ICLR 2022), as quoted in the LRU paper"),
+                 "S4 paper (Gu et al., ICLR 2022, arXiv:2111.00396), as quoted in the LRU "
+                 "paper's Table 3"),
     PublishedRow("S4D-LegS", ("60.47", "86.18", "89.46", "88.19", "93.06", "91.95"),
-                 "S4D paper (Gu et al., NeurIPS 2022), as quoted in the LRU paper"),
+                 "S4D paper (Gu et al., NeurIPS 2022, arXiv:2206.11893), as quoted in the LRU "
+                 "paper's Table 3"),
     PublishedRow("S4D-Lin", ("60.52", "86.97", "90.96", "87.93", "93.96", FAILS),
-                 "S4D paper (Gu et al., NeurIPS 2022), secondary copy"),
+                 "S4D paper (Gu et al., NeurIPS 2022, arXiv:2206.11893), from a secondary "
+                 "copy of its LRA table"),
     PublishedRow("S5", ("62.15", "89.31", "91.40", "88.00", "95.33", "98.58"),
-                 "S5 paper (Smith et al., ICLR 2023)"),
+                 "S5 paper (Smith et al., ICLR 2023, arXiv:2208.04933), LRA results"),
     PublishedRow("LRU", ("60.2", "89.4", "89.9", "89.0", "95.1", "94.2"),
-                 "LRU paper (Orvieto et al., ICML 2023), Table 3",
+                 "LRU paper (Orvieto et al., ICML 2023, arXiv:2303.06349), Table 3",
                  note="Image is colour sCIFAR"),
     PublishedRow("RotRNN", (UNKNOWN,) * 6,
                  "RotRNN paper (Biegun et al., arXiv 2407.07239): LRA numbers not confirmed"),
 )
 
-# REFERENCES.md, LRU Table 4: training steps per second on one A100 (task order as listed).
+# LRU paper, Table 4: training steps per second on one A100 (task order as listed there).
 LRA_SPEED_TASKS: tuple[str, ...] = ("ListOps", "Text", "Retrieval", "Pathfinder", "Path-X")
 LRA_SPEED: dict[str, tuple[float, ...]] = {
     "LRU": (2.1, 14.7, 5.7, 15.5, 2.4),
     "S4D": (2.2, 10.6, 3.0, 24.5, 2.6),
     "S5": (2.2, 14.4, 5.7, 15.6, 2.3),
 }
-LRA_SPEED_SOURCE = "LRU paper (Orvieto et al., ICML 2023), Table 4, training steps/s on an A100"
+LRA_SPEED_SOURCE = ("LRU paper (Orvieto et al., ICML 2023, arXiv:2303.06349), Table 4, training "
+                    "steps/s on an A100")
 
 # Speech Commands, 35 classes (raw 16 kHz audio): the RotRNN paper's one non-LRA result, in
 # which its reproduction of the LRU scores the same at a similar parameter count. The S4D and S5
-# papers report SC35 too, but those numbers are not in REFERENCES.md, so they are not shown.
+# papers report SC35 too, but those numbers were not checked against the papers for this
+# project, so they are not shown.
 SPEECH_ACCURACY: tuple[tuple[str, str, str], ...] = (
     ("RotRNN", "95.2", "RotRNN paper (Biegun et al., arXiv 2407.07239), Speech Commands 35-way"),
     ("LRU (reproduced by the RotRNN authors)", "95.2",
@@ -107,7 +129,7 @@ INTRO = (
     "by the papers' authors at full scale (the LRA data sets, 6-8 blocks of width 128-512, "
     "tens to hundreds of thousands of training steps on accelerators). They are shown for "
     "orientation only; none of them was measured by this project, and none is mixed into our "
-    "tables."
+    "tables. The papers, with venues and arXiv ids, are listed in docs/sources.md."
 )
 
 

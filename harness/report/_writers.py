@@ -129,11 +129,33 @@ def format_number(
 ) -> str:
     """One number as shown in Markdown and LaTeX: fixed ``digits`` decimals.
 
-    Integers (``integer=True``) are shown whole; with ``scientific``, a non-zero magnitude too
-    small for ``digits`` decimals is shown in scientific notation rather than as a misleading
-    0.00 (standard errors are not: "± 0.0" says the spread is below the precision shown). NaN
-    and None are a dash; text is returned unchanged.
+    Integers (``integer=True``) are shown whole; an exact zero (or a magnitude below 1e-12, the
+    round-off of a zero such as a difference of equal means) is "0", and a value that rounds to
+    zero never shows a minus sign. With ``scientific``, a non-zero magnitude too small for
+    ``digits`` decimals is shown in scientific notation rather than as a misleading 0.00
+    (standard errors are not: "± 0.0" says the spread is below the precision shown). NaN and
+    None are a dash; text is returned unchanged.
     """
+    x = _number(value)
+    if not isinstance(x, float):
+        return x
+    if integer and x == int(x):
+        return f"{int(x)}"
+    if abs(x) < _ZERO:
+        return "0"
+    if scientific and abs(x) < 0.5 * 10.0 ** (-digits):
+        return f"{x:.{max(digits - 1, 1)}e}"
+    return _unsigned_zero(f"{x:.{digits}f}")
+
+
+# Below this magnitude a value is the floating-point round-off of a zero (a difference of two
+# equal means computed in different orders is ~1e-15), shown as 0 by the fixed formats.
+_ZERO = 1e-12
+
+
+def _number(value: object) -> float | str:
+    """``value`` as a float, or the text to show instead (a dash for a missing value, text
+    unchanged, True/False, inf)."""
     if value is None or value is pd.NA:
         return _MISSING_CELL
     if isinstance(value, str):
@@ -145,11 +167,80 @@ def format_number(
         return _MISSING_CELL
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
-    if integer and x == int(x):
-        return f"{int(x)}"
-    if scientific and x != 0 and abs(x) < 0.5 * 10.0 ** (-digits):
-        return f"{x:.{max(digits - 1, 1)}e}"
-    return f"{x:.{digits}f}"
+    return x
+
+
+def _unsigned_zero(text: str) -> str:
+    # "-0.0" (a small negative rounded to zero) reads as a signed result: drop the sign.
+    return text[1:] if text.startswith("-") and not text.strip("-0.") else text
+
+
+def format_scientific(value: object, significant: int = 3) -> str:
+    """Scientific notation with ``significant`` digits ("1.23e-03"), an exact zero as "0"
+    (for MSE, whose values span decades)."""
+    x = _number(value)
+    if not isinstance(x, float):
+        return x
+    return "0" if x == 0 else f"{x:.{significant - 1}e}"
+
+
+def format_significant(value: object, significant: int = 3) -> str:
+    """``significant`` digits, positional between 1e-3 and 1e6 ("0.00312", "2.1", "123000"),
+    scientific outside ("1.2e-05"); an exact zero as "0" (learning rates, times, rates)."""
+    x = _number(value)
+    if not isinstance(x, float):
+        return x
+    if x == 0:
+        return "0"
+    if 1e-3 <= abs(x) < 1e6:
+        return np.format_float_positional(x, precision=significant, unique=False,
+                                          fractional=False, trim="-")
+    return f"{x:.{significant - 2}e}" if significant > 1 else f"{x:.0e}"
+
+
+def format_p(value: object) -> str:
+    """A p-value as papers print it: two significant digits ("0.031", "0.25", "1"), and
+    "< 0.001" below a thousandth (its exact size there says nothing more)."""
+    x = _number(value)
+    if not isinstance(x, float):
+        return x
+    if x < 0.001:
+        return "< 0.001"
+    return np.format_float_positional(x, precision=2, unique=False, fractional=False, trim="-")
+
+
+def format_near_one(value: object) -> str:
+    """A value near 1 (an eigenvalue modulus) with enough decimals to show its distance to 1,
+    two significant digits of that distance and at least three decimals: 0.99993 ->
+    "0.999930", 0.95 -> "0.950", exactly 1 -> "1"."""
+    x = _number(value)
+    if not isinstance(x, float):
+        return x
+    if x == 1.0:
+        return "1"
+    gap = abs(1.0 - x)
+    decimals = max(3, math.ceil(-math.log10(gap)) + 1) if gap < 1 else 3
+    return f"{x:.{min(decimals, 15)}f}"
+
+
+# The named formats a table's ``digits`` may give (an int is a number of decimals).
+FORMATS = {"sci": format_scientific, "g": format_significant, "p": format_p,
+           "near_one": format_near_one}
+
+
+def format_value(value: object, fmt: int | str, *, integer: bool = False,
+                 error: bool = False) -> str:
+    """``value`` in format ``fmt``: a number of decimals (`format_number`) or a name of
+    `FORMATS`. ``error``: the value is a standard error beside a mean (fixed decimals without
+    the scientific fallback; a named format as for the mean, a p format as 3 significant)."""
+    if isinstance(fmt, str):
+        if fmt not in FORMATS:
+            raise ValueError(f"Unknown number format {fmt!r}; accepted: a number of decimals "
+                             f"or one of {sorted(FORMATS)}.")
+        if integer and isinstance(value, (int, np.integer)) and fmt != "p":
+            return f"{int(value)}"
+        return (format_significant if error and fmt in ("p", "near_one") else FORMATS[fmt])(value)
+    return format_number(value, int(fmt), integer=integer, scientific=not error)
 
 
 def _cells(table: Table, flavour: str) -> pd.DataFrame:
@@ -159,27 +250,41 @@ def _cells(table: Table, flavour: str) -> pd.DataFrame:
     out = pd.DataFrame(index=frame.index, columns=frame.columns, dtype=object)
     for column in frame.columns:
         integer = _is_integer_column(frame[column])
-        digits = column_digits(table, column)
         for row in frame.index:
+            fmt = cell_format(table, row, column)
             value = frame.at[row, column]
-            text = format_number(value, digits, integer=integer)
+            text = format_value(value, fmt, integer=integer)
             if flavour == "tex":
                 text = latex_escape(text)
             if se is not None and column in se.columns:
                 err = se.at[row, column]
                 if not _isnull(err) and text != _MISSING_CELL:
-                    text += _PM[flavour] + format_number(err, digits, scientific=False)
+                    err_text = format_value(err, fmt, error=True)
+                    text += _PM[flavour] + (latex_escape(err_text) if flavour == "tex"
+                                            else err_text)
             if bold.at[row, column]:
                 text = f"**{text}**" if flavour == "md" else rf"\textbf{{{text}}}"
             out.at[row, column] = text
     return out
 
 
-def column_digits(table: Table, column: object) -> int:
-    """The decimals shown for ``column`` (``table.digits``, or its entry in a per-column map)."""
+def column_digits(table: Table, column: object) -> int | str:
+    """The format of ``column`` (``table.digits``, or its entry in a per-column map): a
+    number of decimals or a name of `FORMATS`."""
     if isinstance(table.digits, Mapping):
-        return int(table.digits.get(column, 2))  # type: ignore[arg-type]
-    return int(table.digits)
+        return table.digits.get(column, 2)  # type: ignore[return-value]
+    return table.digits
+
+
+def cell_format(table: Table, row: object, column: object) -> int | str:
+    """The format of one cell: ``table.cell_formats``'s entry where it gives one, else the
+    column's (`column_digits`)."""
+    cells = table.cell_formats
+    if cells is not None and column in cells.columns:
+        fmt = cells.at[row, column]
+        if isinstance(fmt, str) or (_validate.is_integer(fmt) and not isinstance(fmt, bool)):
+            return fmt
+    return column_digits(table, column)
 
 
 def _isnull(value: object) -> bool:
@@ -203,16 +308,32 @@ def _check_table(table: Table) -> None:
                 f"columns; unknown columns {extra}, index equal: "
                 f"{table.stderr.index.equals(frame.index)}."
             )
-    digits = table.digits.values() if isinstance(table.digits, Mapping) else [table.digits]
-    if not all(_validate.is_integer(d) and d >= 0 for d in digits):
+    digits = list(table.digits.values()) if isinstance(table.digits, Mapping) else [table.digits]
+    if table.cell_formats is not None:
+        cells = table.cell_formats
+        if not isinstance(cells, pd.DataFrame) or not cells.index.equals(frame.index) or any(
+                c not in frame.columns for c in cells.columns):
+            raise ValueError(
+                f"Table {table.name!r}: cell_formats must be a DataFrame with the frame's index "
+                "and a subset of its columns."
+            )
+        digits += [f for f in cells.to_numpy().ravel() if not _isnull(f)]
+    if not all(_is_format(d) for d in digits):
         raise ValueError(
-            f"Table {table.name!r}: digits must be an integer >= 0 or a mapping of columns to "
-            f"such integers, got {table.digits!r}."
+            f"Table {table.name!r}: digits must be an integer >= 0 or one of "
+            f"{sorted(FORMATS)}, or a mapping of columns to such formats, got "
+            f"{table.digits!r}."
         )
     if isinstance(table.digits, Mapping):
         unknown = [c for c in table.digits if c not in frame.columns]
         if unknown:
             raise ValueError(f"Table {table.name!r}: digits names unknown columns {unknown}.")
+
+
+def _is_format(fmt: object) -> bool:
+    if isinstance(fmt, str):
+        return fmt in FORMATS
+    return _validate.is_integer(fmt) and not isinstance(fmt, bool) and fmt >= 0
 
 
 def _index_columns(frame: pd.DataFrame) -> pd.DataFrame:

@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterable, Sequence
 
 import matplotlib.pyplot as plt
+from matplotlib import collections as mpl_collections
 from matplotlib.ticker import MaxNLocator, NullFormatter
 import numpy as np
 import pandas as pd
@@ -97,6 +99,19 @@ BASE_ACC = C.baseline_test_accuracy
 BASE_LOSS = C.baseline_test_loss
 
 NOT_RUN = "not run"  # status of a grid run the store does not hold yet
+# How the tables show numbers (`harness.report._writers.FORMATS`): accuracy and its
+# differences in percent (points) to one decimal, MSE in scientific notation with three
+# significant digits (its values span decades), p-values as papers print them.
+PERCENT_DIGITS = 1
+MSE_FORMAT = "sci"
+P_FORMAT = "p"
+
+
+def _by_row(index: pd.Index, columns: Sequence[str], regression: Sequence[bool],
+            otherwise: int | str = PERCENT_DIGITS) -> pd.DataFrame:
+    """Per-cell formats of ``columns``: MSE's for a regression row, ``otherwise`` else."""
+    formats = [MSE_FORMAT if r else otherwise for r in regression]
+    return pd.DataFrame({c: formats for c in columns}, index=index, dtype=object)
 Z_INFORMATIVE = 3.0  # a task is informative when a model beats its baseline by this many s.e.
 
 _TITLES = {
@@ -158,12 +173,12 @@ def section(store: Store) -> list[Artifact]:
     scale = _scale_text(final, preset)
     tuned_tasks = sorted(t for t, of_task in final.groupby("task")
                          if of_task[["lr", "rlr"]].drop_duplicates().shape[0] > 1)
-    tuning = _tuning_text(tuned_tasks, sorted(final["task"].unique()))
+    tuning = _tuning_text(tuned_tasks, sorted(final["task"].unique()), labels)
     classified = recipe_cells[~recipe_cells["regression"]]
     regression = sorted(recipe_cells.loc[recipe_cells["regression"], "task"].unique())
     aside = (
-        f" Regression tasks ({', '.join(regression)}) have no accuracy; their test MSE is in "
-        "the regression table." if regression else ""
+        f" Regression tasks ({labels.tasks_text(regression)}) have no accuracy; their test MSE "
+        "is in the regression table." if regression else ""
     )
     run_ids = tuple(sorted(final["run_id"].unique()))
     recipe_ids = tuple(sorted(recipe_final["run_id"].unique()))
@@ -187,9 +202,9 @@ def section(store: Store) -> list[Artifact]:
         out.append(Missing("accuracy_regression", _TITLES["accuracy_regression"],
                            "no regression task was run."))
     informative = _informative(recipe_cells, tuned_cells, baselines, labels)
-    out.append(_informative_table(informative, scale, run_ids))
+    out.append(_informative_table(informative, labels, scale, run_ids))
     significance = _significance(tuned_final, labels)
-    out.append(_significance_table(significance, tuning, scale, tuned_ids))
+    out.append(_significance_table(significance, labels, tuning, scale, tuned_ids))
     ranks = _ranks(tuned_cells, labels)
     out += _rank_artifacts(ranks, scale, tuned_ids)
     out.append(_detail_table(recipe_cells, tuned_cells, baselines, labels, scale + note,
@@ -207,7 +222,7 @@ def section(store: Store) -> list[Artifact]:
         out.append(_versus_published(tuned_cells[~tuned_cells["regression"]], baselines,
                                      labels, scale, tuned_ids))
     out.append(_findings(informative, significance, ranks, tuned_tasks, _left_out(preset),
-                         run_ids))
+                         labels, run_ids))
     return out
 
 
@@ -256,7 +271,7 @@ def _pending(preset: str | None, recorded: set[str]) -> pd.DataFrame:
     They keep their cells in the tables (counted, shown as a dash), so a model whose runs have
     not been made is visibly absent rather than silently left out.
     """
-    columns = ["run_id", "status", "model", "task", "depth", "lr", "rlr"]
+    columns = ["run_id", "status", "model", "task", "depth", "lr", "rlr", "cfg.task_options"]
     if preset not in PRESET_NAMES:
         return pd.DataFrame(columns=columns)
     from .. import studies
@@ -266,7 +281,7 @@ def _pending(preset: str | None, recorded: set[str]) -> pd.DataFrame:
         specs = grid_study.grid(grid_study.config(preset))
         records = [
             (grid_study.run_id(s), NOT_RUN, s.network.layer, s.task, int(s.network.depth),
-             float(s.train.lr), float(s.train.recurrent_lr))
+             float(s.train.lr), float(s.train.recurrent_lr), [list(o) for o in s.task_options])
             for s in specs
         ]
     except Exception as e:  # the tables still render; only the "not run" counts are lost
@@ -280,14 +295,14 @@ def _all_missing(reason: str) -> list[Missing]:
     return all_missing({n: t for n, t in _TITLES.items() if n != "accuracy_findings"}, reason)
 
 
-def _tuning_text(tuned: list[str], every: list[str]) -> str:
+def _tuning_text(tuned: list[str], every: list[str], labels: _Labels) -> str:
     if not tuned:
         return ("No task of this preset is tuned: every model runs at the one recipe, so the "
                 "tuned configuration is the one recipe.")
     rest = [t for t in every if t not in tuned]
-    text = (f"Learning rates tuned per model on {', '.join(tuned)} (the same grid for every "
-            "model, selected on the mean validation metric over seeds)")
-    return text + (f"; {', '.join(rest)} at the one recipe (not tuned at this preset)."
+    text = (f"Learning rates tuned per model on {labels.tasks_text(tuned)} (the same grid for "
+            "every model, selected on the mean validation metric over seeds)")
+    return text + (f"; {labels.tasks_text(rest)} at the one recipe (not tuned at this preset)."
                    if rest else ".")
 
 
@@ -296,10 +311,20 @@ class _Labels:
 
     def __init__(self, final: pd.DataFrame):
         self.multi_depth = final["depth"].nunique() > 1
+        # Tasks as papers write them, from the runs' task options ("ucr" -> its data set).
+        self.tasks = style.task_labels(final, task="task")
 
     def __call__(self, model: str, depth: int) -> str:
         name = style.model_label(model)
         return f"{name} (depth {depth})" if self.multi_depth else name
+
+    def task(self, key: str) -> str:
+        """Task ``key`` as papers write it (`harness.report.style.task_labels`)."""
+        return self.tasks.get(key) or style.task_label(key)
+
+    def tasks_text(self, keys: Iterable[str]) -> str:
+        """``keys`` as their labels, comma-separated."""
+        return ", ".join(self.task(k) for k in keys)
 
     @staticmethod
     def order(*frames: pd.DataFrame) -> list[tuple[str, int]]:
@@ -444,7 +469,8 @@ def _test_table(
     def grid(column: str) -> pd.DataFrame:
         values = [[keyed[column].get((m, d, t), math.nan) for t in tasks] for m, d in order]
         return pd.DataFrame(values, index=pd.Index([labels(m, d) for m, d in order],
-                                                    name="Model"), columns=tasks)
+                                                    name="Model"),
+                            columns=[labels.task(t) for t in tasks])
 
     mean, se, n = grid("test"), grid("test_se"), grid("n")
     low, high = int(np.nanmin(n.to_numpy())), int(np.nanmax(n.to_numpy()))
@@ -482,18 +508,18 @@ def _regression_table(
     recipe, tuned = recipe[recipe["regression"]], tuned[tuned["regression"]]
     order = _Labels.order(recipe, tuned)
     tasks = sorted(set(recipe["task"]) | set(tuned["task"]))
-    columns, ses = {}, {}
+    columns, ses, base = {}, {}, []
     for task in tasks:
         for what, cells in (("one recipe", recipe), ("tuned", tuned)):
             keyed = cells.set_index(["model", "depth", "task"])
-            columns[f"{task}, {what}"] = [keyed["loss"].get((m, d, task), math.nan)
-                                          for m, d in order]
-            ses[f"{task}, {what}"] = [keyed["loss_se"].get((m, d, task), math.nan)
-                                      for m, d in order]
+            column = f"{labels.task(task)}, {what}"
+            columns[column] = [keyed["loss"].get((m, d, task), math.nan) for m, d in order]
+            ses[column] = [keyed["loss_se"].get((m, d, task), math.nan) for m, d in order]
+            base.append(baselines.get(task, math.nan))
     index = pd.Index([labels(m, d) for m, d in order], name="Model")
     frame = pd.DataFrame(columns, index=index)
     se = pd.DataFrame(ses, index=index)
-    frame.loc[_BASELINE_ROW] = [baselines.get(c.split(",")[0], math.nan) for c in frame.columns]
+    frame.loc[_BASELINE_ROW] = base
     se.loc[_BASELINE_ROW] = math.nan
     return Table(
         name="accuracy_regression",
@@ -507,7 +533,7 @@ def _regression_table(
         frame=frame,
         stderr=se,
         best={c: "min" for c in frame.columns},
-        digits=4,
+        digits=MSE_FORMAT,
         runs=run_ids,
     )
 
@@ -548,7 +574,9 @@ def _informative(recipe: pd.DataFrame, tuned: pd.DataFrame, baselines: dict[str,
     return pd.DataFrame.from_records(records)
 
 
-def _informative_table(informative: pd.DataFrame, scale: str, run_ids: tuple[str, ...]) -> Table:
+def _informative_table(informative: pd.DataFrame, labels: _Labels, scale: str,
+                       run_ids: tuple[str, ...]) -> Table:
+    informative = informative.assign(task=[labels.task(t) for t in informative["task"]])
     frame = informative.set_index("task").drop(
         columns=[c for c in informative.columns if c.endswith(": se")])
     se = pd.DataFrame(index=frame.index, columns=frame.columns, dtype=float)
@@ -569,8 +597,9 @@ def _informative_table(informative: pd.DataFrame, scale: str, run_ids: tuple[str
         ),
         frame=frame,
         stderr=se,
-        digits={c: (1 if "margin" in c else 3) for c in frame.columns
-                if frame[c].dtype.kind == "f"},
+        digits={c: 1 for c in frame.columns if frame[c].dtype.kind == "f"},
+        cell_formats=_by_row(frame.index, ["baseline", "one recipe: mean", "tuned: mean"],
+                             frame["metric"].str.startswith("test MSE").tolist()),
         runs=run_ids,
     )
 
@@ -596,7 +625,7 @@ def _seed_scores(final: pd.DataFrame, task: str, labels: _Labels) -> pd.DataFram
 
 
 _SIGNIFICANCE_COLUMNS = ["task", "first", "second", *inference.Comparison.__dataclass_fields__,
-                         "m", "p_holm", "significant", "better", "mdd_family"]
+                         "m", "p_holm", "significant", "better", "mdd_family", "regression"]
 
 
 def _significance(final: pd.DataFrame, labels: _Labels) -> pd.DataFrame:
@@ -609,19 +638,20 @@ def _significance(final: pd.DataFrame, labels: _Labels) -> pd.DataFrame:
             continue
         pairs = inference.pairwise(scores, higher_is_better=not _is_regression(
             final[final["task"] == task]))
-        frames.append(pairs.assign(task=task))
+        frames.append(pairs.assign(task=task, regression=_is_regression(
+            final[final["task"] == task])))
     if not frames:
         return pd.DataFrame(columns=_SIGNIFICANCE_COLUMNS)
     return pd.concat(frames, ignore_index=True)[_SIGNIFICANCE_COLUMNS]
 
 
-def _significance_table(significance: pd.DataFrame, tuning: str, scale: str,
+def _significance_table(significance: pd.DataFrame, labels: _Labels, tuning: str, scale: str,
                         run_ids: tuple[str, ...]) -> Artifact:
     name = "accuracy_significance"
     if significance.empty:
         return Missing(name, _TITLES[name], "no task has two models with finished runs.")
     frame = pd.DataFrame({
-        "Task": significance["task"],
+        "Task": [labels.task(t) for t in significance["task"]],
         "Pair": significance["first"] + " − " + significance["second"],
         "paired seeds": significance["n"].astype("Int64"),
         "difference": significance["diff"],
@@ -664,8 +694,13 @@ def _significance_table(significance: pd.DataFrame, tuning: str, scale: str,
             f"not evidence of equality, when the difference is below the MDD. {tuning} {scale}"
         ),
         frame=frame,
-        digits={"difference": 2, "95% CI low": 2, "95% CI high": 2, "d_z": 2, "p": 4,
-                "p (Holm)": 4, "MDD": 2, "MDD (Holm)": 2, "MDD (paired t)": 2},
+        digits={"difference": PERCENT_DIGITS, "95% CI low": PERCENT_DIGITS,
+                "95% CI high": PERCENT_DIGITS, "d_z": 2, "p": P_FORMAT, "p (Holm)": P_FORMAT,
+                "MDD": PERCENT_DIGITS, "MDD (Holm)": PERCENT_DIGITS,
+                "MDD (paired t)": PERCENT_DIGITS},
+        cell_formats=_by_row(frame.index, ["difference", "95% CI low", "95% CI high", "MDD",
+                                           "MDD (Holm)", "MDD (paired t)"],
+                             [bool(r) for r in significance["regression"]]),
         runs=run_ids,
     )
 
@@ -683,7 +718,9 @@ def _ranks(cells: pd.DataFrame, labels: _Labels) -> dict[str, object]:
     table = table.reindex(columns=[c for c in order if c in table.columns]).dropna(axis=0)
     if table.empty or table.shape[1] < 2:
         return {"ranks": pd.DataFrame()}
-    higher = {t: not bool(cells.loc[cells["task"] == t, "regression"].any()) for t in table.index}
+    higher = {labels.task(t): not bool(cells.loc[cells["task"] == t, "regression"].any())
+              for t in table.index}
+    table.index = [labels.task(t) for t in table.index]
     out = inference.across_tasks(table, higher)
     out["ranks"] = _stats.average_ranks(table, higher)
     return out
@@ -809,7 +846,7 @@ def _detail_table(
     frames, ses = [], []
     for what, cells in (("one recipe", recipe), ("tuned", tuned)):
         frame = pd.DataFrame({
-            "Task": cells["task"],
+            "Task": [labels.task(t) for t in cells["task"]],
             "Model": [labels(m, d) for m, d in zip(cells["model"], cells["depth"])],
             "configuration": what,
             "lr": cells["lr"],
@@ -833,8 +870,10 @@ def _detail_table(
         }))
     tasks = sorted(set(recipe["task"]) | set(tuned["task"]))
     regression = set(recipe.loc[recipe["regression"], "task"])
+    regression_labels = {labels.task(t) for t in regression}
     frames.append(pd.DataFrame({
-        "Task": tasks, "Model": _BASELINE_ROW, "configuration": "from the data",
+        "Task": [labels.task(t) for t in tasks], "Model": _BASELINE_ROW,
+        "configuration": "from the data",
         "test acc. (%)": [math.nan if t in regression else baselines.get(t, math.nan)
                           for t in tasks],
         "test loss": [baselines.get(t, math.nan) if t in regression else math.nan
@@ -868,7 +907,10 @@ def _detail_table(
         ),
         frame=frame,
         stderr=se,
-        digits={c: (3 if c == "test loss" else 4 if "lr" in c else 1) for c in frame.columns},
+        digits={c: (3 if c == "test loss" else "g" if "lr" in c else 1) for c in frame.columns},
+        cell_formats=_by_row(frame.index, ["test loss"],
+                             [t in regression_labels
+                              for t in frame.index.get_level_values("Task")], otherwise=3),
         runs=run_ids,
     )
 
@@ -898,6 +940,75 @@ def _baseline_line(ax, baseline: float | None, label: bool = True) -> None:
                    label="trivial baseline" if label else None)
 
 
+def _interval(values: np.ndarray) -> tuple[float, float, float, int]:
+    """``(mean, low, high, n)``: the 95 % t interval of the mean over seeds
+    (`harness.stats.mean_interval`, t with n - 1 degrees of freedom); NaN bounds below 2."""
+    return inference.mean_interval(values)
+
+
+def _n_seeds_text(counts: Iterable[int]) -> str:
+    """"n = 5 seeds" or "n = 3 to 5 seeds" for the seed counts of the drawn means."""
+    found = sorted({int(n) for n in counts if n > 0})
+    if not found:
+        return "no finished seed"
+    if found[0] == found[-1]:
+        return f"n = {found[0]} seed{'s' if found[0] != 1 else ''}"
+    return f"n = {found[0]} to {found[-1]} seeds"
+
+
+def _zoom(ax, values: Sequence[float], baseline: float | None, regression: bool,
+          title: str) -> bool:
+    """Y limits around the drawn ``values`` (means, interval ends, seeds) rather than the full
+    0-100 %, so that differences between models show; the trivial baseline is a dashed line when
+    it lies within three spans of the data, else the panel's title names it as off scale (with
+    the side it is on). Accuracy stays within [0, 100], MSE at or above 0. Returns whether
+    the baseline is drawn."""
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    if v.size == 0:
+        ax.set_title(title)
+        return False
+    low, high = float(v.min()), float(v.max())
+    has_base = baseline is not None and math.isfinite(baseline)
+    span = high - low
+    inside = has_base and (max(high, baseline) - min(low, baseline)) <= 3.0 * max(span, 1e-12)
+    if inside:
+        low, high = min(low, baseline), max(high, baseline)
+        span = high - low
+    pad = 0.1 * span if span > 0 else (0.05 * abs(high) if high else 1.0)
+    floor, ceiling = (0.0, math.inf) if regression else (0.0, 100.0)
+    ax.set_ylim(max(floor, low - pad), min(ceiling, high + pad))
+    if inside:
+        _baseline_line(ax, baseline)
+        ax.set_title(title)
+    elif has_base:
+        arrow = "\u2193" if baseline < low else "\u2191"  # the side the baseline lies on
+        value = f"{baseline:.3g}" if regression else f"{baseline:.1f} %"
+        ax.set_title(f"{title}\n{arrow} baseline {value}")
+    else:
+        ax.set_title(title)
+    return bool(inside)
+
+
+def _by_task_legend(fig) -> dict:
+    """The by-task figure's legend, in grey (each model's colour is named on the x axis)."""
+    from matplotlib.container import ErrorbarContainer
+    from matplotlib.lines import Line2D
+
+    grey = style.REFERENCE_COLOUR
+    entries = {
+        "mean, 95 % CI": ErrorbarContainer(
+            (Line2D([], [], color=grey, marker="o", linestyle="none"), (),
+             (mpl_collections.LineCollection([], color=grey),)), has_yerr=True),
+        "seeds": Line2D([], [], color=grey, marker="o", markerfacecolor="white",
+                        markersize=2.5, linestyle="none"),
+    }
+    if any(line.get_marker() == "_" for ax in fig.axes for line in ax.get_lines()):
+        entries["one-recipe mean"] = Line2D([], [], color="black", marker="_", markersize=7,
+                                            markeredgewidth=1.2, linestyle="none")
+    entries.update(style.legend_entries(fig))  # the trivial baseline, where drawn
+    return entries
+
+
 def _by_task_figure(
     final: pd.DataFrame, cells: pd.DataFrame, recipe: pd.DataFrame,
     baselines: dict[str, float], labels: _Labels, scale: str, run_ids: tuple[str, ...],
@@ -910,58 +1021,77 @@ def _by_task_figure(
         return Missing(name, _TITLES[name], "no cell has a finished run.")
     style.apply_style()
     tasks = sorted(cells["task"].unique())
-    fig, axes = _panels(len(tasks), 2.1)
+    fig, axes = _panels(len(tasks), 2.3)
     recipe = recipe.assign(score=_score)
+    records, counts = [], []
     for ax, task in zip(axes.flat, tasks):
         of_task = cells[cells["task"] == task]
         regression = bool(of_task["regression"].any())
         series = _Labels.order(of_task)
+        drawn: list[float] = []
         for j, (model, depth) in enumerate(series):
-            mine = of_task[(of_task["model"] == model) & (of_task["depth"] == depth)].iloc[0]
-            ax.bar(j, mine["score"], width=0.75, color=style.model_colour(model),
-                   yerr=0.0 if math.isnan(mine["score_se"]) else mine["score_se"], capsize=2,
-                   error_kw={"elinewidth": 0.8})
             chosen = ((final["model"] == model) & (final["depth"] == depth)
                       & (final["task"] == task))
             seeds = _metric(final.loc[chosen], regression)
             seeds = seeds[np.isfinite(seeds)]
-            spread = np.linspace(-0.2, 0.2, seeds.size) if seeds.size > 1 else [0.0]
-            ax.plot(j + np.asarray(spread), seeds, linestyle="none",
+            mean, low, high, n = _interval(seeds)
+            counts.append(n)
+            colour = style.model_colour(model)
+            # The mean and its 95 % interval; the seeds to its right, the one-recipe mean to
+            # its left: a zoomed axis has no zero for bars to stand on, so no bars.
+            whisker = ([[mean - low], [high - mean]] if math.isfinite(low) else None)
+            ax.errorbar(j, mean, yerr=whisker, fmt=style.model_marker(model), color=colour,
+                        markersize=4.5, capsize=2.5, elinewidth=1.0, markeredgewidth=0.5,
+                        markeredgecolor="black")
+            spread = np.linspace(0.18, 0.34, seeds.size) if seeds.size > 1 else [0.26]
+            ax.plot(j + np.asarray(spread)[:seeds.size], seeds, linestyle="none",
                     marker=style.model_marker(model), markersize=2.5, markerfacecolor="white",
-                    markeredgecolor="black", markeredgewidth=0.5)
+                    markeredgecolor=colour, markeredgewidth=0.6)
             at_recipe = recipe[(recipe["model"] == model) & (recipe["depth"] == depth)
                                & (recipe["task"] == task)]
-            if not at_recipe.empty and math.isfinite(at_recipe["score"].iloc[0]):
-                ax.plot(j, at_recipe["score"].iloc[0], marker="_", color="black", markersize=9,
+            one_recipe = (float(at_recipe["score"].iloc[0]) if not at_recipe.empty
+                          else math.nan)
+            if math.isfinite(one_recipe) and not math.isclose(one_recipe, mean):
+                ax.plot(j - 0.26, one_recipe, marker="_", color="black", markersize=7,
                         markeredgewidth=1.2, linestyle="none")
-        _baseline_line(ax, baselines.get(task))
+            drawn += [mean, low, high, one_recipe, *seeds.tolist()]
+            records.append({"task": labels.task(task), "model": labels(model, depth),
+                            "metric": _metric_label(regression), "mean": mean,
+                            "ci95_low": low, "ci95_high": high, "n": n,
+                            "one_recipe_mean": one_recipe})
         ax.set_xticks(range(len(series)), [labels(m, d) for m, d in series], rotation=30,
                       ha="right")
-        ax.set_title(task)
+        ax.set_xlim(-0.6, len(series) - 0.4)
         ax.set_ylabel(_metric_label(regression))
-        if not regression:
-            ax.set_ylim(0, 100)
-    style.figure_legend(fig)
+        _zoom(ax, drawn, baselines.get(task), regression, labels.task(task))
+    entries = _by_task_legend(fig)
+    narrow = len(tasks) == 1 and len(entries) > 3  # a column-wide figure: two by two
+    style.figure_legend(fig, entries, ncol=2 if narrow else None)
     return Figure(
         name=name,
         title=_TITLES[name],
         caption=(
-            "Test metric per task at the tuned learning rates (bars: mean over seeds; error "
-            "bars: ± one standard error; dots: the individual seeds; a black dash: the mean at "
-            "the one shared recipe) and the task's trivial baseline (dashed line: majority "
-            "class, or the training mean for MSE). " + _no_bar_text(empty, labels) + scale
+            "Test metric per task at the tuned learning rates: the mean over seeds (filled "
+            "marker) with its 95 % confidence interval (whiskers: Student's t with n - 1 "
+            f"degrees of freedom, {_n_seeds_text(counts)} per model; none where n = 1), the "
+            "individual seeds (open markers, right) and, where it differs, the mean at the one "
+            "shared recipe (black dash, left). Each panel's axis is zoomed to its data: the "
+            "trivial baseline (majority class, or the training mean for MSE) is the dashed line "
+            "where it is near the data, else the panel's title gives its value and side. "
+            + _no_bar_text(empty, labels) + scale
         ),
         figure=fig,
         runs=run_ids,
+        data=pd.DataFrame.from_records(records),
     )
 
 
 def _no_bar_text(empty: pd.DataFrame, labels: _Labels) -> str:
     if empty.empty:
         return ""
-    missing = ", ".join(f"{labels(m, d)} on {t}"
+    missing = ", ".join(f"{labels(m, d)} on {labels.task(t)}"
                         for t, m, d in zip(empty["task"], empty["model"], empty["depth"]))
-    return f"No bar for {missing}: no finished run (see the detail table). "
+    return f"Nothing drawn for {missing}: no finished run (see the detail table). "
 
 
 def _curves_figure(evals: pd.DataFrame, final: pd.DataFrame, baselines: dict[str, float],
@@ -984,23 +1114,25 @@ def _curves_figure(evals: pd.DataFrame, final: pd.DataFrame, baselines: dict[str
     fig, axes = _panels(len(tasks), 2.1, ncols=3)
     linestyles = ("-", "--", ":", "-.")
     depths = sorted(evals["depth"].unique())
+    counts: list[int] = []
     for ax, task in zip(axes.flat, tasks):
         of_task = evals[evals["task"] == task]
         for model, depth in _Labels.order(of_task):
-            curve = (
-                of_task[(of_task["model"] == model) & (of_task["depth"] == depth)]
-                .groupby(STEP)["value"].agg(["mean", "std", "count"]).sort_index()
-            )
-            se = (curve["std"] / np.sqrt(curve["count"])).fillna(0.0)
+            mine = of_task[(of_task["model"] == model) & (of_task["depth"] == depth)]
+            curve = pd.DataFrame.from_records(
+                [_interval(group["value"].to_numpy()) for _, group in mine.groupby(STEP)],
+                index=sorted(mine[STEP].unique()), columns=["mean", "low", "high", "n"])
+            counts += curve["n"].tolist()
             colour = style.model_colour(model)
             ax.plot(curve.index, curve["mean"], color=colour, label=labels(model, depth),
                     linestyle=linestyles[depths.index(depth) % len(linestyles)],
                     marker=style.model_marker(model), markersize=2.0)
-            ax.fill_between(curve.index, curve["mean"] - se, curve["mean"] + se, color=colour,
-                            alpha=0.2, linewidth=0)
+            ax.fill_between(curve.index, curve["low"].fillna(curve["mean"]),
+                            curve["high"].fillna(curve["mean"]), color=colour, alpha=0.2,
+                            linewidth=0)
         _baseline_line(ax, baselines.get(task))
-        ax.set_title(task)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_title(labels.task(task))
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
         ax.set_xlabel("Training step")
         ax.set_ylabel("Validation MSE" if task in regression_tasks else "Val. accuracy (%)")
     style.figure_legend(fig)
@@ -1009,8 +1141,10 @@ def _curves_figure(evals: pd.DataFrame, final: pd.DataFrame, baselines: dict[str
         title=_TITLES[name],
         caption=(
             "Validation metric (accuracy %, or MSE for regression) at each evaluation step at "
-            "the tuned learning rates, mean over seeds (line) ± one standard error (band); "
-            "dashed: the task's trivial baseline (scored on test). " + scale
+            "the tuned learning rates: the mean over seeds (line) and its 95 % confidence "
+            "interval (band: Student's t with n - 1 degrees of freedom, "
+            f"{_n_seeds_text(counts)} per point); dashed: the task's trivial baseline (scored "
+            "on test). " + scale
         ),
         figure=fig,
         runs=tuple(sorted(evals["run_id"].unique())),
@@ -1056,7 +1190,7 @@ def _sensitivity_figure(final: pd.DataFrame, baselines: dict[str, float], labels
         lrs = sorted(of_task["lr"].dropna().unique())
         ax.set_xticks(lrs, [f"{v:g}" for v in lrs])
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_title(task)
+        ax.set_title(labels.task(task))
         ax.set_xlabel("shared learning rate")
         ax.set_ylabel("Best val. MSE" if regression else "Best val. accuracy (%)")
         if paired:
@@ -1088,8 +1222,9 @@ def _cost_figure(final: pd.DataFrame, baselines: dict[str, float], labels: _Labe
         return Missing(name, _TITLES[name], "the runs recorded no training time.")
     style.apply_style()
     tasks = sorted(final["task"].unique())
-    fig, axes = plt.subplots(2, len(tasks), squeeze=False,
-                             figsize=(style.FULL_WIDTH_IN, 4.0))
+    fig, axes = plt.subplots(2, len(tasks), squeeze=False, sharey="col",
+                             figsize=(style.FULL_WIDTH_IN, 4.2))
+    counts: list[int] = []
     for column, task in enumerate(tasks):
         of_task = final[final["task"] == task]
         regression = _is_regression(of_task)
@@ -1098,32 +1233,44 @@ def _cost_figure(final: pd.DataFrame, baselines: dict[str, float], labels: _Labe
         if COMPILE in of_task.columns:
             wall = wall - pd.to_numeric(of_task[COMPILE], errors="coerce").fillna(0.0)
         of_task = of_task.assign(_wall=wall.to_numpy())
+        drawn: list[float] = []
         for row, (x_column, x_label) in enumerate((("_wall", "training time (s)"),
-                                                    (PARAMS, "parameters"))):
+                                                    (PARAMS, "parameters (count)"))):
             ax = axes[row, column]
             for model, depth in _Labels.order(of_task):
                 mine = of_task[(of_task["model"] == model) & (of_task["depth"] == depth)]
                 x = pd.to_numeric(mine[x_column], errors="coerce")
-                ax.plot(x, mine["value"], linestyle="none", marker=style.model_marker(model),
-                        color=style.model_colour(model), markersize=3.5, alpha=0.85,
-                        label=labels(model, depth))
-            _baseline_line(ax, baselines.get(task), label=(row == 0 and column == 0))
+                colour, marker = style.model_colour(model), style.model_marker(model)
+                ax.plot(x, mine["value"], linestyle="none", marker=marker, color=colour,
+                        markersize=2.5, alpha=0.45)
+                mean, low, high, n = _interval(mine["value"].to_numpy())
+                if row == 0:
+                    counts.append(n)
+                    drawn += [mean, low, high, *mine["value"].tolist()]
+                whisker = [[mean - low], [high - mean]] if math.isfinite(low) else None
+                ax.errorbar(float(x.mean()), mean, yerr=whisker, fmt=marker, color=colour,
+                            markersize=4.5, capsize=2.5, elinewidth=1.0, markeredgewidth=0.5,
+                            markeredgecolor="black", label=labels(model, depth))
             ax.set_xlabel(x_label)
             ax.set_ylabel(_metric_label(regression))
-            if row == 0:
-                ax.set_title(task)
+        if _zoom(axes[0, column], drawn, baselines.get(task), regression, labels.task(task)):
+            _baseline_line(axes[1, column], baselines.get(task), label=False)
+        axes[1, column].xaxis.set_major_locator(MaxNLocator(nbins=3))
     style.figure_legend(fig)
     return Figure(
         name=name,
         title=_TITLES[name],
         caption=(
-            "Test metric of every run at its model's tuned learning rates (one point per seed) "
-            "against its training time (top; the training loop with its validation passes, "
-            "without the time XLA spent compiling where the run recorded it, on the hardware of "
-            "the provenance; `make report` runs two at once, so they shared the cores) and "
-            "against the network's parameter count (bottom); "
-            "dashed: the trivial baseline. Up and to the left is better per second or per "
-            "parameter (down for MSE). " + scale
+            "Test metric at each model's tuned learning rates against its training time (top; "
+            "the training loop with its validation passes, without the time XLA spent "
+            "compiling where the run recorded it, on the hardware of the provenance; `make "
+            "report` runs two at once, so they shared the cores) and against the network's "
+            "parameter count (bottom): each seed's run (faint markers) and the mean over seeds "
+            "with its 95 % confidence interval (bold marker and whiskers, at the mean time: "
+            f"Student's t with n - 1 degrees of freedom, {_n_seeds_text(counts)} per model). "
+            "Dashed: the trivial baseline, or its value and side in the title where it is far "
+            "from the data (the axes are zoomed to the data). Up and to the left is better per "
+            "second or per parameter (down for MSE). " + scale
         ),
         figure=fig,
         runs=run_ids,
@@ -1142,8 +1289,8 @@ def _versus_published(
         return Missing(
             name,
             _TITLES[name],
-            f"none of the tasks run ({', '.join(sorted(cells['task'].unique()))}) is an LRA "
-            "task, so no published number applies; the published LRA table is in its own "
+            f"none of the tasks run ({labels.tasks_text(sorted(cells['task'].unique()))}) is an "
+            "LRA task, so no published number applies; the published LRA table is in its own "
             "section.",
         )
     published = _published.accuracy_frame()
@@ -1155,7 +1302,7 @@ def _versus_published(
             mine = of_task[(of_task["model"] == model) & (of_task["depth"] == depth)]
             pub_row = row_of.get(model)
             records.append({
-                "Task (ours)": task,
+                "Task (ours)": labels.task(task),
                 "Model": labels(model, depth),
                 "ours, test acc. (%)": float(mine["test"].iloc[0]),
                 "n seeds": int(mine["n"].iloc[0]),
@@ -1164,7 +1311,7 @@ def _versus_published(
                 "published as": pub_row or "",
             })
             errors.append(float(mine["test_se"].iloc[0]))
-        records.append({"Task (ours)": task, "Model": _BASELINE_ROW,
+        records.append({"Task (ours)": labels.task(task), "Model": _BASELINE_ROW,
                         "ours, test acc. (%)": baselines.get(task, math.nan), "n seeds": None,
                         "LRA task": lra_task, "PUBLISHED (%)": "", "published as": ""})
         errors.append(math.nan)
@@ -1178,8 +1325,8 @@ def _versus_published(
             "Our test accuracy at the tuned learning rates (mean ± standard error over seeds) "
             "beside the PUBLISHED full-scale LRA accuracy of the same layer (sources in the "
             "published section; not measured by us). Ours were "
-            f"run at a much smaller scale: {scale} Our generated tasks (listops, pathfinder, "
-            "pathx) follow the LRA generators' rules at the sizes their task preset sets; they "
+            f"run at a much smaller scale: {scale} Our generated tasks (ListOps, Pathfinder, "
+            "Path-X) follow the LRA generators' rules at the sizes their task preset sets; they "
             "are not the LRA release. Our S4D is set beside S4D-Lin, the published variant of "
             "its default initialisation. The published column is for orientation, not a "
             f"like-for-like comparison. '{_BASELINE_ROW}': our task's majority class."
@@ -1196,7 +1343,7 @@ def _versus_published(
 
 
 def _findings(informative: pd.DataFrame, significance: pd.DataFrame, ranks: dict,
-              tuned_tasks: list[str], left_out: list[tuple[str, str]],
+              tuned_tasks: list[str], left_out: list[tuple[str, str]], labels: _Labels,
               run_ids: tuple[str, ...]) -> Finding:
     lines = []
     regression_tasks = set(informative.loc[informative["metric"].str.startswith("test MSE"),
@@ -1207,25 +1354,26 @@ def _findings(informative: pd.DataFrame, significance: pd.DataFrame, ranks: dict
     unknown = [t for t, v in verdicts.items() if v == "unknown"]
     if good:
         lines.append(f"Informative tasks (some model beats the trivial baseline by more than "
-                     f"{Z_INFORMATIVE:g} standard errors): {', '.join(good)}.")
+                     f"{Z_INFORMATIVE:g} standard errors): {labels.tasks_text(good)}.")
     if flat:
         lines.append(f"Not informative (no model beats the trivial baseline by more than "
                      f"{Z_INFORMATIVE:g} standard errors, so their rankings are noise): "
-                     f"{', '.join(flat)}.")
+                     f"{labels.tasks_text(flat)}.")
     if unknown:
-        lines.append(f"No trivial baseline is recorded for {', '.join(unknown)} (runs made "
+        lines.append(f"No trivial baseline is recorded for {labels.tasks_text(unknown)} (runs made "
                      "before the study recorded it), so whether they are informative is not "
                      "stated.")
     for task, of_task in (significance.groupby("task") if not significance.empty else []):
         if task in flat:
             continue
-        lines.append(_task_finding(task, of_task, regression=task in regression_tasks))
+        lines.append(_task_finding(labels.task(task), of_task,
+                                   regression=task in regression_tasks))
     lines += _rank_findings(ranks)
     if not tuned_tasks:
         lines.append("No task was tuned at this preset, so these comparisons use one shared "
                      "recipe, which may favour one model's preferred learning rate.")
     if left_out:
-        lines.append("Left out of this preset: " + "; ".join(f"{task} ({reason})"
+        lines.append("Left out of this preset: " + "; ".join(f"{labels.task(task)} ({reason})"
                                                               for task, reason in left_out)
                      + ".")
     return Finding(name="accuracy_findings", title=_TITLES["accuracy_findings"],

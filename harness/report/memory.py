@@ -76,6 +76,8 @@ def _figure(points: pd.DataFrame, preset: str | None) -> Figure:
                 ax.plot(r[C.seq_len], r[C.temp_bytes] / 2**20, color=colour, linestyle=":")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
+            style.plain_log_ticks(ax, "x")
+            style.plain_log_ticks(ax, "y")
             ax.set_title(f"{MODE_LABELS[mode]}, {size} size")
             ax.set_xlabel("sequence length L (steps)")
             ax.set_ylabel("compiled memory (MiB)")
@@ -117,7 +119,8 @@ def _fit_table(fits: pd.DataFrame, preset: str | None) -> Artifact:
         C.superlinear: "superlinear",
         C.largest_seq_len_in_budget: "largest L in budget",
     }
-    table = fits.sort_values(keys).set_index(keys)[list(columns)].rename(columns=columns)
+    table = _labelled(fits.sort_values(keys)).set_index(keys)[list(columns)].rename(
+        columns=columns)
     budget = sorted(set(fits[C.budget_bytes]))
     tolerance = sorted(set(fits[C.linear_tolerance]))
     lengths = f"{int(fits[C.seq_len_min].min())} to {int(fits[C.seq_len_max].max())}"
@@ -136,9 +139,14 @@ def _fit_table(fits: pd.DataFrame, preset: str | None) -> Artifact:
             f"{', '.join(f'{b / 2**30:g} GiB' for b in budget)}."
         ),
         frame=table,
-        digits=3,
+        digits={c: ("g" if "bytes" in c else 3) for c in table.columns},
         runs=tuple(sorted(fits["run_id"].unique())),
     )
+
+
+def _labelled(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with models as papers write them (sorted before, by key)."""
+    return frame.assign(**{C.model: [style.model_label(m) for m in frame[C.model]]})
 
 
 def _points_table(points: pd.DataFrame, preset: str | None) -> Table:
@@ -153,7 +161,8 @@ def _points_table(points: pd.DataFrame, preset: str | None) -> Table:
         C.device_peak_bytes: "device peak",
         C.process_peak_bytes: "process peak",
     }
-    table = points.sort_values(keys).set_index(keys)[list(columns)].rename(columns=columns)
+    table = _labelled(points.sort_values(keys)).set_index(keys)[list(columns)].rename(
+        columns=columns)
     return Table(
         name="memory_points",
         title=_TITLES["memory_points"],

@@ -21,7 +21,8 @@ Typical use in a section module::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import matplotlib as mpl
 
@@ -149,6 +150,43 @@ def model_label(name: str) -> str:
     return models.info(resolved).label
 
 
+def task_label(key: str, options: Mapping[str, Any] | None = None) -> str:
+    """The task's name as papers write it ("ListOps", "JapaneseVowels"): its registration's
+    label (`tasks.label`), given the run's task ``options`` where the name depends on them; a
+    key no registration knows is written as words ("my_task" -> "My task")."""
+    import tasks
+
+    return tasks.label(str(key), options)
+
+
+def task_labels(frame, task: str = "cfg.task", options: str = "cfg.task_options"
+                ) -> dict[str, str]:
+    """``{task key: label}`` for every task of ``frame`` (rows of the store), each label from
+    the ``options`` column of its runs (the ``cfg.task_options`` pairs a run records) where
+    there is one. A key whose runs name different labels gets them joined with " / "; two keys
+    that would share a label get their key beside it, so that no two columns read the same."""
+    out: dict[str, str] = {}
+    if task not in getattr(frame, "columns", ()):
+        return out
+    for key in dict.fromkeys(frame[task].dropna()):
+        rows = frame[frame[task] == key]
+        given = ([v for v in rows[options] if isinstance(v, (list, tuple, Mapping))]
+                 if options in rows.columns else [])
+        found = [task_label(key, _options(v)) for v in given] or [task_label(key)]
+        out[str(key)] = " / ".join(dict.fromkeys(found))
+    shared = [k for k, v in out.items() if list(out.values()).count(v) > 1]
+    for key in shared:
+        out[key] = f"{out[key]} ({key})"
+    return out
+
+
+def _options(value) -> dict[str, Any]:
+    # A run's task options as the store returns them: pairs (JSON lists) or a mapping.
+    if isinstance(value, Mapping):
+        return dict(value)
+    return {str(pair[0]): pair[1] for pair in value if len(pair) == 2}
+
+
 def order_models(names: Iterable[str]) -> list[str]:
     """``names`` without repeats: registered models first in registry order, then outside
     layers in the order they were registered (an import path seen here for the first time
@@ -176,16 +214,17 @@ def figsize(width: str = "column", aspect: float = 0.75) -> tuple[float, float]:
     return (w, w * aspect)
 
 
-def figure_legend(fig, entries=None) -> None:
+def figure_legend(fig, entries=None, ncol: int | None = None) -> None:
     """One legend for the whole figure, above its panels (outside every axes, so it covers no
     data): ``entries`` ``{label: handle}``, by default every labelled artist of every axes,
-    each label once. Three columns on a column-wide figure, six on a full-width one."""
+    each label once. Three columns on a column-wide figure, six on a full-width one, unless
+    ``ncol`` says how many (for long labels)."""
     if entries is None:
         entries = legend_entries(fig)
     if entries:
         narrow = fig.get_figwidth() < FULL_WIDTH_IN - 0.1
         fig.legend(list(entries.values()), list(entries), loc="outside upper center",
-                   ncol=min(len(entries), 3 if narrow else 6))
+                   ncol=min(len(entries), ncol or (3 if narrow else 6)))
 
 
 def legend_entries(fig) -> dict:

@@ -63,7 +63,7 @@ def section(store: Store) -> list[Artifact]:
     layer = frame[frame[C.scope] == "layer"]
     for name, column, label in (
         ("throughput_tokens_per_s", C.tokens_per_s, "tokens / s"),
-        ("throughput_roofline_fraction", C.roofline_fraction, "roofline fraction"),
+        ("throughput_roofline_fraction", C.roofline_fraction, "roofline fraction (bound / time)"),
     ):
         if layer.empty:
             out.append(Missing(name, _TITLES[name], f"no layer-scope rows at preset {preset}"))
@@ -116,6 +116,8 @@ def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, lab
                                     alpha=0.15, linewidth=0)
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
+            style.plain_log_ticks(ax, "x")
+            style.plain_log_ticks(ax, "y")
             ax.set_title(f"{MODE_LABELS[mode]}, {size} size")
             ax.set_xlabel("sequence length L (steps)")
             ax.set_ylabel(label)
@@ -125,8 +127,8 @@ def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, lab
         name=name,
         title=_TITLES[name],
         caption=(
-            f"{label.capitalize()} of each layer alone against L at batch {batch}, preset "
-            f"{preset}, on {hardware} (backend {', '.join(sorted(set(frame[C.backend])))}). "
+            f"{label[0].upper() + label[1:]} of each layer alone against L at batch {batch}, "
+            f"preset {preset}, on {hardware} (backend {', '.join(sorted(set(frame[C.backend])))}). "
             + ("Bands: tokens/s at the first and third quartiles of the timed calls. "
                if column == C.tokens_per_s else
                "Fraction = roofline bound / median time; the bound uses our analytic FLOP and "
@@ -192,9 +194,17 @@ def _summary(frame: pd.DataFrame, preset: str | None) -> Artifact:
         ),
         frame=table,
         best=best,
-        digits=3,
+        digits="g",
         runs=tuple(sorted(set(used))),
     )
+
+
+def _labelled(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with models and tasks as papers write them (sorted before, by key)."""
+    out = frame.assign(**{C.model: [style.model_label(m) for m in frame[C.model]]})
+    if C.task in out.columns:
+        out[C.task] = [style.task_label(t) if isinstance(t, str) else t for t in out[C.task]]
+    return out
 
 
 def _measures_steps(preset: str | None) -> bool:
@@ -232,7 +242,8 @@ def _training_step(frame: pd.DataFrame, preset: str | None) -> Artifact:
         C.padded_tokens_per_step: "padded tokens",
     }
     keys = [C.task, C.model]
-    table = step.sort_values(keys).set_index(keys)[list(columns)].rename(columns=columns)
+    table = _labelled(step.sort_values(keys)).set_index(keys)[list(columns)].rename(
+        columns=columns).rename_axis(["task", "model"])
     return Table(
         name=name,
         title=_TITLES[name],
@@ -249,7 +260,7 @@ def _training_step(frame: pd.DataFrame, preset: str | None) -> Artifact:
             "(harness.studies.throughput.step_counts) against the peaks measured in the run."
         ),
         frame=table,
-        digits=4,
+        digits="g",
         runs=tuple(sorted(step["run_id"].unique())),
     )
 
@@ -269,7 +280,8 @@ def _all(frame: pd.DataFrame, preset: str | None) -> Table:
         C.allocator: "allocator",
     }
     keys = [C.scope, C.model, C.size, C.mode, C.seq_len, C.batch]
-    table = frame.sort_values(keys).set_index(keys)[list(columns)].rename(columns=columns)
+    table = _labelled(frame.sort_values(keys)).set_index(keys)[list(columns)].rename(
+        columns=columns)
     return Table(
         name="throughput_all",
         title=_TITLES["throughput_all"],
@@ -280,7 +292,7 @@ def _all(frame: pd.DataFrame, preset: str | None) -> Table:
             "allocator (glibc page-faults every fresh buffer over 32 MiB)."
         ),
         frame=table,
-        digits=4,
+        digits="g",
         runs=tuple(sorted(frame["run_id"].unique())),
     )
 

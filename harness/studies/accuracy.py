@@ -487,8 +487,8 @@ _GPU = AccuracyConfig(
     # accelerator; days of compute. Shared per task (LRU Table 9): depth, width H, iterations,
     # batch; bidirectional on Pathfinder and Path-X (LRU; S5 is bidirectional throughout).
     # Per model, from each paper: the state size (LRU N, S5 P and blocks J, S4D N=64, RotRNN
-    # N=128 in 32 heads on ListOps), the LRU's ring radii and phase. Not in REFERENCES.md and
-    # therefore assumed, the same for every model: lr 1e-3 (recurrent 1e-3, S4D's value),
+    # N=128 in 32 heads on ListOps), the LRU's ring radii and phase. Not confirmed from the
+    # papers and therefore assumed, the same for every model: lr 1e-3 (recurrent 1e-3, S4D's value),
     # weight decay 0.05, dropout 0, BatchNorm pre-norm with half-GLU, 10% warm-up then cosine.
     models=_MODELS,
     tasks=("listops", "pathfinder", "pathx"),

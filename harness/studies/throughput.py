@@ -71,7 +71,7 @@ from ._study import Study
 Scope = Literal["layer", "network", "step"]
 SCOPES: tuple[str, ...] = ("layer", "network", "step")
 
-# The synthetic task of the network scope: ListOps' shape (20 tokens, 10 classes; REFERENCES.md).
+# The synthetic task of the network scope: ListOps' shape (20 tokens, 10 classes; the LRA paper).
 NETWORK_VOCAB = 20
 NETWORK_CLASSES = 10
 

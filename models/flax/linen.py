@@ -372,7 +372,7 @@ class RotRNN(nn.Module):
     discrete time; the S5 training script passes it to every sequence layer).
 
     Bidirectional: the reverse direction here scans the input backwards through the same
-    transition, read out by ``C2`` (REFERENCES.md, "RotRNN"). The authors' module's
+    transition, read out by ``C2`` (the RotRNN paper). The authors' module's
     bidirectional branch does not run as published (it passes ``reverse=True`` as a keyword to a
     `jax.vmap`-ed function, which raises), so a published checkpoint with ``C2`` cannot come
     from it; a ``C2`` is read as this reverse scan's output map.
