@@ -34,6 +34,7 @@ from ._registry import check_split as check_split
 from ._registry import config_class as config_class
 from ._registry import describe as describe
 from ._registry import from_config as from_config
+from ._registry import lengthened as lengthened
 from ._registry import make_config as make_config
 from ._registry import names as names
 from ._registry import preset_options as preset_options

@@ -76,6 +76,10 @@ class TaskSpec:
             int16 audio) into the contract's arrays. Default: the stored arrays as they are.
         fingerprint: config -> JSON-able identity of the files a loader reads (in the cache key).
         version: bump when ``make`` changes what it returns, so old cache files are not reused.
+        lengthen: ``(options, length, count) -> options`` that make the generator draw at
+            least ``count`` validation sequences of at least ``length`` steps by the task's own
+            rules (the stability study's stationary probe, which must be long against the
+            layers' memory); None when the task's sequences cannot be made longer.
     """
 
     name: str
@@ -87,6 +91,7 @@ class TaskSpec:
     decode: Callable[[Any, Arrays, str], Split] = _default_decode
     fingerprint: Callable[[Any], Any] | None = None
     version: int = 1
+    lengthen: Callable[[Mapping[str, Any], int, int], dict[str, Any]] | None = None
 
     def __post_init__(self):
         missing = [p for p in PRESETS if p not in self.presets]
@@ -175,6 +180,17 @@ def preset_options(name: str, preset: str) -> dict[str, Any]:
             f"Unknown preset {preset!r} for task {name!r}; accepted presets: {', '.join(PRESETS)}."
         )
     return dict(s.presets[preset])
+
+
+def lengthened(name: str, options: Mapping[str, Any], length: int,
+               count: int) -> dict[str, Any] | None:
+    """Options of task ``name`` whose validation split holds at least ``count`` sequences of at
+    least ``length`` steps, drawn by the task's own rules from ``options``; None when the task
+    cannot make longer sequences (its `TaskSpec` declares no ``lengthen``)."""
+    s = spec(name)
+    if s.lengthen is None:
+        return None
+    return s.lengthen(dict(options), length, count)
 
 
 def make_config(name: str, **options: Any) -> Any:
