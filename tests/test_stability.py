@@ -17,6 +17,7 @@ from helpers import assert_printable, assert_rows_declared
 from harness import train as training
 from harness.config import ConfigError
 from harness.report import stability as stability_report
+from harness.report import _layout
 from harness.report._artifacts import Figure, Finding, Missing, Table
 from harness.runner import run_study
 from harness.store import Store
@@ -336,6 +337,10 @@ def test_report_section(smoke, tmp_path):
     assert_printable(artifacts)
     kinds = {a.name: type(a) for a in artifacts}
     assert kinds == {
+        "stability_stationary_listops_depth1": Figure,
+        "stability_components_listops": Table,
+        "stability_stationary_listops": Table,
+        "stability_stationary_findings_listops": Finding,
         "stability_training_listops": Figure,
         "stability_eigenvalues_listops": Figure,
         "stability_depth_listops": Figure,
@@ -349,7 +354,19 @@ def test_report_section(smoke, tmp_path):
     assert (table.frame["CV (layers, seeds, steps)"] > 0).all()
     spread = next(a for a in artifacts if a.name == "stability_spread_listops")
     assert list(spread.frame.index.get_level_values("Variant")) == ["RotRNN", "LRU"]
-    finding = next(a for a in artifacts if isinstance(a, Finding))
+    components = next(a for a in artifacts if a.name == "stability_components_listops")
+    assert list(components.frame.index.get_level_values("Variant")) == ["RotRNN", "LRU"]
+    assert (components.frame["depth"] == 0).all()  # one layer: no depth component
+    assert (components.frame["drift"] > 0).all() and components.frame["seed"].isna().all()
+    stationary = next(a for a in artifacts if a.name == "stability_findings_listops".replace(
+        "findings", "stationary_findings"))
+    assert stationary.lines[0].startswith("Regime check")  # met or not, it is said first
+    assert "Depth component at depth 1: not defined" in " ".join(stationary.lines)
+    assert "Fewer than two seeds in common" in " ".join(stationary.lines)
+    figure = next(a for a in artifacts if a.name == "stability_stationary_listops_depth1")
+    assert _layout.problems(figure.figure) == []
+    assert set(figure.data["seed"]) == {0} and len(figure.data) == 2 * 3  # variants x evals
+    finding = next(a for a in artifacts if a.name == "stability_findings_listops")
     # One seed: the verdict ranks the layers and says no difference can be tested.
     assert len(finding.lines) == 1 and "from lowest: " in finding.lines[0]
     assert "no difference between layers can be tested" in finding.lines[0]

@@ -21,6 +21,16 @@ evaluation step a run records
 - ``kind="profile"``: the mean of n_{k,t} over probe examples still valid at t, for about
   ``profile_points`` steps t log-spaced in [1, L];
 - ``kind="probe"`` (trained runs): the probe batch's loss;
+- ``kind="stationary"``: the same norm on a **long probe** (`LongProbe`): ``long_probe_size``
+  sequences drawn by the task's own generator at ``probe_length`` to twice that many steps
+  (`tasks.lengthened`; ListOps by LRA's rules, however short the training trees), long against
+  the layers' memory 1 / (1 - |lambda|), so that the norm averaged over each sequence's last
+  ``window`` fraction of steps is the stationary level the normalisers fix rather than the
+  transient build-up (which grows like sqrt(t) whatever the normalisation). Beside it, for a
+  layer with a discrete system: the ratio of that norm (RMS) to the closed form
+  (`harness.state_norm.expected_energy`) for the layer's current system fed a temporally white
+  input of the per-state energy the layer's actual input puts in, the white-noise energy
+  reached at the window's first step (the regime check) and the steps to 90 % of it (memory);
 
 on a fixed probe batch (the first ``probe_size`` examples of the validation split, the same for
 every seed and model), without dropout, at step 0 and at every evaluation of
@@ -34,8 +44,9 @@ training loop's own rows (``kind="eval"``, ``kind="final"``).
 
 The variants compare the four layers and the ablations that explain them: RotRNN with xi
 switched off and with the other gamma initialisation, and the LRU without its gamma normaliser.
-The spread of the norm (coefficient of variation across layers, seeds and training) is computed
-from these rows by the report (`harness.report.stability`).
+The report (`harness.report.stability`) splits the stationary norm's variation into its depth,
+seed, drift and settle components (`harness.state_norm`) and keeps the coefficient of
+variation of the probe batch's norms as the transient-regime measure.
 """
 
 from __future__ import annotations
