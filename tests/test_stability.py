@@ -341,6 +341,7 @@ def test_report_section(smoke, tmp_path):
         "stability_components_listops": Table,
         "stability_stationary_listops": Table,
         "stability_stationary_findings_listops": Finding,
+        "stability_init_listops": Table,
         "stability_training_listops": Figure,
         "stability_eigenvalues_listops": Figure,
         "stability_depth_listops": Figure,
@@ -363,6 +364,8 @@ def test_report_section(smoke, tmp_path):
     assert stationary.lines[0].startswith("Regime check")  # met or not, it is said first
     assert "Depth component at depth 1: not defined" in " ".join(stationary.lines)
     assert "Fewer than two seeds in common" in " ".join(stationary.lines)
+    init = next(a for a in artifacts if a.name == "stability_init_listops")
+    assert list(init.frame["seeds"]) == [1, 1] and (init.frame["norm"] > 0).all()
     figure = next(a for a in artifacts if a.name == "stability_stationary_listops_depth1")
     assert _layout.problems(figure.figure) == []
     assert set(figure.data["seed"]) == {0} and len(figure.data) == 2 * 3  # variants x evals

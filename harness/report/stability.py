@@ -168,6 +168,7 @@ def section(store: Store) -> list[Artifact]:
                 out.append(_training_figure(trained, task, preset, depth,
                                             deepest=depth == depths[-1]))
             out.append(_eigen_figure(trained, task, preset))
+        out.append(_init_table(frame, task, preset))
         out.append(_depth_figure(layer, task, preset))
         out.append(_profile_figure(frame[frame[C.kind] == "profile"], task, preset))
         task_runs = runs[runs["cfg.task"] == task] if "cfg.task" in runs.columns else runs
@@ -955,6 +956,54 @@ def _pair_family(values: dict[str, pd.Series], pairs: list[tuple[str, str]]
              else inference.paired_t_mdd(r.n, family_alpha)) * r.sd)
         for r in family.itertuples()]
     return family
+
+
+def _init_table(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
+    """The initialisation sweep: at every measured depth, the stationary norm's spread across
+    layers and across seeds before any training (step 0 of every run, trained or not)."""
+    rows = frame[(frame[C.kind] == "stationary") & (frame[C.step] == 0)]
+    name, title = (f"stability_init_{task}",
+                   f"The stationary state norm at initialisation, by depth ({task})")
+    if rows.empty:
+        return Missing(name, title, "no long-probe rows (stored before study version 4)")
+    records = []
+    for (depth, variant), at in rows.groupby(["cfg.network.depth", "cfg.variant"]):
+        table = at.pivot_table(index="seed", columns=C.layer, values=C.norm_stationary).dropna()
+        norms = table.to_numpy(dtype=float)[:, None, :]  # (seeds, 1 step, layers)
+        record = {"network_depth": int(depth), "variant": variant, "seeds": len(table),
+                  "norm": _geo(at[C.norm_stationary])}
+        for key, component in (("depth", state_norm.depth_component),
+                               ("seed", state_norm.seed_component)):
+            per_seed = (component(norms) if len(table) >= (2 if key == "seed" else 1)
+                        else np.array([]))
+            mean, low, high, _ = inference.mean_interval(per_seed)
+            record.update({key: mean, f"{key} low": low, f"{key} high": high})
+        reached = (pd.to_numeric(at[C.energy_reached], errors="coerce")
+                   if C.energy_reached in at.columns else pd.Series(dtype=float))
+        record["energy reached (min)"] = reached.min() if reached.notna().any() else math.nan
+        records.append(record)
+    summary = pd.DataFrame.from_records(records)
+    order = {v: i for i, v in enumerate(_variant_order(summary["variant"]))}
+    summary = summary.assign(o=summary["variant"].map(order)).sort_values(
+        ["network_depth", "o"])
+    frame_out = summary.drop(columns=["network_depth", "variant", "o"])
+    frame_out.index = pd.MultiIndex.from_arrays(
+        [summary["network_depth"], [_label(v) for v in summary["variant"]]],
+        names=["Depth", "Variant"])
+    frame_out["seeds"] = frame_out["seeds"].astype("Int64")
+    return Table(
+        name=name, title=title,
+        caption=(
+            f"Before training, on {task} (preset {preset}): the stationary norm (mean ||h_t|| "
+            f"over the long probe's last steps; geometric mean over layers and seeds), its "
+            f"depth component (s.d. of log norm across the layers of one network) and seed "
+            f"component (RMS deviation of a seed's log norms from the mean over seeds), each "
+            f"with its mean and 95% t interval over seeds, and the smallest white-noise energy "
+            f"reached at the window's start (>= 0.9: stationary). Every variant's "
+            f"registration options (heads as registered); the probe length and the heads are "
+            f"not swept here."),
+        frame=frame_out, digits={c: 3 for c in frame_out.columns}, runs=_run_ids(rows),
+    )
 
 
 def _stationary_figure(stationary: pd.DataFrame, task: str, preset: str | None,
