@@ -50,15 +50,31 @@ def row_energy(system: DiscreteSystem) -> np.ndarray:
         raise ValueError(f"Unknown system structure {system.structure!r}; accepted: mimo, bank.")
 
 
-def closed_form_energy(system: DiscreteSystem, length: int) -> np.ndarray:
+def closed_form_energy(system: DiscreteSystem, length: int,
+                       injected: np.ndarray | None = None) -> np.ndarray:
     """E|h_{p,t}|^2 under unit white noise, ``(length, P)`` for t = 1..length, in float64.
 
-    Written with ``expm1`` so that moduli near 1 keep their digits.
+    ``injected`` ``(P,)`` replaces ``||b_p||^2`` by the energy E|(B u_t)_p|^2 an actual input
+    puts into each state per step: the closed form for a temporally white input of that
+    per-state energy (`expected_energy`). Written with ``expm1`` so that moduli near 1 keep
+    their digits.
     """
-    lam = np.asarray(system.lam, dtype=np.complex128).reshape(-1)
+    weights = row_energy(system) if injected is None else np.asarray(injected, np.float64)
+    return expected_energy(system.lam, weights, np.arange(1, length + 1))
+
+
+def expected_energy(lam: np.ndarray, weights: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``weights_p (1 - |lam_p|^(2t)) / (1 - |lam_p|^2)`` per step and state, ``(T, P)`` for the
+    steps ``t`` ``(T,)``: the white-noise energy of states with eigenvalues ``lam`` (any shape,
+    flattened to P) fed ``weights`` ``(P,)`` per step; ``weights_p t`` on the unit circle."""
+    lam = np.asarray(lam, dtype=np.complex128).reshape(-1)
+    weights = np.asarray(weights, dtype=np.float64).reshape(-1)
     log_modulus = np.log(np.abs(lam))
-    t = np.arange(1, length + 1, dtype=np.float64)[:, None]
-    return row_energy(system) * np.expm1(2.0 * t * log_modulus) / np.expm1(2.0 * log_modulus)
+    t = np.asarray(t, dtype=np.float64).reshape(-1)[:, None]
+    on_circle = log_modulus == 0.0
+    safe = np.where(on_circle, -1.0, log_modulus)
+    gain = np.where(on_circle, t, np.expm1(2.0 * t * safe) / np.expm1(2.0 * safe))
+    return weights * gain
 
 
 def stationary_energy(system: DiscreteSystem) -> np.ndarray:

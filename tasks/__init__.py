@@ -36,6 +36,7 @@ from ._registry import default_label as default_label
 from ._registry import describe as describe
 from ._registry import from_config as from_config
 from ._registry import label as label
+from ._registry import lengthened as lengthened
 from ._registry import make_config as make_config
 from ._registry import names as names
 from ._registry import preset_options as preset_options

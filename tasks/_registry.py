@@ -80,6 +80,10 @@ class TaskSpec:
             function of the task's options (a mapping, possibly partial) returning it, for a
             task whose name depends on them (``ucr``: the data set). Empty: derived from
             ``name`` (`default_label`).
+        lengthen: ``(options, length, count) -> options`` that make the generator draw at
+            least ``count`` validation sequences of at least ``length`` steps by the task's own
+            rules (the stability study's stationary probe, which must be long against the
+            layers' memory); None when the task's sequences cannot be made longer.
     """
 
     name: str
@@ -92,6 +96,7 @@ class TaskSpec:
     fingerprint: Callable[[Any], Any] | None = None
     version: int = 1
     label: str | Callable[[Mapping[str, Any]], str] = ""
+    lengthen: Callable[[Mapping[str, Any], int, int], dict[str, Any]] | None = None
 
     def __post_init__(self):
         if not (callable(self.label) or (isinstance(self.label, str) and "\n" not in self.label)):
@@ -208,6 +213,17 @@ def preset_options(name: str, preset: str) -> dict[str, Any]:
             f"Unknown preset {preset!r} for task {name!r}; accepted presets: {', '.join(PRESETS)}."
         )
     return dict(s.presets[preset])
+
+
+def lengthened(name: str, options: Mapping[str, Any], length: int,
+               count: int) -> dict[str, Any] | None:
+    """Options of task ``name`` whose validation split holds at least ``count`` sequences of at
+    least ``length`` steps, drawn by the task's own rules from ``options``; None when the task
+    cannot make longer sequences (its `TaskSpec` declares no ``lengthen``)."""
+    s = spec(name)
+    if s.lengthen is None:
+        return None
+    return s.lengthen(dict(options), length, count)
 
 
 def make_config(name: str, **options: Any) -> Any:

@@ -252,6 +252,17 @@ def to_source(tokens: Sequence[int]) -> str:
     return text
 
 
+def lengthen(options: dict, length: int, count: int) -> dict:
+    """Options drawing ``count`` validation trees of ``length`` to ``2 * length`` tokens by LRA's
+    rules (``max_depth`` and ``max_args`` 10, as LRA's 500-2000 token trees), whatever the
+    options' own sizes: the same generator and vocabulary, so a network trained on shorter
+    trees reads them. The seed is the options' own; the other splits are one tree each."""
+    return {**options, "min_length": length, "max_length": 2 * length,
+            "max_depth": max(10, options.get("max_depth", 10)),
+            "max_args": max(10, options.get("max_args", 10)),
+            "num_train": 1, "num_val": count, "num_test": 1}
+
+
 DESCRIPTION = (
     "ListOps (LRA generator): nested MAX/MIN/MED/SM over digits, predict the value; "
     "10 classes, tokens."
@@ -265,6 +276,7 @@ TASKS = {
         config_cls=ListOpsConfig,
         make=make,
         info=info,
+        lengthen=lengthen,
         presets={
             "smoke": dict(num_train=256, num_val=64, num_test=64, min_length=10, max_length=60),
             # Trees of depth <= 3 with 2-5 arguments (11-37 tokens): the LRA rules at a size

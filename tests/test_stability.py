@@ -16,6 +16,7 @@ from helpers import assert_printable, assert_rows_declared, tol
 from harness import train as training
 from harness.config import ConfigError
 from harness.report import stability as stability_report
+from harness.report import _layout
 from harness.report._artifacts import Figure, Finding, Missing, Table
 from harness.runner import run_study
 from harness.store import Store
@@ -122,6 +123,58 @@ def test_recorded_norms_equal_norms_of_the_layers_states(smoke):
             )
 
 
+def test_stationary_rows_equal_the_long_probes_norms_and_closed_form(smoke):
+    # The long probe: ListOps trees drawn by LRA's rules at probe_length to 2 * probe_length
+    # tokens; per layer the window's mean norm, and the RMS norm over the closed form's for a
+    # white input of the energy the layer's actual input puts into each state, by hand.
+    store, _, specs = smoke
+    rows = store.read("stability")
+    for run_id, spec in specs.items():
+        options = tasks.lengthened(spec.task, dict(spec.task_options), spec.probe_length,
+                                   spec.long_probe_size)
+        split = tasks.build(spec.task, **options).split("val")
+        inputs = split.inputs[: spec.long_probe_size]
+        lengths = split.lengths[: spec.long_probe_size]
+        assert lengths.min() > spec.probe_length and lengths.max() < 2 * spec.probe_length
+        task = tasks.build(spec.task, **dict(spec.task_options))
+        assert lengths.min() > task.info.seq_len  # longer than anything trained on
+        network, state = training.build_network(
+            spec.network, task.info, key=jr.fold_in(jr.PRNGKey(spec.seed), 0))
+        norms = _direct_norms(network, state, inputs, lengths)
+        got = rows[(rows["run_id"] == run_id) & (rows["step"] == 0)
+                   & (rows["kind"] == "stationary")]
+        got = got.set_index(got["layer"].astype(int))
+        assert list(got.index) == list(range(1, spec.network.depth + 1))
+        for k in got.index:
+            row = got.loc[k]
+            width = np.maximum(1, np.round(spec.window * lengths)).astype(int)
+            window = [norms[i, k - 1, lengths[i] - width[i]:lengths[i]] for i in range(len(lengths))]
+            np.testing.assert_allclose(row["norm_stationary"], np.mean([w.mean() for w in window]),
+                                       **F32)
+            assert row["t_from"] == min(lengths - width) + 1 and row["t_to"] == lengths.max()
+            assert bool(row["lengthened"]) and row["examples"] == spec.long_probe_size
+            system = network.blocks[k - 1].layer.discrete_system()
+            lam = np.abs(np.asarray(system.lam, dtype=np.complex128).reshape(-1))
+            B = np.asarray(system.B, dtype=np.complex128)
+            block = network.blocks[k - 1]
+            if k == 1:  # the first layer's input, by hand (deeper ones go through the blocks)
+                e = jax.vmap(jax.vmap(network.encoder))(jnp.asarray(inputs))
+                mask = (np.arange(e.shape[1])[None, :] < lengths[:, None]).astype(np.float64)
+                u = _batch_norm(block, np.asarray(e, dtype=np.float64), mask) * mask[..., None]
+                injected = np.sum(np.abs(u @ B.T) ** 2, axis=(0, 1)) / lengths.sum()
+                predicted = [np.sum(injected * (1 - lam ** (2 * t)) / (1 - lam**2))
+                             for t in range(1, norms.shape[-1] + 1)]
+                measured = np.mean(np.concatenate(window) ** 2)
+                expected = np.mean(np.concatenate(
+                    [predicted[lengths[i] - width[i]:lengths[i]] for i in range(len(lengths))]))
+                np.testing.assert_allclose(row["norm_ratio"], np.sqrt(measured / expected),
+                                           rtol=1e-4)
+            t_from = int(row["t_from"])
+            reached = np.sum(np.sum(np.abs(B) ** 2, axis=1) * (1 - lam ** (2 * t_from))
+                             / (1 - lam**2)) / np.sum(np.sum(np.abs(B) ** 2, axis=1) / (1 - lam**2))
+            np.testing.assert_allclose(row["energy_reached"], reached, rtol=1e-5)
+
+
 def test_rotrnn_norm_is_the_norm_of_its_real_state(smoke, getkey):
     # The recorded norm is basis-independent: RotRNN's real dense recurrence
     # x_t = gamma P Theta P^T x_{t-1} + xi B u_t has the norm of the engine's complex state.
@@ -192,7 +245,8 @@ def test_initialisation_only_runs_measure_the_trained_runs_start(smoke):
     rows = store.read("stability")
     run_id, spec = next(iter(specs.items()))
     init_rows = stability.run(dataclasses.replace(spec, train=None))
-    assert {r["kind"] for r in init_rows} == {"layer", "profile"}  # no gradients at init only
+    # No gradients at init only; the long probe's stationary rows as in training.
+    assert {r["kind"] for r in init_rows} == {"layer", "profile", "stationary"}
     assert {r["step"] for r in init_rows} == {0}
     step0 = rows[(rows["run_id"] == run_id) & (rows["step"] == 0) & (rows["kind"] == "layer")]
     init_layers = [r for r in init_rows if r["kind"] == "layer"]
@@ -205,7 +259,7 @@ def test_trained_runs_record_every_evaluation(smoke):
     store, _, specs = smoke
     # Every row has exactly the columns the study declares for its kind, of their types.
     assert assert_rows_declared(store, "stability", stability.COLUMNS) == {
-        "layer", "profile", "probe", "eval", "final"}
+        "layer", "profile", "probe", "stationary", "eval", "final"}
     rows = store.read("stability")
     for run_id, spec in specs.items():
         run_rows = rows[rows["run_id"] == run_id]
@@ -282,6 +336,11 @@ def test_report_section(smoke, tmp_path):
     assert_printable(artifacts)
     kinds = {a.name: type(a) for a in artifacts}
     assert kinds == {
+        "stability_stationary_listops_depth1": Figure,
+        "stability_components_listops": Table,
+        "stability_stationary_listops": Table,
+        "stability_stationary_findings_listops": Finding,
+        "stability_init_listops": Table,
         "stability_training_listops": Figure,
         "stability_eigenvalues_listops": Figure,
         "stability_depth_listops": Figure,
@@ -295,7 +354,21 @@ def test_report_section(smoke, tmp_path):
     assert (table.frame["CV (layers, seeds, steps)"] > 0).all()
     spread = next(a for a in artifacts if a.name == "stability_spread_listops")
     assert list(spread.frame.index.get_level_values("Variant")) == ["RotRNN", "LRU"]
-    finding = next(a for a in artifacts if isinstance(a, Finding))
+    components = next(a for a in artifacts if a.name == "stability_components_listops")
+    assert list(components.frame.index.get_level_values("Variant")) == ["RotRNN", "LRU"]
+    assert (components.frame["depth"] == 0).all()  # one layer: no depth component
+    assert (components.frame["drift"] > 0).all() and components.frame["seed"].isna().all()
+    stationary = next(a for a in artifacts if a.name == "stability_findings_listops".replace(
+        "findings", "stationary_findings"))
+    assert stationary.lines[0].startswith("Regime check")  # met or not, it is said first
+    assert "Depth component at depth 1: not defined" in " ".join(stationary.lines)
+    assert "Fewer than two seeds in common" in " ".join(stationary.lines)
+    init = next(a for a in artifacts if a.name == "stability_init_listops")
+    assert list(init.frame["seeds"]) == [1, 1] and (init.frame["norm"] > 0).all()
+    figure = next(a for a in artifacts if a.name == "stability_stationary_listops_depth1")
+    assert _layout.problems(figure.figure) == []
+    assert set(figure.data["seed"]) == {0} and len(figure.data) == 2 * 3  # variants x evals
+    finding = next(a for a in artifacts if a.name == "stability_findings_listops")
     # One seed: the verdict ranks the layers and says no difference can be tested.
     assert len(finding.lines) == 1 and "from lowest: " in finding.lines[0]
     assert "no difference between layers can be tested" in finding.lines[0]

@@ -10,6 +10,7 @@ from matplotlib.ticker import MaxNLocator
 import numpy as np
 import pandas as pd
 
+from .. import state_norm
 from ..store import Store
 from ..studies import stability as study
 from .. import stats as inference
@@ -42,7 +43,16 @@ INTRO = (
     "with the gradient norm of each layer's parameters and the eigenvalue moduli |lambda| of "
     "each layer. Ablations: RotRNN with xi off and with ring-initialised gamma, the LRU with its "
     "gamma normaliser off. The spread is summarised by the coefficient of variation (standard "
-    "deviation over mean) of the per-step mean norm across layers, seeds and evaluation steps."
+    "deviation over mean) of the per-step mean norm across layers, seeds and evaluation steps. "
+    "That probe is as long as the task's sequences, which at the cpu sizes are far shorter than "
+    "the layers' memory: its norms are the transient build-up (which grows like sqrt(t) "
+    "whatever the normalisation), not the stationary level the normalisers fix. The claim is "
+    "therefore measured on a long probe: sequences drawn by the task's own generator at several "
+    "times the layers' memory (ListOps by LRA's rules), whose norm is averaged over each "
+    "sequence's last steps, checked against the closed form for the regime, and split into four "
+    "components (across layers, across seeds, through training, and the settle step), each "
+    "compared seed by seed with calibrated tests. The coefficient of variation is kept as the "
+    "transient-regime measure."
 )
 
 _STATUSES = ("done", "diverged")
@@ -153,10 +163,12 @@ def section(store: Store) -> list[Artifact]:
             ]
         else:
             depths = sorted(int(d) for d in trained["cfg.network.depth"].unique())
+            out += _stationary_artifacts(frame, trained, task, preset, depths)
             for depth in reversed(depths):
                 out.append(_training_figure(trained, task, preset, depth,
                                             deepest=depth == depths[-1]))
             out.append(_eigen_figure(trained, task, preset))
+        out.append(_init_table(frame, task, preset))
         out.append(_depth_figure(layer, task, preset))
         out.append(_profile_figure(frame[frame[C.kind] == "profile"], task, preset))
         task_runs = runs[runs["cfg.task"] == task] if "cfg.task" in runs.columns else runs
@@ -165,6 +177,27 @@ def section(store: Store) -> list[Artifact]:
             spread = spread_by_run(trained)
             out.append(_spread_table(spread, task, preset, _run_ids(trained)))
             out.append(_finding(spread, task, preset, _run_ids(trained)))
+    return out
+
+
+def _stationary_artifacts(frame: pd.DataFrame, trained: pd.DataFrame, task: str,
+                          preset: str | None, depths: list[int]) -> list[Artifact]:
+    """The headline: the long probe's stationary norms (figure per trained depth), their four
+    components, their levels, and the verdicts."""
+    stationary = _stationary(frame)
+    if stationary.empty:
+        return [Missing(f"stability_components_{task}",
+                        f"Components of the stationary state norm ({task})",
+                        "no long-probe rows in the trained runs (stored before study version "
+                        "4; rerun the stability study)")]
+    arrays = stationary_arrays(stationary)
+    run_ids = sorted({r for a in arrays.values() for r in a["run_ids"]})
+    out: list[Artifact] = [_stationary_figure(stationary, task, preset, d)
+                           for d in reversed(depths)
+                           if (stationary["cfg.network.depth"] == d).any()]
+    out += [_components_table(arrays, task, preset, run_ids),
+            _levels_table(trained, stationary, task, preset),
+            _stationary_finding(arrays, stationary, task, preset, run_ids)]
     return out
 
 
@@ -587,7 +620,8 @@ def _finding(spread: pd.DataFrame, task: str, preset: str | None,
                 f"{_label(r.variant)} {r.cv:.3g} [{r.cv_low:.3g}, {r.cv_high:.3g}]"
                 for r in ablations.sort_values("cv").itertuples()) + ".")
     return Finding(name=f"stability_findings_{task}",
-                   title=f"What the stability statistics support ({task})",
+                   title=f"The transient-regime spread: the probe batch at the task's own "
+                         f"lengths ({task})",
                    lines=tuple(lines), runs=run_ids)
 
 
@@ -595,6 +629,427 @@ def variants_of_models(names) -> list[str]:
     """The variants that are a model's own configuration (no ablation): keyed by the model."""
     known = variants()
     return [v for v in names if v in known and known[v].model == v]
+
+
+# --------------------------------------------------------------------------------------------
+# The stationary regime: the long probe's norms, their four components, and the verdicts
+
+BAND = 0.1  # settle: within a factor 1 +- BAND of the final norm (`state_norm.settle_step`)
+
+# (key, column label, what it is, in words)
+COMPONENTS = (
+    ("depth", "depth", "the s.d. of log stationary norm across layers, averaged over "
+                       "evaluation steps"),
+    ("seed", "seed", "the RMS over steps and layers of a seed's log stationary norm minus the "
+                     "mean over seeds"),
+    ("drift", "drift", "the s.d. of log stationary norm over training steps within one layer, "
+                       "averaged over layers"),
+    ("settle", "settle step", f"the first evaluation step after which every layer's stationary "
+                              f"norm stays within {BAND:.0%} of its final value"),
+)
+
+
+def stationary_arrays(stationary: pd.DataFrame) -> dict[tuple[int, str], dict]:
+    """Per (depth, variant) of trained runs' ``kind="stationary"`` rows: ``norms`` ``(seeds,
+    steps, layers)`` of the stationary norm, ``seeds``, ``steps``, ``run_ids``, and
+    ``dropped``: runs without every evaluation step (diverged), left out of the components."""
+    out = {}
+    for (depth, variant), rows in stationary.groupby(["cfg.network.depth", "cfg.variant"]):
+        steps = np.sort(rows[C.step].unique()).astype(int)
+        depth = int(depth)
+        arrays, seeds, run_ids, dropped = [], [], [], 0
+        for run_id, run in rows.groupby("run_id"):
+            table = run.pivot_table(index=C.step, columns=C.layer, values=C.norm_stationary)
+            table = table.reindex(index=steps, columns=range(1, depth + 1))
+            if table.isna().any().any() or not np.all(table.to_numpy() > 0):
+                dropped += 1
+                continue
+            arrays.append(table.to_numpy(dtype=float))
+            seeds.append(int(run["seed"].iloc[0]))
+            run_ids.append(run_id)
+        order = np.argsort(seeds)
+        out[(depth, variant)] = dict(
+            norms=np.stack(arrays)[order] if arrays else np.zeros((0, len(steps), depth)),
+            seeds=[seeds[i] for i in order], steps=steps, run_ids=tuple(run_ids),
+            dropped=dropped)
+    return out
+
+
+def components_by_seed(norms: np.ndarray, steps: np.ndarray) -> pd.DataFrame:
+    """One row per seed (in ``norms``' order), one column per component (`COMPONENTS`); NaN
+    where a component is not defined (seed: one seed; drift: one step)."""
+    n = norms.shape[0]
+    nan = np.full(n, np.nan)
+    return pd.DataFrame({
+        "depth": state_norm.depth_component(norms),
+        "seed": state_norm.seed_component(norms) if n >= 2 else nan,
+        "drift": state_norm.drift_component(norms) if norms.shape[1] >= 2 else nan,
+        "settle": state_norm.settle_step(norms, steps, BAND).astype(float),
+    })
+
+
+def comparison_pairs(names) -> list[tuple[str, str]]:
+    """The pairs a verdict compares: every two models' own variants (in the registry's order),
+    then each model's own variant against each of its ablations (normalised against not)."""
+    known = variants()
+    bases = [v for v in _variant_order(names) if v in known and known[v].model == v]
+    pairs = [(a, b) for i, a in enumerate(bases) for b in bases[i + 1:]]
+    for base in bases:
+        pairs += [(base, v) for v in _variant_order(names)
+                  if v != base and v in known and known[v].model == base]
+    return pairs
+
+
+def _stationary(frame: pd.DataFrame) -> pd.DataFrame:
+    """The trained runs' long-probe rows."""
+    return frame[(frame[C.kind] == "stationary") & _trained(frame)]
+
+
+def regime_text(stationary: pd.DataFrame, fraction: float = state_norm.STATIONARY_FRACTION
+                ) -> str:
+    """Whether the long probe's window is in the stationary regime, in one sentence true
+    whichever way it comes out: the smallest white-noise energy reached at the window's first
+    step over every layer, seed and step, per variant with a discrete system; and whether the
+    task could draw longer sequences at all."""
+    if stationary.empty:
+        return "No long-probe rows: the stationary regime was not measured."
+    t_from, t_to = int(stationary[C.t_from].min()), int(stationary[C.t_to].max())
+    text = ""
+    if not stationary[C.lengthened].astype(bool).all():
+        text += ("The task cannot draw longer sequences, so the long probe is the probe batch "
+                 "at the task's own lengths. ")
+    reached = (pd.to_numeric(stationary.get(C.energy_reached), errors="coerce")
+               if C.energy_reached in stationary.columns else pd.Series(dtype=float))
+    by_variant = reached.groupby(stationary["cfg.variant"]).min().dropna()
+    without = sorted(set(stationary["cfg.variant"]) - set(by_variant.index))
+    short = by_variant[by_variant < fraction]
+    text += (f"Regime check (probe steps {t_from}-{t_to}, window the last {_window(stationary)}): ")
+    if by_variant.empty:
+        text += "no measured layer declares a discrete system, so it cannot be checked."
+    elif short.empty:
+        text += (f"met: every layer's white-noise energy at step {t_from} is at least "
+                 f"{fraction:.0%} of its stationary level (smallest "
+                 f"{by_variant.min():.3f}, {_label(by_variant.idxmin())}).")
+    else:
+        text += ("NOT met for " + ", ".join(f"{_label(v)} (smallest {r:.3f})"
+                                            for v, r in short.items())
+                 + f": their windows are still transient (energy below {fraction:.0%} of the "
+                 "stationary level), so their components do not measure the stationary claim.")
+    if without:
+        text += (" Not checkable (no discrete system): "
+                 + ", ".join(_label(v) for v in without) + ".")
+    return text
+
+
+def _window(stationary: pd.DataFrame) -> str:
+    """The window as the runs' config states it (a fraction of each sequence)."""
+    widths = (stationary["cfg.window"].dropna().unique() if "cfg.window" in stationary.columns
+              else [])
+    return f"{float(widths[0]):.0%} of each sequence" if len(widths) == 1 else "steps"
+
+
+def _components_summary(arrays: dict) -> pd.DataFrame:
+    """Per (depth, variant): seeds, and each component's mean over seeds with its 95 % t
+    interval (`harness.stats.mean_interval`)."""
+    records = []
+    for (depth, variant), a in arrays.items():
+        if not a["seeds"]:
+            continue
+        by_seed = components_by_seed(a["norms"], a["steps"])
+        record = {"network_depth": depth, "variant": variant, "seeds": len(a["seeds"])}
+        for key, _, _ in COMPONENTS:
+            mean, low, high, _ = inference.mean_interval(by_seed[key])
+            record.update({key: mean, f"{key}_low": low, f"{key}_high": high})
+        records.append(record)
+    return pd.DataFrame.from_records(records)
+
+
+def _components_table(arrays: dict, task: str, preset: str | None, run_ids) -> Table:
+    summary = _components_summary(arrays)
+    order = {v: i for i, v in enumerate(_variant_order(summary["variant"]))}
+    summary = summary.assign(o=summary["variant"].map(order)).sort_values(
+        ["network_depth", "o"])
+    columns = {"seeds": summary["seeds"].astype("Int64")}
+    for key, label, _ in COMPONENTS:
+        columns[label] = summary[key]
+        columns[f"{label} low"] = summary[f"{key}_low"]
+        columns[f"{label} high"] = summary[f"{key}_high"]
+    frame = pd.DataFrame(columns)
+    frame.index = pd.MultiIndex.from_arrays(
+        [summary["network_depth"], [_label(v) for v in summary["variant"]]],
+        names=["Depth", "Variant"])
+    digits = {c: (0 if c.startswith("settle") else 3) for c in frame.columns}
+    return Table(
+        name=f"stability_components_{task}",
+        title=f"Components of the stationary state norm's variation ({task})",
+        caption=(
+            f"The stationary state norm (mean ||h_t|| over the last steps of long probe "
+            f"sequences, per layer) of every trained network on {task} (preset {preset}), "
+            f"split into four components, each computed per seed and given as its mean over "
+            f"seeds with a 95% t interval (low, high; n = seeds): "
+            + "; ".join(f"{label}: {what}" for _, label, what in COMPONENTS)
+            + ". The first three are in natural-log units (0.1 is about 10%); a network of one "
+              "layer has no depth component (0). Lower is steadier."),
+        frame=frame, digits=digits, runs=tuple(run_ids),
+        best={label: "min" for _, label, _ in COMPONENTS if label in frame.columns},
+    )
+
+
+def _levels_table(trained: pd.DataFrame, stationary: pd.DataFrame, task: str,
+                  preset: str | None) -> Table:
+    """Per (depth, variant): the stationary norm's level at initialisation and at the end, its
+    ratio to the closed form, the regime, the memory, and how far the decays moved."""
+    records = []
+    for (depth, variant), rows in stationary.groupby(["cfg.network.depth", "cfg.variant"]):
+        last_step = rows.groupby("run_id")[C.step].transform("max")
+        first, last = rows[rows[C.step] == 0], rows[rows[C.step] == last_step]
+        record = {"depth": int(depth), "variant": variant, "seeds": rows["seed"].nunique(),
+                  "norm, init": _geo(first[C.norm_stationary]),
+                  "norm, trained": _geo(last[C.norm_stationary])}
+        # (column, label, the rows it is taken over, how): absent for a layer without a system.
+        for column, label, source, how in (
+                (C.norm_ratio, "/ closed form, trained", last, "median"),
+                (C.energy_reached, "energy reached (min)", rows, "min"),
+                (C.memory, "memory, trained (max)", last, "max")):
+            values = (pd.to_numeric(source[column], errors="coerce")
+                      if column in source.columns else pd.Series(dtype=float))
+            record[label] = getattr(values, how)() if values.notna().any() else math.nan
+        lam = trained[(trained["cfg.network.depth"] == depth)
+                      & (trained["cfg.variant"] == variant)]
+        record.update(_lambda_shift(lam))
+        records.append(record)
+    summary = pd.DataFrame.from_records(records)
+    order = {v: i for i, v in enumerate(_variant_order(summary["variant"]))}
+    summary = summary.assign(o=summary["variant"].map(order)).sort_values(["depth", "o"])
+    frame = summary.drop(columns=["depth", "variant", "o"])
+    frame.index = pd.MultiIndex.from_arrays(
+        [summary["depth"], [_label(v) for v in summary["variant"]]], names=["Depth", "Variant"])
+    frame["seeds"] = frame["seeds"].astype("Int64")
+    digits = {c: 3 for c in frame.columns}
+    digits.update({"memory, trained (max)": 0, "seeds": 0, "delta median |lambda|": 4,
+                   "largest |delta max |lambda||": 4})
+    return Table(
+        name=f"stability_stationary_{task}",
+        title=f"The stationary state norm and the decays ({task})",
+        caption=(
+            f"Trained networks on {task} (preset {preset}). 'norm': the stationary norm (mean "
+            f"||h_t|| over the long probe's last steps), geometric mean over layers and seeds, "
+            f"at step 0 and at the last evaluation. '/ closed form': the window's RMS norm over "
+            f"the closed form's sqrt(E||h_t||^2) for the layer's current system fed a "
+            f"temporally white input that puts the same energy per state per step as the "
+            f"layer's actual input (median over layers and seeds; 1 = the input's correlation "
+            f"over time does not move the norm; it is not a test of the normaliser, whose "
+            f"effect is in the absolute norm). 'energy reached': the unit white-noise energy at "
+            f"the window's first step over its stationary level (>= 0.9: stationary), smallest "
+            f"over layers, seeds and steps. 'memory': steps to 90% of the stationary energy, "
+            f"largest over layers at the end. 'delta': the last evaluation's eigenvalue moduli "
+            f"minus step 0's, per layer (median |lambda|: mean over layers and seeds; max "
+            f"|lambda|: the largest change). Empty cells: the layer declares no discrete "
+            f"system."),
+        frame=frame, digits=digits, runs=_run_ids(stationary),
+    )
+
+
+def _geo(values: pd.Series) -> float:
+    x = pd.to_numeric(values, errors="coerce").dropna()
+    x = x[x > 0]
+    return float(np.exp(np.mean(np.log(x)))) if len(x) else math.nan
+
+
+def _lambda_shift(layer: pd.DataFrame) -> dict[str, float]:
+    """How far the decays moved in training, from the layer rows' moduli (step 0 to the last)."""
+    out = {"delta median |lambda|": math.nan, "largest |delta max |lambda||": math.nan}
+    if layer.empty or C.lam_median not in layer.columns:
+        return out
+    last = layer[layer[C.step] == layer.groupby("run_id")[C.step].transform("max")]
+    start = layer[layer[C.step] == 0].set_index(["run_id", C.layer])[[C.lam_median, C.lam_max]]
+    joined = last.set_index(["run_id", C.layer])[[C.lam_median, C.lam_max]].join(
+        start.add_suffix("_0"), how="inner")
+    joined = joined.apply(pd.to_numeric, errors="coerce").dropna()
+    if joined.empty:
+        return out
+    out["delta median |lambda|"] = float(
+        (joined[C.lam_median] - joined[f"{C.lam_median}_0"]).mean())
+    out["largest |delta max |lambda||"] = float(
+        (joined[C.lam_max] - joined[f"{C.lam_max}_0"]).abs().max())
+    return out
+
+
+def _stationary_finding(arrays: dict, stationary: pd.DataFrame, task: str,
+                        preset: str | None, run_ids) -> Finding:
+    """Per trained depth and component: the variants' means with intervals, then every pair of
+    `comparison_pairs` compared seed by seed (`harness.stats.pairwise` on each pair alone,
+    Holm over the depth's pairs of that component), with the scale measured and the paper's."""
+    lines = [regime_text(stationary)]
+    steps_trained = int(pd.to_numeric(stationary["cfg.train.steps"]).max())
+    for depth in sorted({d for d, _ in arrays}):
+        here = {v: a for (d, v), a in arrays.items() if d == depth and a["seeds"]}
+        if not here:
+            continue
+        per_seed = {v: components_by_seed(a["norms"], a["steps"]).set_index(
+            pd.Index(a["seeds"], name="seed")) for v, a in here.items()}
+        n = min(len(a["seeds"]) for a in here.values())
+        dropped = sum(a["dropped"] for a in here.values())
+        at = stationary[stationary["cfg.network.depth"] == depth]
+        scale = (f"Measured on {task} at depth {depth}, {n} seed{'s' if n != 1 else ''}, "
+                 f"{steps_trained} training steps (evaluations "
+                 f"{', '.join(str(s) for s in next(iter(here.values()))['steps'])}), long-probe "
+                 f"sequences of {int(at[C.t_from].min())}-{int(at[C.t_to].max())} steps, preset "
+                 f"{preset}" + (f"; {dropped} run(s) without every evaluation (diverged) left "
+                                "out" if dropped else "")
+                 + ". The RotRNN paper's claim is about ListOps, through training, across the "
+                   "depth of its networks and across seeds.")
+        lines.append(scale)
+        pairs = [(a, b) for a, b in comparison_pairs(here) if a in here and b in here]
+        for key, label, what in COMPONENTS:
+            if key == "depth" and depth == 1:
+                lines.append("Depth component at depth 1: not defined (one layer).")
+                continue
+            values = {v: per_seed[v][key] for v in here}
+            means_by = {v: float(values[v].mean()) for v in here}  # NaN when undefined
+            ranked = sorted(here, key=lambda v: (math.isnan(means_by[v]), means_by[v]))
+            means = []
+            for v in ranked:
+                mean, low, high, _ = inference.mean_interval(values[v])
+                means.append(f"{_label(v)} {mean:.3g} [{low:.3g}, {high:.3g}]")
+            text = (f"{label.capitalize()} component ({what}) at depth {depth}, mean and 95% "
+                    f"t interval over seeds, from lowest: {', '.join(means)}.")
+            family = _pair_family(values, pairs)
+            if family is None or int(family["n"].max()) < 2:
+                text += " Fewer than two seeds in common: no pair can be tested."
+            else:
+                m = int(family["m"].iloc[0])
+                text += (f" Paired by seed ({family['test'].iloc[0]} test, Holm over the {m} "
+                         f"pair{'s' if m != 1 else ''} of this component at this depth, 5%; "
+                         f"lower is steadier): {_stats.family_verdict(family)}"
+                         " Per pair (first − second, 95% CI, d_z, Holm p, the difference "
+                         "detectable with 80% power at 5%): "
+                         + "; ".join(_stats.comparison_text(r, spec=".3g")
+                                     for r in family.itertuples()) + ".")
+            lines.append(text)
+    return Finding(name=f"stability_stationary_findings_{task}",
+                   title=f"The stationary-regime verdict ({task})",
+                   lines=tuple(lines), runs=tuple(run_ids))
+
+
+def _pair_family(values: dict[str, pd.Series], pairs: list[tuple[str, str]]
+                 ) -> pd.DataFrame | None:
+    """`harness.stats.pairwise` restricted to ``pairs`` (one family, Holm over them): each pair
+    compared on its common seeds."""
+    frames = []
+    for a, b in pairs:
+        scores = pd.concat([values[a].rename(_label(a)), values[b].rename(_label(b))], axis=1)
+        frames.append(inference.pairwise(scores, higher_is_better=False))
+    if not frames:
+        return None
+    family = pd.concat(frames, ignore_index=True)
+    m = int(np.isfinite(family["p"].to_numpy(dtype=float)).sum())
+    family["m"] = m
+    family["p_holm"] = inference.holm(family["p"].to_numpy(dtype=float))
+    family["significant"] = family["p_holm"] <= inference.ALPHA
+    favours = np.where(-family["diff"] > 0, family["first"], family["second"])
+    family["better"] = np.where(family["significant"], favours, "")
+    family_alpha = inference.ALPHA / max(m, 1)
+    family["mdd_family"] = [
+        math.nan if r.n < 2 else (
+            (inference.sign_flip_mdd(r.n, family_alpha) if r.test == "exact sign-flip"
+             else inference.paired_t_mdd(r.n, family_alpha)) * r.sd)
+        for r in family.itertuples()]
+    return family
+
+
+def _init_table(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
+    """The initialisation sweep: at every measured depth, the stationary norm's spread across
+    layers and across seeds before any training (step 0 of every run, trained or not)."""
+    rows = frame[(frame[C.kind] == "stationary") & (frame[C.step] == 0)]
+    name, title = (f"stability_init_{task}",
+                   f"The stationary state norm at initialisation, by depth ({task})")
+    if rows.empty:
+        return Missing(name, title, "no long-probe rows (stored before study version 4)")
+    records = []
+    for (depth, variant), at in rows.groupby(["cfg.network.depth", "cfg.variant"]):
+        table = at.pivot_table(index="seed", columns=C.layer, values=C.norm_stationary).dropna()
+        norms = table.to_numpy(dtype=float)[:, None, :]  # (seeds, 1 step, layers)
+        record = {"network_depth": int(depth), "variant": variant, "seeds": len(table),
+                  "norm": _geo(at[C.norm_stationary])}
+        for key, component in (("depth", state_norm.depth_component),
+                               ("seed", state_norm.seed_component)):
+            per_seed = (component(norms) if len(table) >= (2 if key == "seed" else 1)
+                        else np.array([]))
+            mean, low, high, _ = inference.mean_interval(per_seed)
+            record.update({key: mean, f"{key} low": low, f"{key} high": high})
+        reached = (pd.to_numeric(at[C.energy_reached], errors="coerce")
+                   if C.energy_reached in at.columns else pd.Series(dtype=float))
+        record["energy reached (min)"] = reached.min() if reached.notna().any() else math.nan
+        records.append(record)
+    summary = pd.DataFrame.from_records(records)
+    order = {v: i for i, v in enumerate(_variant_order(summary["variant"]))}
+    summary = summary.assign(o=summary["variant"].map(order)).sort_values(
+        ["network_depth", "o"])
+    frame_out = summary.drop(columns=["network_depth", "variant", "o"])
+    frame_out.index = pd.MultiIndex.from_arrays(
+        [summary["network_depth"], [_label(v) for v in summary["variant"]]],
+        names=["Depth", "Variant"])
+    frame_out["seeds"] = frame_out["seeds"].astype("Int64")
+    return Table(
+        name=name, title=title,
+        caption=(
+            f"Before training, on {task} (preset {preset}): the stationary norm (mean ||h_t|| "
+            f"over the long probe's last steps; geometric mean over layers and seeds), its "
+            f"depth component (s.d. of log norm across the layers of one network) and seed "
+            f"component (RMS deviation of a seed's log norms from the mean over seeds), each "
+            f"with its mean and 95% t interval over seeds, and the smallest white-noise energy "
+            f"reached at the window's start (>= 0.9: stationary). Every variant's "
+            f"registration options (heads as registered); the probe length and the heads are "
+            f"not swept here."),
+        frame=frame_out, digits={c: 3 for c in frame_out.columns}, runs=_run_ids(rows),
+    )
+
+
+def _stationary_figure(stationary: pd.DataFrame, task: str, preset: str | None,
+                       depth: int) -> Figure:
+    """Per-layer absolute stationary norms through training, one panel per variant, one shared
+    log y axis, every seed a thin line, the geometric mean over seeds bold."""
+    style.apply_style()
+    rows = stationary[stationary["cfg.network.depth"] == depth]
+    names = _variant_order(rows["cfg.variant"].unique())
+    fig, axes = _panels(len(names))
+    data = []
+    for ax, variant in zip(axes.flat, names):
+        at = rows[rows["cfg.variant"] == variant]
+        colour = style.model_colour(at["cfg.network.layer"].iloc[0])
+        for k in range(1, depth + 1):
+            shade = _shade(colour, k, depth)
+            at_k = at[at[C.layer] == k]
+            for seed, seed_rows in at_k.groupby("seed"):
+                seed_rows = seed_rows.sort_values(C.step)
+                ax.plot(seed_rows[C.step], seed_rows[C.norm_stationary], color=shade,
+                        alpha=0.45, linewidth=0.5)
+                data += [{"variant": variant, "layer": k, "seed": int(seed), "step": int(s),
+                          "norm_stationary": float(v)}
+                         for s, v in zip(seed_rows[C.step], seed_rows[C.norm_stationary])]
+            mean = np.exp(np.log(at_k[C.norm_stationary]).groupby(at_k[C.step]).mean())
+            ax.plot(mean.index, mean.values, color=shade, linewidth=1.4, label=f"layer {k}")
+        ax.set_title(_label(variant))
+        ax.set_yscale("log")
+        style.plain_log_ticks(ax)
+        ax.set_xlabel("training step")
+    for row in axes:
+        row[0].set_ylabel("stationary ||h_t||")
+    seeds = sorted(rows["seed"].unique())
+    _grey_legend(fig)
+    return Figure(
+        name=f"stability_stationary_{task}_depth{depth}",
+        title=f"Stationary hidden-state norm per layer through training ({task}, depth {depth})",
+        caption=(
+            f"The absolute state norm ||h_t|| of each layer of the {depth}-block networks "
+            f"trained on {task} (preset {preset}), averaged over the last steps of long probe "
+            f"sequences ({int(rows[C.t_from].min())}-{int(rows[C.t_to].max())} steps, drawn by "
+            f"the task's generator), at every evaluation step. Thin lines: each of the "
+            f"{len(seeds)} seeds; bold: their geometric mean; darker shades are deeper layers. "
+            f"One panel per layer variant, all on one log-scale y axis."),
+        figure=fig, runs=_run_ids(rows), data=pd.DataFrame.from_records(data),
+    )
 
 
 SECTION = Section("stability", TITLE, INTRO, section)

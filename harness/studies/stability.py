@@ -21,6 +21,16 @@ evaluation step a run records
 - ``kind="profile"``: the mean of n_{k,t} over probe examples still valid at t, for about
   ``profile_points`` steps t log-spaced in [1, L];
 - ``kind="probe"`` (trained runs): the probe batch's loss;
+- ``kind="stationary"``: the same norm on a **long probe** (`LongProbe`): ``long_probe_size``
+  sequences drawn by the task's own generator at ``probe_length`` to twice that many steps
+  (`tasks.lengthened`; ListOps by LRA's rules, however short the training trees), long against
+  the layers' memory 1 / (1 - |lambda|), so that the norm averaged over each sequence's last
+  ``window`` fraction of steps is the stationary level the normalisers fix rather than the
+  transient build-up (which grows like sqrt(t) whatever the normalisation). Beside it, for a
+  layer with a discrete system: the ratio of that norm (RMS) to the closed form
+  (`harness.state_norm.expected_energy`) for the layer's current system fed a temporally white
+  input of the per-state energy the layer's actual input puts in, the white-noise energy
+  reached at the window's first step (the regime check) and the steps to 90 % of it (memory);
 
 on a fixed probe batch (the first ``probe_size`` examples of the validation split, the same for
 every seed and model), without dropout, at step 0 and at every evaluation of
@@ -34,8 +44,9 @@ training loop's own rows (``kind="eval"``, ``kind="final"``).
 
 The variants compare the four layers and the ablations that explain them: RotRNN with xi
 switched off and with the other gamma initialisation, and the LRU without its gamma normaliser.
-The spread of the norm (coefficient of variation across layers, seeds and training) is computed
-from these rows by the report (`harness.report.stability`).
+The report (`harness.report.stability`) splits the stationary norm's variation into its depth,
+seed, drift and settle components (`harness.state_norm`) and keeps the coefficient of
+variation of the probe batch's norms as the transient-regime measure.
 """
 
 from __future__ import annotations
@@ -55,7 +66,7 @@ import tasks
 from models import _validate
 from models.network import NetworkConfig
 
-from .. import settings
+from .. import settings, state_norm
 from .. import train as training
 from ..variants import check_variants, variant, variants
 from ._schema import TRAINING, TRAINING_KINDS, Column, Schema, merged
@@ -91,15 +102,36 @@ COLUMNS = Schema(
         "norm": Column(float, "mean ||h_t|| over the probe examples still valid at t"),
         "examples": Column(int, "probe examples valid at t"),
         "probe_loss": Column(float, "the probe batch's loss (training-mode BatchNorm)"),
+        "norm_stationary": Column(float, "mean over the long probe's examples of ||h_t|| "
+                                         "averaged over each example's last steps (the "
+                                         "stationary window)"),
+        "t_from": Column(int, "the earliest step of any example's stationary window"),
+        "t_to": Column(int, "the longest long-probe example, in steps"),
+        "lengthened": Column(bool, "whether the long probe's sequences were drawn longer than "
+                                   "the task's own by its generator (false: the task cannot, "
+                                   "and the ordinary probe batch is used)"),
+        "norm_ratio": Column(float, "sqrt of the window's mean ||h_t||^2 over the closed form's "
+                                    "E||h_t||^2 at the same steps for the layer's current "
+                                    "system fed a temporally white input of the per-state "
+                                    "energy the layer's actual input puts in (1: the input's "
+                                    "time correlation does not move the norm)"),
+        "energy_reached": Column(float, "unit white-noise energy at t_from over its stationary "
+                                        "level, for the layer's current system (>= 0.9: the "
+                                        "window is stationary)"),
+        "memory": Column(int, "steps the layer's current system takes to reach 90% of its "
+                              "stationary white-noise energy"),
     }),
     kinds={
         "layer": ("kind", "step", "layer", "norm_mean", "norm_std", "norm_min", "norm_max",
                   "norm_last"),
         "profile": ("kind", "step", "layer", "t", "norm", "examples"),
         "probe": ("kind", "step", "probe_loss"),
+        "stationary": ("kind", "step", "layer", "norm_stationary", "t_from", "t_to",
+                       "examples", "lengthened"),
         **TRAINING_KINDS,
     },
-    optional={"layer": ("grad_norm", "lam_min", "lam_median", "lam_max")},
+    optional={"layer": ("grad_norm", "lam_min", "lam_median", "lam_max"),
+              "stationary": ("norm_ratio", "energy_reached", "memory")},
 )
 
 # --------------------------------------------------------------------------------------------
@@ -164,6 +196,14 @@ class StabilityConfig:
             false trains every run alone.
             Off by default: measured at the cpu preset (benchmarks/README.md) the group
             was slower than the seeds one by one, so the presets keep separate runs.
+        probe_length: the long probe's shortest sequence: the task's generator draws
+            sequences of ``probe_length`` to ``2 * probe_length`` steps by its own rules
+            (`tasks.lengthened`; ListOps by LRA's rules), long against the layers' memory so
+            that its last steps are in the stationary regime. A task that cannot make longer
+            sequences falls back to the probe batch (rows say ``lengthened=False``).
+        long_probe_size: examples in the long probe (forward only).
+        window: the fraction of each long-probe example's last steps over which the
+            stationary norm is averaged.
     """
 
     tasks: tuple[str, ...] = ("listops", "digits")
@@ -188,6 +228,13 @@ class StabilityConfig:
     profile_points: int = 16
     statistics: Statistics = "batch"
     group_seeds: bool = False
+    # 1000: ListOps trees of 1000-2000 tokens (LRA's own range reaches 2000). At 500-1000 the
+    # regime check fails for RotRNN at initialisation (a head's gamma near 0.999 remembers
+    # ~600 steps; 85% of the stationary energy at the window's start), at 1000-2000 it holds
+    # for every variant but RotRNN without xi (89%), which the report says.
+    probe_length: int = 1000
+    long_probe_size: int = 16
+    window: float = 0.1
 
     def __post_init__(self):
         if not isinstance(self.group_seeds, bool):
@@ -237,12 +284,14 @@ class StabilityConfig:
             )
         _validate.non_negative_int("stability.heads", self.heads)
         for name in ("d_model", "d_state", "steps", "eval_every", "batch_size",
-                     "probe_size", "profile_points"):
+                     "probe_size", "profile_points", "probe_length", "long_probe_size"):
             _validate.positive_int(f"stability.{name}", getattr(self, name))
         if self.lr_source not in LR_SOURCES:
             raise ValueError(
                 f"stability.lr_source={self.lr_source!r}; accepted: {list(LR_SOURCES)}."
             )
+        if not 0.0 < self.window <= 1.0:
+            raise ValueError(f"stability.window must lie in (0, 1], got {self.window!r}.")
         for name in ("lr", "recurrent_lr"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"stability.{name} must be positive, got {getattr(self, name)!r}.")
@@ -264,6 +313,9 @@ class StabilityRun:
     profile_points: int
     statistics: Statistics
     seed: int
+    probe_length: int = 1000
+    long_probe_size: int = 16
+    window: float = 0.1
 
 
 def grid(config: StabilityConfig) -> list[StabilityRun]:
@@ -290,6 +342,9 @@ def grid(config: StabilityConfig) -> list[StabilityRun]:
                             profile_points=config.profile_points,
                             statistics=config.statistics,
                             seed=seed,
+                            probe_length=config.probe_length,
+                            long_probe_size=config.long_probe_size,
+                            window=config.window,
                         )
                     )
     return runs
@@ -425,6 +480,132 @@ def _norms_and_moduli(network, state, sequences, sequence_lengths, statistics,
     return norms, jnp.stack(moduli)
 
 
+def _injected(system, u: jax.Array) -> jax.Array:
+    """sum_t |(B u_t)_p|^2 per state ``(P,)`` of the layer's input ``u`` ``(L, H)``: the energy
+    the input puts into each state (flattened as `harness.state_norm.row_energy` orders it)."""
+    if system.structure == "bank":  # state (h, n) sees u[:, h]
+        drive = u[:, :, None] * system.B[None, :, :]
+        drive = drive.reshape(u.shape[0], -1)
+    elif system.structure == "mimo":
+        drive = u.astype(system.B.dtype) @ system.B.T
+    else:
+        raise ValueError(f"Unknown system structure {system.structure!r}; accepted: mimo, bank.")
+    return jnp.sum(drive.real**2 + drive.imag**2, axis=0)
+
+
+@eqx.filter_jit
+def _long_measure(network, state, inputs, lengths, statistics, systems: bool):
+    """On the long probe: ||h^k_t|| ``(n, depth, L)``; with ``systems``, also the energy each
+    layer's input puts into each state ``(n, depth, P)`` (summed over steps) and each layer's
+    discrete system (else None, None). BatchNorm as `state_norms` (``statistics``)."""
+    if statistics not in STATISTICS:
+        raise ValueError(f"statistics={statistics!r}; accepted: {list(STATISTICS)}.")
+    model = eqx.nn.inference_mode(network) if statistics == "running" else network
+    discrete = [b.layer.discrete_system() for b in model.blocks] if systems else None
+
+    def tower(x, length):
+        e = _encode(model, x)
+        mask = (jnp.arange(e.shape[0]) < length).astype(e.dtype)
+        norms, energy = [], []
+        current = state
+        for k, block in enumerate(model.blocks):
+            u, current = block.layer_input(e, mask, current)
+            norms.append(_norm(block.layer.hidden_states(u)))
+            if systems:
+                energy.append(_injected(discrete[k], u))
+            e, current = block(e, mask, current)
+        return jnp.stack(norms), (jnp.stack(energy) if systems else None)
+
+    norms, energy = jax.vmap(tower, axis_name="batch")(inputs, lengths)
+    return norms, energy, discrete
+
+
+class LongProbe:
+    """The stationary probe: sequences long against the layers' memory, measured at their last
+    steps (``kind="stationary"`` rows, `stationary_rows`). Forward only.
+
+    ``task``/``options`` name the task as the run builds it; its generator draws ``size``
+    sequences of ``length`` to ``2 * length`` steps by its own rules (`tasks.lengthened`). A
+    task that cannot make longer sequences gives ``fallback`` (the probe batch's sequences and
+    lengths) instead, and its rows say ``lengthened=False``.
+    """
+
+    def __init__(self, task: str, options, length: int, size: int, window: float, *,
+                 fallback: tuple[np.ndarray, np.ndarray], statistics: Statistics = "batch",
+                 systems: bool = True):
+        longer = tasks.lengthened(task, dict(options), length, size)
+        self.lengthened = longer is not None
+        if longer is None:
+            self.sequences, self.lengths = fallback
+        else:
+            built = tasks.build(task, **longer)
+            split = built.split("val")
+            if len(split) < size:
+                raise ValueError(
+                    f"The long probe needs {size} sequences; task {task!r} made {len(split)}. "
+                    "Lower stability.long_probe_size.")
+            pair = built.info.pair
+            inputs, lengths = split.inputs[:size], np.asarray(split.lengths[:size])
+            self.sequences = inputs[:, 0] if pair else inputs
+            self.lengths = lengths[:, 0] if pair else lengths
+        self.window = window
+        self.statistics = statistics
+        self.systems = systems
+
+    def __call__(self, step: int, network, state) -> list[dict[str, Any]]:
+        norms, energy, systems = _long_measure(
+            network, state, jnp.asarray(self.sequences), jnp.asarray(self.lengths),
+            self.statistics, self.systems)
+        return stationary_rows(
+            step, np.asarray(norms, dtype=np.float64), self.lengths, self.window,
+            None if energy is None else np.asarray(energy, dtype=np.float64),
+            systems, lengthened=self.lengthened)
+
+
+def window_mask(lengths: np.ndarray, L: int, window: float) -> np.ndarray:
+    """``(n, L)``: True at each example's last ``max(1, round(window * length))`` valid steps."""
+    lengths = np.asarray(lengths)
+    width = np.maximum(1, np.round(window * lengths)).astype(np.int64)
+    t = np.arange(L)[None, :]
+    return (t < lengths[:, None]) & (t >= (lengths - width)[:, None])
+
+
+def stationary_rows(step: int, norms: np.ndarray, lengths: np.ndarray, window: float,
+                    energy: np.ndarray | None, systems, *, lengthened: bool
+                    ) -> list[dict[str, Any]]:
+    """``kind="stationary"`` rows from the long probe's norms ``(n, depth, L)``: per layer the
+    mean over examples of the mean ||h_t|| over each example's window (`window_mask`); with the
+    layers' ``systems`` and the injected ``energy`` ``(n, depth, P)`` (summed over each
+    example's steps), the ratio of the window's RMS norm to the closed form's for a white
+    input of the same per-state energy (`harness.state_norm.expected_energy`), the unit
+    white-noise energy reached at the window's first step, and the layer's memory."""
+    n, depth, L = norms.shape
+    lengths = np.asarray(lengths)
+    inside = window_mask(lengths, L, window)  # (n, L)
+    t_from = int(np.min(np.argmax(inside, axis=1))) + 1  # 1-based first step of any window
+    rows: list[dict[str, Any]] = []
+    for k in range(depth):
+        per_example = np.sum(norms[:, k, :] * inside, axis=1) / np.sum(inside, axis=1)
+        row: dict[str, Any] = {
+            "kind": "stationary", "step": step, "layer": k + 1,
+            "norm_stationary": float(np.mean(per_example)),
+            "t_from": t_from, "t_to": int(np.max(lengths)), "examples": int(n),
+            "lengthened": bool(lengthened),
+        }
+        if systems is not None and energy is not None:
+            system = jax.tree.map(np.asarray, systems[k])
+            injected = np.sum(energy[:, k, :], axis=0) / np.sum(lengths)  # per state and step
+            predicted = np.sum(state_norm.expected_energy(
+                system.lam, injected, np.arange(1, L + 1)), axis=1)  # (L,)
+            measured = np.sum(norms[:, k, :] ** 2 * inside) / np.sum(inside)
+            expected = np.sum(predicted[None, :] * inside) / np.sum(inside)
+            row["norm_ratio"] = float(np.sqrt(measured / expected))
+            row["energy_reached"] = state_norm.energy_reached(system, t_from)
+            row["memory"] = state_norm.steps_to_stationary(system)
+        rows.append(row)
+    return rows
+
+
 @eqx.filter_jit
 def _gradient_norms(network, state, batch):
     """The probe batch's mean loss and the norm of its gradient per layer's parameters.
@@ -459,6 +640,7 @@ class Probe:
         statistics: Statistics = "batch",
         gradients: bool = True,
         eigenvalues: bool = True,
+        long: dict[str, Any] | None = None,
     ):
         split = task.split("val")
         if len(split) < size:
@@ -475,6 +657,10 @@ class Probe:
         self.statistics = statistics
         self.gradients = gradients
         self.eigenvalues = eigenvalues
+        # The stationary probe (`LongProbe`'s arguments but the fallback, which is this batch).
+        self.long = None if long is None else LongProbe(
+            **long, fallback=(self.sequences, self.lengths), statistics=statistics,
+            systems=eigenvalues)
 
     def __call__(self, step: int, network, state) -> list[dict[str, Any]]:
         norms, moduli = _norms_and_moduli(
@@ -485,7 +671,7 @@ class Probe:
         if self.gradients:
             loss, grad_norms = _gradient_norms(network, state, self.batch)
             loss, grad_norms = float(loss), np.asarray(grad_norms, dtype=np.float64)
-        return summarise(
+        rows = summarise(
             step,
             np.asarray(norms, dtype=np.float64),
             self.lengths,
@@ -494,6 +680,7 @@ class Probe:
             grad_norms=grad_norms,
             loss=loss,
         )
+        return rows + ([] if self.long is None else self.long(step, network, state))
 
 
 def summarise(
@@ -555,13 +742,18 @@ def _finite(rows: list[dict[str, Any]]) -> bool:
     )
 
 
+def _long(spec: StabilityRun) -> dict[str, Any]:
+    return dict(task=spec.task, options=spec.task_options, length=spec.probe_length,
+                size=spec.long_probe_size, window=spec.window)
+
+
 def run(spec: StabilityRun) -> list[dict[str, Any]]:
     """Measure one network at initialisation, or at every evaluation of its training."""
     task = tasks.build(spec.task, **dict(spec.task_options))
     eigenvalues = models.info(spec.network.layer).has(models.DISCRETE_SYSTEM)
     if spec.train is None:
         probe = Probe(task, spec.probe_size, spec.profile_points, statistics=spec.statistics,
-                      gradients=False, eigenvalues=eigenvalues)
+                      gradients=False, eigenvalues=eigenvalues, long=_long(spec))
         # The same key as `harness.train.train` draws its network from, so a depth's
         # initialisation-only run and its trained run start from the same parameters.
         network, state = training.build_network(
@@ -572,7 +764,7 @@ def run(spec: StabilityRun) -> list[dict[str, Any]]:
             raise Diverged("non-finite state norm or eigenvalue at initialisation", rows, step=0)
         return rows
     probe = Probe(task, spec.probe_size, spec.profile_points, statistics=spec.statistics,
-                  eigenvalues=eigenvalues)
+                  eigenvalues=eigenvalues, long=_long(spec))
     result = training.train(spec.network, task, spec.train, seed=spec.seed, on_eval=probe)
     return result.rows
 
@@ -590,7 +782,9 @@ def run_group(specs: list[StabilityRun]) -> list[list[dict[str, Any]] | Exceptio
     it; each run's rows, or its `Diverged`."""
     first = specs[0]
     task = tasks.build(first.task, **dict(first.task_options))
-    probe = Probe(task, first.probe_size, first.profile_points, statistics=first.statistics)
+    eigenvalues = models.info(first.network.layer).has(models.DISCRETE_SYSTEM)
+    probe = Probe(task, first.probe_size, first.profile_points, statistics=first.statistics,
+                  eigenvalues=eigenvalues, long=_long(first))
     results = training.train_group(first.network, task, first.train,
                                    seeds=[s.seed for s in specs], on_eval=probe)
     return [r if isinstance(r, Exception) else r.rows for r in results]
@@ -602,7 +796,7 @@ def programs(spec: StabilityRun) -> tuple[Any, ...]:
     train = None if spec.train is None else (spec.train.batch_size, spec.train.eval_batch_size,
                                              spec.train.clip_norm is None)
     return (spec.task, spec.task_options, spec.network, train, spec.probe_size,
-            spec.profile_points, spec.statistics)
+            spec.profile_points, spec.statistics, spec.probe_length, spec.long_probe_size)
 
 
 PRESETS = {
@@ -611,7 +805,7 @@ PRESETS = {
     "smoke": StabilityConfig(
         tasks=("listops",), task_preset="smoke", variants=("rotrnn", "lru"), depths=(1,),
         train_depths=(1,), seeds=(0,), d_model=8, d_state=8, heads=2, steps=4, eval_every=2,
-        batch_size=16, probe_size=8, profile_points=6,
+        batch_size=16, probe_size=8, profile_points=6, probe_length=60, long_probe_size=4,
     ),
     # The paper's claim on the paper's task: every variant (the four layers and the ablations)
     # trained on ListOps at its cpu size (trees of depth <= 3, 11-37 tokens, where every layer
@@ -639,7 +833,7 @@ PRESETS = {
         tasks=("listops", "pathfinder", "digits"), task_preset="gpu", depths=(1, 2, 4, 6, 8),
         train_depths=(6,), seeds=(0, 1, 2),
         d_model=128, d_state=128, steps=5000, eval_every=250, batch_size=32,
-        probe_size=64, profile_points=32,
+        probe_size=64, profile_points=32, probe_length=2000,
     ),
 }
 
@@ -652,7 +846,8 @@ STUDY = Study(
     run=run,
     # 2: BatchNorm's statistics over valid steps only (`models.network`), which the probe uses.
     # 3: one length bucket for tasks shorter than 128 tokens (`harness.train.BUCKET_SPACING`).
-    version=3,
+    # 4: the long (stationary) probe's rows.
+    version=4,
     skip_reason=skip_reason,
     programs=programs,
     group=group,
