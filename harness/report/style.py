@@ -250,7 +250,11 @@ def plain_log_ticks(ax, which: str = "y") -> None:
     plain = FuncFormatter(lambda value, _: f"{value:g}")
     axis.set_major_formatter(plain)
     decades = math.log10(high / low) if low > 0 else math.inf
-    if decades < 0.5:  # within a factor of about 3: a few evenly spaced ticks
+    if getattr(axis.get_transform(), "base", 10) != 10:
+        # A base-2 axis (sequence lengths): its powers are the labels; a minor 2 x or 5 x a
+        # power of ten (500 beside 512) would collide with them.
+        axis.set_minor_formatter(NullFormatter())
+    elif decades < 0.5:  # within a factor of about 3: a few evenly spaced ticks
         axis.set_major_locator(MaxNLocator(nbins=3, steps=[1, 2, 5, 10]))
         axis.set_minor_formatter(NullFormatter())
     elif decades < 2:

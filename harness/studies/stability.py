@@ -814,7 +814,7 @@ PRESETS = {
     # less than 1% over the last 100 steps, as the cosine schedule decays; at 400 the schedule
     # decays the same way), probed every 50; the depth sweep 1-8 at initialisation. The
     # networks are the accuracy study's (H = 32, d_state = 32, each registration's width
-    # options: RotRNN 4 heads of 8 states). Deeper trained networks and sequential digits are
+    # options: RotRNN in heads of 4 states). Deeper trained networks and sequential digits are
     # in cpu-full.
     "cpu": StabilityConfig(
         tasks=("listops",), depths=(1, 2, 4, 8), train_depths=(1, 2), seeds=(0, 1, 2, 3, 4),
