@@ -34,7 +34,7 @@ def test_step_rows_time_the_study_step_in_parts():
     assert row["xla_flops"] is None or row["xla_flops"] > 0
 
     table = throughput_section._training_step(pd.DataFrame([{**row, "run_id": "r"}]), "smoke")
-    assert isinstance(table, Table) and list(table.frame.index) == [("digits", "lru")]
+    assert isinstance(table, Table) and list(table.frame.index) == [("Sequential digits", "LRU")]
 
 
 def test_step_scope_validates_its_preset_and_tasks():
