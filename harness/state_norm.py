@@ -29,6 +29,8 @@ Logs make the components scale-free: a spread of 0.1 is about 10 % whatever the 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from models import DiscreteSystem
@@ -83,11 +85,21 @@ def stationary_energy(system: DiscreteSystem) -> np.ndarray:
     return row_energy(system) / (1.0 - np.abs(lam) ** 2)
 
 
+def has_stationary_level(system: DiscreteSystem) -> bool:
+    """Whether every eigenvalue lies strictly inside the unit circle: only then does the state
+    energy converge (a trained layer may leave the disc)."""
+    return bool(np.all(np.abs(np.asarray(system.lam, dtype=np.complex128)) < 1.0))
+
+
 def energy_reached(system: DiscreteSystem, t: int) -> float:
-    """E||h_t||^2 as a fraction of its stationary level, under unit white noise."""
+    """E||h_t||^2 as a fraction of its stationary level, under unit white noise; NaN for a
+    system without one (`has_stationary_level`)."""
     if t < 1:
         raise ValueError(f"t must be a positive step, got {t!r}.")
-    return float(np.sum(closed_form_energy(system, t)[-1]) / np.sum(stationary_energy(system)))
+    if not has_stationary_level(system):
+        return math.nan
+    at_t = expected_energy(system.lam, row_energy(system), np.array([t]))[0]
+    return float(np.sum(at_t) / np.sum(stationary_energy(system)))
 
 
 def regime_met(systems: list[DiscreteSystem], t: int,
@@ -97,11 +109,15 @@ def regime_met(systems: list[DiscreteSystem], t: int,
     return all(energy_reached(s, t) >= fraction for s in systems)
 
 
-def steps_to_stationary(system: DiscreteSystem, fraction: float = STATIONARY_FRACTION) -> int:
+def steps_to_stationary(system: DiscreteSystem,
+                        fraction: float = STATIONARY_FRACTION) -> int | None:
     """The first step t at which `energy_reached` is at least ``fraction`` (bisection on the
-    closed form, which increases with t)."""
+    closed form, which increases with t); None for a system without a stationary level, whose
+    energy never settles."""
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}.")
+    if not has_stationary_level(system):
+        return None
     low, high = 1, 1
     while energy_reached(system, high) < fraction:
         low, high = high, high * 2

@@ -112,3 +112,17 @@ def test_settle_step_and_shapes():
         state_norm.seed_component(np.ones((1, 3, 2)))
     with pytest.raises(ValueError, match="increasing"):
         state_norm.settle_step(norms, steps[::-1])
+
+
+def test_a_system_outside_the_unit_disc_has_no_stationary_level():
+    # A trained layer can leave the disc: its energy never settles, and the functions say so
+    # at once instead of searching ever longer horizons.
+    gamma = np.full(P, 0.5)
+    gamma[0] = 1.01
+    system = _system(gamma, False)
+    assert not state_norm.has_stationary_level(system)
+    assert np.isnan(state_norm.energy_reached(system, 100))
+    assert state_norm.steps_to_stationary(system) is None
+    assert not state_norm.regime_met([system], 10_000)
+    inside = _system(np.full(P, 0.5), True)
+    assert state_norm.has_stationary_level(inside) and state_norm.steps_to_stationary(inside) >= 1

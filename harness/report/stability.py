@@ -720,7 +720,14 @@ def regime_text(stationary: pd.DataFrame, fraction: float = state_norm.STATIONAR
                  "at the task's own lengths. ")
     reached = (pd.to_numeric(stationary.get(C.energy_reached), errors="coerce")
                if C.energy_reached in stationary.columns else pd.Series(dtype=float))
+    ratio = (pd.to_numeric(stationary.get(C.norm_ratio), errors="coerce")
+             if C.norm_ratio in stationary.columns else pd.Series(math.nan, stationary.index))
+    # A layer with a system but no energy fraction has an eigenvalue outside the unit disc:
+    # no stationary level, so its window is never stationary.
+    outside = ratio.notna() & reached.reindex(stationary.index).isna()
     by_variant = reached.groupby(stationary["cfg.variant"]).min().dropna()
+    for v in set(stationary.loc[outside, "cfg.variant"]):
+        by_variant[v] = -math.inf
     without = sorted(set(stationary["cfg.variant"]) - set(by_variant.index))
     short = by_variant[by_variant < fraction]
     text += (f"Regime check (probe steps {t_from}-{t_to}, window the last {_window(stationary)}): ")
@@ -731,8 +738,10 @@ def regime_text(stationary: pd.DataFrame, fraction: float = state_norm.STATIONAR
                  f"{fraction:.0%} of its stationary level (smallest "
                  f"{by_variant.min():.3f}, {_label(by_variant.idxmin())}).")
     else:
-        text += ("NOT met for " + ", ".join(f"{_label(v)} (smallest {r:.3f})"
-                                            for v, r in short.items())
+        text += ("NOT met for " + ", ".join(
+                     f"{_label(v)} (smallest {r:.3f})" if np.isfinite(r) else
+                     f"{_label(v)} (an eigenvalue left the unit disc: no stationary level)"
+                     for v, r in short.items())
                  + f": their windows are still transient (energy below {fraction:.0%} of the "
                  "stationary level), so their components do not measure the stationary claim.")
     if without:

@@ -119,7 +119,8 @@ COLUMNS = Schema(
                                         "level, for the layer's current system (>= 0.9: the "
                                         "window is stationary)"),
         "memory": Column(int, "steps the layer's current system takes to reach 90% of its "
-                              "stationary white-noise energy"),
+                              "stationary white-noise energy; None when an eigenvalue has left "
+                              "the unit disc (no stationary level)", nullable=True),
     }),
     kinds={
         "layer": ("kind", "step", "layer", "norm_mean", "norm_std", "norm_min", "norm_max",
