@@ -480,11 +480,54 @@ def assert_rows_declared(store, study: str, schema) -> set[str]:
 
 def assert_printable(artifacts) -> None:
     """Every figure among ``artifacts`` passes the layout check at its own (paper) size: no
-    legend or text over data, no colliding or clipped text, nothing below 7 pt."""
+    legend or text over data, no colliding or clipped text, nothing below 7 pt; and carries the
+    numbers it draws (`assert_figure_data`)."""
     from harness.report import Figure, _layout
 
     problems = {a.name: _layout.problems(a.figure) for a in artifacts if isinstance(a, Figure)}
     assert problems and not any(problems.values()), problems
+    assert_figure_data(artifacts)
+
+
+def assert_figure_data(artifacts) -> None:
+    """Every figure among ``artifacts`` carries its plotted numbers (``Figure.data``, written
+    as ``<name>.csv``): a non-empty frame whose numeric columns are never infinite and each
+    finite somewhere (NaN marks a mark not drawn, as an interval at n = 1), and in which every
+    finite y value of every line drawn in data coordinates is found (reference lines in axes
+    coordinates, such as a baseline across the panel, and axes drawn without axis, whose
+    coordinates are a layout, are not data)."""
+    import pandas as pd
+
+    from harness.report import Figure
+
+    figures = [a for a in artifacts if isinstance(a, Figure)]
+    assert figures, "no figure among the artifacts"
+    for figure in figures:
+        data = figure.data
+        assert isinstance(data, pd.DataFrame) and not data.empty, f"{figure.name}: no data"
+        assert data.columns.is_unique, (figure.name, list(data.columns))
+        numeric = data.select_dtypes("number")
+        assert not numeric.empty, f"{figure.name}: no numeric column"
+        values = numeric.to_numpy(dtype=float, na_value=np.nan)
+        assert not np.isinf(values).any(), f"{figure.name}: an infinite value"
+        empty = [c for c, ok in zip(numeric.columns, np.isfinite(values).any(axis=0)) if not ok]
+        assert not empty, f"{figure.name}: columns without a finite value: {empty}"
+        known = np.unique(values[np.isfinite(values)])
+        for ax in figure.figure.axes:
+            if not ax.get_visible() or not ax.axison:
+                continue
+            for line in ax.get_lines():
+                if line.get_transform() != ax.transData:
+                    continue
+                y = np.asarray(line.get_ydata(), dtype=float).ravel()
+                y = y[np.isfinite(y)]
+                at = np.clip(np.searchsorted(known, y), 1, len(known) - 1) if len(known) > 1 \
+                    else np.zeros(len(y), dtype=int)
+                nearest = np.minimum(np.abs(known[at] - y), np.abs(known[at - 1] - y))
+                absent = y[nearest > 1e-9 * np.maximum(np.abs(y), 1e-300)]
+                assert absent.size == 0, (
+                    f"{figure.name}: panel {ax.get_title()!r} draws {absent[:5].tolist()} "
+                    f"(line {line.get_label()!r}), not in its data")
 
 
 def small_store(root: Path) -> Path:

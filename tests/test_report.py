@@ -18,9 +18,10 @@ import pytest
 
 from harness.report import MARKER, README_TEXT, ReportError, Section, render
 from harness.report import _published, _writers, accuracy, style
-from harness.report._artifacts import Table
+from harness.report._artifacts import Figure, Table
 from harness.store import Store
-from helpers import SYNTHETIC_ACCURACY, SYNTHETIC_PROVENANCE, record_synthetic_accuracy
+from helpers import (SYNTHETIC_ACCURACY, SYNTHETIC_PROVENANCE, assert_figure_data,
+                     record_synthetic_accuracy)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -343,20 +344,52 @@ def test_one_artifact_regenerated_alone_is_byte_identical(store, tmp_path, capsy
     assert hashes == dict(zip(runs["run_id"], runs["config_hash"]))
     # Alone into a new folder, and into the full report (which keeps its other files).
     alone = tmp_path / "alone"
-    assert main(["figure", "accuracy_by_task", "accuracy_test", "--store", str(store.path),
-                 "--out", str(alone)]) == 0
+    assert main(["figure", "accuracy_by_task", "accuracy_curves", "accuracy_test", "--store",
+                 str(store.path), "--out", str(alone)]) == 0
     files = _digests(alone)
     assert {f for f in files if f != MARKER} == {
         f"{d}/{n}{s}" for d, n, suffixes in (
             ("figures", "accuracy_by_task", (*_writers.FIGURE_SUFFIXES, ".csv")),
+            ("figures", "accuracy_curves", (*_writers.FIGURE_SUFFIXES, ".csv")),
             ("tables", "accuracy_test", _writers.TABLE_SUFFIXES)) for s in suffixes}
     full_digests = _digests(full)
     assert all(files[f] == full_digests[f] for f in files if f != MARKER)
-    (full / "figures" / "accuracy_by_task.png").write_bytes(b"stale")
-    render(store, full, only=("accuracy_by_task",))
+    for stale in ("accuracy_by_task.png", "accuracy_curves.csv"):
+        (full / "figures" / stale).write_bytes(b"stale")
+    render(store, full, only=("accuracy_by_task", "accuracy_curves"))
     assert _digests(full) == full_digests
     with pytest.raises(ReportError, match="No table or figure named 'nope'.*accepted: .*accuracy_test"):
         render(store, alone, only=("nope",))
+
+
+def test_every_figure_carries_the_numbers_it_draws(store, tmp_path):
+    """Each figure's plotted numbers are a CSV beside it, listed in the provenance with its
+    images, and are the numbers drawn (`helpers.assert_figure_data`)."""
+    artifacts = accuracy.section(store)
+    assert_figure_data(artifacts)
+    figures = {a.name: a for a in artifacts if isinstance(a, Figure)}
+    assert {"accuracy_by_task", "accuracy_curves", "accuracy_cost"} <= set(figures)
+    out = tmp_path / "reports"
+    render(store, out)
+    provenance = json.loads((out / "provenance.json").read_text())["artifacts"]
+    drawn = sorted(p.stem for p in (out / "figures").glob("*.png"))
+    assert drawn and drawn == sorted(p.stem for p in (out / "figures").glob("*.csv"))
+    for name in drawn:
+        assert f"figures/{name}.csv" in provenance[name]["files"], name
+    # The CSV holds the frame at full precision: the curves' means, step by step, by hand.
+    curves = pd.read_csv(out / "figures" / "accuracy_curves.csv")
+    assert list(curves.columns) == ["task", "model", "metric", "step", "mean", "ci95_low",
+                                    "ci95_high", "n"]
+    at = curves.set_index(["task", "model", "step"])
+    for (model, task), accs in SYNTHETIC_ACCURACY.items():
+        label = style.task_label(task)
+        for step, fraction in ((10, 0.5), (20, 0.9), (30, 1.0)):
+            row = at.loc[(label, style.model_label(model), step)]
+            assert row["mean"] == pytest.approx(100 * fraction * sum(accs) / len(accs))
+            assert row["n"] == len(accs) and row["ci95_low"] < row["mean"] < row["ci95_high"]
+    cost = figures["accuracy_cost"].data
+    assert set(cost["mark"]) == {"run", "mean"}
+    assert cost[cost["mark"] == "run"]["run_id"].str.startswith("acc-").all()
 
 
 def test_a_report_folder_of_an_earlier_version_is_replaced_by_its_provenance(store, tmp_path):

@@ -367,7 +367,13 @@ def test_report_section(smoke, tmp_path):
     assert list(init.frame["seeds"]) == [1, 1] and (init.frame["norm"] > 0).all()
     figure = next(a for a in artifacts if a.name == "stability_stationary_listops_depth1")
     assert _layout.problems(figure.figure) == []
-    assert set(figure.data["seed"]) == {0} and len(figure.data) == 2 * 3  # variants x evals
+    seeds = figure.data[figure.data["line"] == "seed"]
+    assert set(seeds["seed"]) == {0} and len(seeds) == 2 * 3  # variants x evals
+    assert set(seeds["variant"]) == {"RotRNN", "LRU"}
+    # One seed: its geometric mean is itself, drawn bold over it and in the data beside it.
+    means = figure.data[figure.data["line"] == "geometric mean"]
+    assert means["seed"].isna().all()
+    assert np.allclose(means["norm_stationary"].to_numpy(), seeds["norm_stationary"].to_numpy())
     finding = next(a for a in artifacts if a.name == "stability_findings_listops")
     # One seed: the verdict ranks the layers and says no difference can be tested.
     assert len(finding.lines) == 1 and "from lowest: " in finding.lines[0]

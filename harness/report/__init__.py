@@ -5,7 +5,7 @@ takes each one's `Section` (``SECTION`` of the module ``harness.report.<study>``
 introduction, ``build(store) -> list[Artifact]``), and writes::
 
     out_dir/tables/<name>.{csv,md,tex}     every Table
-    out_dir/figures/<name>.{png,pdf}       every Figure
+    out_dir/figures/<name>.{png,pdf,csv}   every Figure (the CSV: the numbers it draws)
     out_dir/index.md                       every artifact with its caption and provenance,
                                            and a statement for everything that is missing
     out_dir/provenance.json                per artifact: files (sha256), runs, commit, hardware,

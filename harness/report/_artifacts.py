@@ -61,9 +61,14 @@ class Table:
 class Figure:
     """A matplotlib figure written as PNG and PDF with deterministic bytes.
 
-    ``runs`` (optional) are the run ids drawn, as for `Table`. ``data`` (optional) holds the
-    numbers drawn, one row per plotted point or bar (with its interval where one is drawn),
-    written beside the figure as ``<name>.csv`` so a reader can redraw or cite them.
+    ``runs`` (optional) are the run ids drawn, as for `Table`. ``data`` holds the numbers
+    drawn, written beside the figure as ``<name>.csv`` so a reader can redraw or cite them: a
+    tidy frame, one row per plotted point (or per point of a line), with columns naming its
+    panel and series (as the figure labels them), its x and y and the interval or band drawn
+    with it; where one figure draws several kinds of mark, a ``mark`` or ``line`` column says
+    which. NaN is a value not drawn (an interval at n = 1). Every section's figures give it
+    (tests/helpers.assert_figure_data checks that each line drawn is in it); it is optional
+    for a figure made outside the report's sections.
     """
 
     name: str

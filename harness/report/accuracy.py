@@ -793,6 +793,24 @@ def _cd_figure(average: pd.Series, apart: set[frozenset], n_tasks: int, stats_te
     style.apply_style()
     k = len(average)
     order = average.sort_values()
+    # Cliques: maximal runs of consecutive models no two of which are significantly apart.
+    cliques, names = [], list(order.index)
+    for i in range(k):
+        j = i
+        while j + 1 < k and not any(frozenset((names[m], names[j + 1])) in apart
+                                    for m in range(i, j + 1)):
+            j += 1
+        if j > i and not any(a <= i and j <= b for a, b in cliques):
+            cliques.append((i, j))
+    # What is drawn: each model at its average rank, and the bars (numbered from the rank
+    # axis down) it lies under.
+    data = pd.DataFrame({
+        "model": names,
+        "average_rank": order.to_numpy(),
+        "tasks": n_tasks,
+        "bars": [" ".join(str(c + 1) for c, (i, j) in enumerate(cliques) if i <= m <= j)
+                 for m in range(k)],
+    })
     half = (k + 1) // 2
     fig, ax = plt.subplots(figsize=(style.COLUMN_WIDTH_IN, 0.9 + 0.22 * half))
     low, high = 1, max(k, 2)
@@ -805,22 +823,14 @@ def _cd_figure(average: pd.Series, apart: set[frozenset], n_tasks: int, stats_te
     for r in range(low, high + 1):
         ax.plot([r, r], [axis_y, axis_y + 0.06], color="black", linewidth=0.8)
         ax.text(r, axis_y + 0.09, str(r), ha="center", va="bottom", fontsize=7)
-    for i, (label, rank) in enumerate(order.items()):
+    ranks_sorted = data["average_rank"].to_numpy()
+    for i, (label, rank) in enumerate(zip(data["model"], ranks_sorted)):
         left = i < half
         y = axis_y - 0.25 * ((i if left else k - 1 - i) + 1)
         x_text = low - 0.15 if left else high + 0.15
         ax.plot([rank, rank, x_text], [axis_y, y, y], color="0.3", linewidth=0.7)
         ax.text(x_text - 0.05 if left else x_text + 0.05, y, f"{label} ({rank:.2f})",
                 ha="right" if left else "left", va="center", fontsize=7)
-    # Cliques: maximal runs of consecutive models no two of which are significantly apart.
-    cliques, ranks_sorted, names = [], order.to_numpy(), list(order.index)
-    for i in range(k):
-        j = i
-        while j + 1 < k and not any(frozenset((names[m], names[j + 1])) in apart
-                                    for m in range(i, j + 1)):
-            j += 1
-        if j > i and not any(a <= i and j <= b for a, b in cliques):
-            cliques.append((i, j))
     for c, (i, j) in enumerate(cliques):
         y = axis_y - 0.08 - 0.06 * c
         ax.plot([ranks_sorted[i] - 0.03, ranks_sorted[j] + 0.03], [y, y], color="black",
@@ -836,6 +846,7 @@ def _cd_figure(average: pd.Series, apart: set[frozenset], n_tasks: int, stats_te
         ),
         figure=fig,
         runs=run_ids,
+        data=data,
     )
 
 
@@ -1033,6 +1044,7 @@ def _by_task_figure(
             chosen = ((final["model"] == model) & (final["depth"] == depth)
                       & (final["task"] == task))
             seeds = _metric(final.loc[chosen], regression)
+            seed_runs = final.loc[chosen, "run_id"].to_numpy()[np.isfinite(seeds)]
             seeds = seeds[np.isfinite(seeds)]
             mean, low, high, n = _interval(seeds)
             counts.append(n)
@@ -1055,10 +1067,15 @@ def _by_task_figure(
                 ax.plot(j - 0.26, one_recipe, marker="_", color="black", markersize=7,
                         markeredgewidth=1.2, linestyle="none")
             drawn += [mean, low, high, one_recipe, *seeds.tolist()]
-            records.append({"task": labels.task(task), "model": labels(model, depth),
-                            "metric": _metric_label(regression), "mean": mean,
+            point = {"task": labels.task(task), "model": labels(model, depth),
+                     "metric": _metric_label(regression)}
+            records.append({**point, "mark": "mean", "run_id": "", "value": mean,
                             "ci95_low": low, "ci95_high": high, "n": n,
                             "one_recipe_mean": one_recipe})
+            records += [{**point, "mark": "seed", "run_id": run, "value": v,
+                         "ci95_low": math.nan, "ci95_high": math.nan, "n": 1,
+                         "one_recipe_mean": math.nan}
+                        for run, v in zip(seed_runs, seeds.tolist())]
         ax.set_xticks(range(len(series)), [labels(m, d) for m, d in series], rotation=30,
                       ha="right")
         ax.set_xlim(-0.6, len(series) - 0.4)
@@ -1115,14 +1132,21 @@ def _curves_figure(evals: pd.DataFrame, final: pd.DataFrame, baselines: dict[str
     linestyles = ("-", "--", ":", "-.")
     depths = sorted(evals["depth"].unique())
     counts: list[int] = []
+    data: list[pd.DataFrame] = []
     for ax, task in zip(axes.flat, tasks):
         of_task = evals[evals["task"] == task]
+        metric = "Validation MSE" if task in regression_tasks else "Val. accuracy (%)"
         for model, depth in _Labels.order(of_task):
             mine = of_task[(of_task["model"] == model) & (of_task["depth"] == depth)]
             curve = pd.DataFrame.from_records(
                 [_interval(group["value"].to_numpy()) for _, group in mine.groupby(STEP)],
                 index=sorted(mine[STEP].unique()), columns=["mean", "low", "high", "n"])
             counts += curve["n"].tolist()
+            data.append(pd.DataFrame({
+                "task": labels.task(task), "model": labels(model, depth), "metric": metric,
+                "step": curve.index, "mean": curve["mean"].to_numpy(),
+                "ci95_low": curve["low"].to_numpy(), "ci95_high": curve["high"].to_numpy(),
+                "n": curve["n"].to_numpy()}))
             colour = style.model_colour(model)
             ax.plot(curve.index, curve["mean"], color=colour, label=labels(model, depth),
                     linestyle=linestyles[depths.index(depth) % len(linestyles)],
@@ -1134,7 +1158,7 @@ def _curves_figure(evals: pd.DataFrame, final: pd.DataFrame, baselines: dict[str
         ax.set_title(labels.task(task))
         ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
         ax.set_xlabel("Training step")
-        ax.set_ylabel("Validation MSE" if task in regression_tasks else "Val. accuracy (%)")
+        ax.set_ylabel(metric)
     style.figure_legend(fig)
     return Figure(
         name=name,
@@ -1148,6 +1172,7 @@ def _curves_figure(evals: pd.DataFrame, final: pd.DataFrame, baselines: dict[str
         ),
         figure=fig,
         runs=tuple(sorted(evals["run_id"].unique())),
+        data=pd.concat(data, ignore_index=True) if data else None,
     )
 
 
@@ -1161,10 +1186,12 @@ def _sensitivity_figure(final: pd.DataFrame, baselines: dict[str, float], labels
     style.apply_style()
     fig, axes = _panels(len(tuned_tasks), 2.2, ncols=3)
     dashes = ("-", "--", ":", "-.")
+    data = []
     for ax, task in zip(axes.flat, tuned_tasks):
         of_task = final[final["task"] == task]
         regression = _is_regression(of_task)
         of_task = of_task.assign(value=_metric(of_task, regression, "val"))
+        metric = "Best val. MSE" if regression else "Best val. accuracy (%)"
         rlrs = sorted(of_task["rlr"].dropna().unique())
         # A paired grid moves both rates together (one shared rate per recurrent rate): its
         # points are one line per model, not one point per recurrent rate.
@@ -1176,13 +1203,25 @@ def _sensitivity_figure(final: pd.DataFrame, baselines: dict[str, float], labels
                 curve = rows.groupby("lr")["value"].mean().sort_index()
                 if curve.empty:
                     continue
+                # The recurrent rate of each point: the one of its line, or its pair's.
+                rlr = (rows.groupby("lr")["rlr"].first().reindex(curve.index).to_numpy()
+                       if paired else np.full(len(curve), rlrs[i]))
+                data += [{"task": labels.task(task), "model": labels(model, depth),
+                          "metric": metric, "mark": "line", "line": i + 1, "lr": lr,
+                          "recurrent_lr": r, "mean": v}
+                         for lr, r, v in zip(curve.index, rlr, curve.values)]
                 ax.plot(curve.index, curve.values, color=style.model_colour(model),
                         linestyle=dashes[i % len(dashes)], marker=style.model_marker(model),
                         markersize=2.5, linewidth=0.9,
                         label=labels(model, depth) if i == 0 else None)
             chosen = mine[mine["tuned"]]
             if not chosen.empty:  # the selected rate, in the model's colour
-                ax.plot(chosen["lr"].iloc[0], chosen["value"].mean(), marker="*",
+                star = (chosen["lr"].iloc[0], chosen["value"].mean())
+                data.append({"task": labels.task(task), "model": labels(model, depth),
+                             "metric": metric, "mark": "selected", "line": None,
+                             "lr": star[0], "recurrent_lr": chosen["rlr"].iloc[0],
+                             "mean": star[1]})
+                ax.plot(star[0], star[1], marker="*",
                         color=style.model_colour(model), markeredgecolor="black",
                         markeredgewidth=0.5, markersize=8, linestyle="none")
         _baseline_line(ax, baselines.get(task))
@@ -1192,7 +1231,7 @@ def _sensitivity_figure(final: pd.DataFrame, baselines: dict[str, float], labels
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(labels.task(task))
         ax.set_xlabel("shared learning rate")
-        ax.set_ylabel("Best val. MSE" if regression else "Best val. accuracy (%)")
+        ax.set_ylabel(metric)
         if paired:
             pairs = of_task.groupby("lr")["rlr"].first().sort_index()
             style_note = ("one line per model through the paired rates (shared / recurrent: "
@@ -1212,6 +1251,7 @@ def _sensitivity_figure(final: pd.DataFrame, baselines: dict[str, float], labels
         ),
         figure=fig,
         runs=run_ids,
+        data=(pd.DataFrame.from_records(data).astype({"line": "Int64"}) if data else None),
     )
 
 
@@ -1225,6 +1265,7 @@ def _cost_figure(final: pd.DataFrame, baselines: dict[str, float], labels: _Labe
     fig, axes = plt.subplots(2, len(tasks), squeeze=False, sharey="col",
                              figsize=(style.FULL_WIDTH_IN, 4.2))
     counts: list[int] = []
+    data: list[dict] = []
     for column, task in enumerate(tasks):
         of_task = final[final["task"] == task]
         regression = _is_regression(of_task)
@@ -1247,8 +1288,16 @@ def _cost_figure(final: pd.DataFrame, baselines: dict[str, float], labels: _Labe
                 if row == 0:
                     counts.append(n)
                     drawn += [mean, low, high, *mine["value"].tolist()]
+                x_mean = float(x.mean())
+                point = {"task": labels.task(task), "model": labels(model, depth),
+                         "x_axis": x_label, "metric": _metric_label(regression)}
+                data += [{**point, "mark": "run", "run_id": run, "x": xv, "value": v,
+                          "ci95_low": math.nan, "ci95_high": math.nan, "n": 1}
+                         for run, xv, v in zip(mine["run_id"], x, mine["value"])]
+                data.append({**point, "mark": "mean", "run_id": "", "x": x_mean,
+                             "value": mean, "ci95_low": low, "ci95_high": high, "n": n})
                 whisker = [[mean - low], [high - mean]] if math.isfinite(low) else None
-                ax.errorbar(float(x.mean()), mean, yerr=whisker, fmt=marker, color=colour,
+                ax.errorbar(x_mean, mean, yerr=whisker, fmt=marker, color=colour,
                             markersize=4.5, capsize=2.5, elinewidth=1.0, markeredgewidth=0.5,
                             markeredgecolor="black", label=labels(model, depth))
             ax.set_xlabel(x_label)
@@ -1274,6 +1323,7 @@ def _cost_figure(final: pd.DataFrame, baselines: dict[str, float], labels: _Labe
         ),
         figure=fig,
         runs=run_ids,
+        data=pd.DataFrame.from_records(data),
     )
 
 

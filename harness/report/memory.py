@@ -63,6 +63,7 @@ def _figure(points: pd.DataFrame, preset: str | None) -> Figure:
         sharex=True,
     )
     batch = int(points[C.batch].max())
+    data: list[pd.DataFrame] = []
     for i, size in enumerate(sizes):
         for j, mode in enumerate(modes):
             ax = axes[i][j]
@@ -70,10 +71,17 @@ def _figure(points: pd.DataFrame, preset: str | None) -> Figure:
                           & (points[C.batch] == batch)]
             for model in style.order_models(rows[C.model].unique()):
                 r = rows[rows[C.model] == model].sort_values(C.seq_len)
+                drawn = pd.DataFrame({
+                    "mode": MODE_LABELS[mode], "size": size, "model": style.model_label(model),
+                    "batch": batch, "seq_len": r[C.seq_len].to_numpy(),
+                    "working_set_MiB": (r[C.total_bytes] / 2**20).to_numpy(),
+                    "temporaries_MiB": (r[C.temp_bytes] / 2**20).to_numpy()})
+                data.append(drawn)
                 colour = style.model_colour(model)
-                ax.plot(r[C.seq_len], r[C.total_bytes] / 2**20, color=colour,
+                ax.plot(drawn["seq_len"], drawn["working_set_MiB"], color=colour,
                         marker=style.model_marker(model), label=style.model_label(model))
-                ax.plot(r[C.seq_len], r[C.temp_bytes] / 2**20, color=colour, linestyle=":")
+                ax.plot(drawn["seq_len"], drawn["temporaries_MiB"], color=colour,
+                        linestyle=":")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             style.plain_log_ticks(ax, "x")
@@ -97,6 +105,7 @@ def _figure(points: pd.DataFrame, preset: str | None) -> Figure:
         ),
         figure=fig,
         runs=tuple(sorted(points["run_id"].unique())),
+        data=pd.concat(data, ignore_index=True) if data else None,
     )
 
 

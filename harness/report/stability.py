@@ -135,6 +135,22 @@ def _run_ids(frame: pd.DataFrame) -> tuple[str, ...]:
     return tuple(sorted(frame["run_id"].unique()))
 
 
+def _line(variant: str, layer: int, line: str, seed, step, values, column: str
+          ) -> pd.DataFrame:
+    """One drawn line of a per-layer figure as rows of its data: the variant as papers write
+    it, the layer, which line (a seed's, or the mean over seeds, whose ``seed`` is empty), and
+    ``column``'s value at each training step."""
+    return pd.DataFrame({
+        "variant": _label(variant), "layer": int(layer), "line": line,
+        "seed": pd.array([None if seed is None else int(seed)] * len(values), dtype="Int64"),
+        "step": np.asarray(step), column: np.asarray(values, dtype=float)})
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
+    """A figure's data: its drawn lines' rows, one frame (None when nothing was drawn)."""
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
 # What the section makes with no run at all, by name (each task adds its own figures).
 _NO_RUNS_TITLES = {
     "stability_training": "Hidden-state norm through training",
@@ -237,18 +253,26 @@ def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth
     trained = relative_norms(trained[trained["cfg.network.depth"] == depth])
     variants = _variant_order(trained["cfg.variant"].unique())
     fig, axes = _panels(len(variants))
+    data: list[pd.DataFrame] = []
     for ax, variant in zip(axes.flat, variants):
         rows = trained[trained["cfg.variant"] == variant]
         colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
         for k in range(1, depth + 1):
             shade = _shade(colour, k, depth)
             at_k = rows[rows[C.layer] == k]
-            for _, seed_rows in at_k.groupby("seed"):
+            for seed, seed_rows in at_k.groupby("seed"):
                 seed_rows = seed_rows.sort_values(C.step)
-                ax.plot(seed_rows[C.step], seed_rows["relative"], color=shade, alpha=0.35,
+                line = _line(variant, k, "seed", seed, seed_rows[C.step],
+                             seed_rows["relative"], "relative_norm")
+                data.append(line)
+                ax.plot(line["step"], line["relative_norm"], color=shade, alpha=0.35,
                         linewidth=0.6)
             mean = np.exp(np.log(at_k["relative"]).groupby(at_k[C.step]).mean())
-            ax.plot(mean.index, mean.values, color=shade, linewidth=1.6, label=f"layer {k}")
+            line = _line(variant, k, "geometric mean", None, mean.index, mean.values,
+                         "relative_norm")
+            data.append(line)
+            ax.plot(line["step"], line["relative_norm"], color=shade, linewidth=1.6,
+                    label=f"layer {k}")
         ax.axhline(1.0, color="black", linewidth=0.5, linestyle=":")
         ax.set_title(_label(variant))
         ax.set_yscale("log")
@@ -272,6 +296,7 @@ def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth
         ),
         figure=fig,
         runs=_run_ids(trained),
+        data=_concat(data),
     )
 
 
@@ -288,6 +313,7 @@ def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artif
     if not variants:
         return Missing(name, title, "no measured layer declares a discrete system")
     fig, axes = _panels(len(variants))
+    data: list[pd.DataFrame] = []
     for ax, variant in zip(axes.flat, variants):
         rows = trained[trained["cfg.variant"] == variant]
         colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
@@ -302,7 +328,13 @@ def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artif
             ("lam_median", "--", "median"),
             ("lam_min", ":", "min"),
         ):
-            ax.plot(mean.index, 1.0 - mean[column], color=colour, linestyle=linestyle, label=what)
+            line = pd.DataFrame({
+                "variant": _label(variant), "statistic": column.replace("lam_", ""),
+                "step": mean.index.to_numpy(), "modulus": mean[column].to_numpy(),
+                "one_minus_modulus": (1.0 - mean[column]).to_numpy()})
+            data.append(line)
+            ax.plot(line["step"], line["one_minus_modulus"], color=colour,
+                    linestyle=linestyle, label=what)
         ax.set_title(_label(variant))
         ax.set_yscale("log")
         style.plain_log_ticks(ax)
@@ -324,6 +356,7 @@ def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artif
         ),
         figure=fig,
         runs=_run_ids(trained),
+        data=_concat(data),
     )
 
 
@@ -333,6 +366,15 @@ def _depth_figure(layer: pd.DataFrame, task: str, preset: str | None) -> Artifac
     fig, axes = _panels(len(variants))
     depths = sorted(int(d) for d in layer["cfg.network.depth"].unique())
     trained_mask = _trained(layer)
+    data: list[pd.DataFrame] = []
+
+    def drawn(variant: str, depth: int, when: str, norms: pd.Series) -> pd.DataFrame:
+        line = pd.DataFrame({"variant": _label(variant), "network_depth": depth, "when": when,
+                             "layer": norms.index.to_numpy(),
+                             "mean_norm": norms.to_numpy(dtype=float)})
+        data.append(line)
+        return line
+
     for ax, variant in zip(axes.flat, variants):
         rows = layer[layer["cfg.variant"] == variant]
         colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
@@ -341,15 +383,17 @@ def _depth_figure(layer: pd.DataFrame, task: str, preset: str | None) -> Artifac
             if at_depth.empty:
                 continue
             shade = _shade(colour, i + 1, len(depths))
-            init = at_depth[at_depth[C.step] == 0].groupby(C.layer)[C.norm_mean].mean()
-            ax.plot(init.index, init.values, color=shade, marker="o", markersize=2.5,
+            init = drawn(variant, depth, "initialisation", at_depth[at_depth[C.step] == 0]
+                         .groupby(C.layer)[C.norm_mean].mean())
+            ax.plot(init["layer"], init["mean_norm"], color=shade, marker="o", markersize=2.5,
                     label=f"depth {depth}, init")
             done = at_depth[trained_mask.loc[at_depth.index]]
             if not done.empty:
                 last = done[done[C.step] == done.groupby("run_id")[C.step].transform("max")]
-                final = last.groupby(C.layer)[C.norm_mean].mean()
-                ax.plot(final.index, final.values, color=shade, marker="s", markersize=2.5,
-                        linestyle="--", label=f"depth {depth}, trained")
+                final = drawn(variant, depth, "trained",
+                              last.groupby(C.layer)[C.norm_mean].mean())
+                ax.plot(final["layer"], final["mean_norm"], color=shade, marker="s",
+                        markersize=2.5, linestyle="--", label=f"depth {depth}, trained")
         ax.set_title(_label(variant))
         ax.set_yscale("log")
         style.plain_log_ticks(ax)
@@ -369,6 +413,7 @@ def _depth_figure(layer: pd.DataFrame, task: str, preset: str | None) -> Artifac
         ),
         figure=fig,
         runs=_run_ids(layer),
+        data=_concat(data),
     )
 
 
@@ -383,6 +428,7 @@ def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Art
     source = source[source["cfg.network.depth"] == depth]
     variants = _variant_order(source["cfg.variant"].unique())
     fig, axes = _panels(len(variants))
+    data: list[pd.DataFrame] = []
     for ax, variant in zip(axes.flat, variants):
         rows = source[source["cfg.variant"] == variant]
         colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
@@ -394,7 +440,11 @@ def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Art
                 if step == 0 and final_step == 0 and linestyle == "--":
                     continue
                 curve = at_k[at_k[C.step] == step].groupby(C.t)[C.norm].mean()
-                ax.plot(curve.index, curve.values, color=shade, linestyle=linestyle,
+                line = pd.DataFrame({"variant": _label(variant), "layer": k,
+                                     "training_step": step, "t": curve.index.to_numpy(),
+                                     "mean_norm": curve.to_numpy(dtype=float)})
+                data.append(line)
+                ax.plot(line["t"], line["mean_norm"], color=shade, linestyle=linestyle,
                         label=f"layer {k}, step {step}")
         ax.set_title(_label(variant))
         ax.set_xscale("log")
@@ -417,6 +467,7 @@ def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Art
         ),
         figure=fig,
         runs=_run_ids(source),
+        data=_concat(data),
     )
 
 
@@ -1032,13 +1083,17 @@ def _stationary_figure(stationary: pd.DataFrame, task: str, preset: str | None,
             at_k = at[at[C.layer] == k]
             for seed, seed_rows in at_k.groupby("seed"):
                 seed_rows = seed_rows.sort_values(C.step)
-                ax.plot(seed_rows[C.step], seed_rows[C.norm_stationary], color=shade,
+                line = _line(variant, k, "seed", seed, seed_rows[C.step],
+                             seed_rows[C.norm_stationary], "norm_stationary")
+                data.append(line)
+                ax.plot(line["step"], line["norm_stationary"], color=shade,
                         alpha=0.45, linewidth=0.5)
-                data += [{"variant": variant, "layer": k, "seed": int(seed), "step": int(s),
-                          "norm_stationary": float(v)}
-                         for s, v in zip(seed_rows[C.step], seed_rows[C.norm_stationary])]
             mean = np.exp(np.log(at_k[C.norm_stationary]).groupby(at_k[C.step]).mean())
-            ax.plot(mean.index, mean.values, color=shade, linewidth=1.4, label=f"layer {k}")
+            line = _line(variant, k, "geometric mean", None, mean.index, mean.values,
+                         "norm_stationary")
+            data.append(line)
+            ax.plot(line["step"], line["norm_stationary"], color=shade, linewidth=1.4,
+                    label=f"layer {k}")
         ax.set_title(_label(variant))
         ax.set_yscale("log")
         style.plain_log_ticks(ax)
@@ -1057,7 +1112,7 @@ def _stationary_figure(stationary: pd.DataFrame, task: str, preset: str | None,
             f"the task's generator), at every evaluation step. Thin lines: each of the "
             f"{len(seeds)} seeds; bold: their geometric mean; darker shades are deeper layers. "
             f"One panel per layer variant, all on one log-scale y axis."),
-        figure=fig, runs=_run_ids(rows), data=pd.DataFrame.from_records(data),
+        figure=fig, runs=_run_ids(rows), data=_concat(data),
     )
 
 

@@ -109,6 +109,7 @@ def _energy_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
     )
     for ax in axes.flat[len(variants):]:
         ax.set_visible(False)
+    data: list[pd.DataFrame] = []
     for ax, variant in zip(axes.flat, variants):
         rows = profile[profile[C.variant] == variant]
         model = rows[C.model].iloc[0]
@@ -117,12 +118,19 @@ def _energy_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
         groups = range(n_groups) if n_groups <= _MAX_GROUP_CURVES else [-1]
         for g in groups:
             g_rows = rows[rows[C.group] == g].sort_values(C.t)
-            ax.plot(g_rows[C.t], g_rows[C.predicted], color=colour, linewidth=1.0, alpha=0.8)
+            drawn = pd.DataFrame({
+                "variant": _label(variant), "group": g, "t": g_rows[C.t].to_numpy(),
+                "predicted_energy": g_rows[C.predicted].to_numpy(),
+                "measured_energy": g_rows[C.measured].to_numpy(),
+                "measured_2se": (2 * g_rows[C.measured_se]).to_numpy()})
+            data.append(drawn)
+            ax.plot(drawn["t"], drawn["predicted_energy"], color=colour, linewidth=1.0,
+                    alpha=0.8)
             ax.errorbar(
-                g_rows[C.t], g_rows[C.measured], yerr=2 * g_rows[C.measured_se], fmt="none",
+                drawn["t"], drawn["measured_energy"], yerr=drawn["measured_2se"], fmt="none",
                 ecolor=style.REFERENCE_COLOUR, elinewidth=0.6,
             )
-            ax.plot(g_rows[C.t], g_rows[C.measured], linestyle="none",
+            ax.plot(drawn["t"], drawn["measured_energy"], linestyle="none",
                     marker=style.model_marker(model), markersize=1.8, color=style.REFERENCE_COLOUR)
         what = f"{n_groups} groups" if n_groups <= _MAX_GROUP_CURVES else "all states"
         ax.set_title(f"{_label(variant)}\n({what})", fontsize=7.5)
@@ -147,6 +155,7 @@ def _energy_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
         ),
         figure=fig,
         runs=tuple(sorted(frame["run_id"].unique())),
+        data=pd.concat(data, ignore_index=True) if data else None,
     )
 
 
@@ -157,17 +166,23 @@ def _ratio_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
     fig, ax = plt.subplots(figsize=style.figsize("full", aspect=0.4))
     styles = ["-", "--", ":", "-."]
     seen: dict[str, int] = {}
+    data: list[pd.DataFrame] = []
     for variant in _variant_order(total[C.variant].unique()):
         rows = total[total[C.variant] == variant].sort_values(C.t)
         model = rows[C.model].iloc[0]
         linestyle = styles[seen.get(model, 0) % len(styles)]
         seen[model] = seen.get(model, 0) + 1
-        ratio = rows[C.measured] / rows[C.predicted]
-        band = 2 * rows[C.measured_se] / rows[C.predicted]
+        band = (2 * rows[C.measured_se] / rows[C.predicted]).to_numpy()
+        drawn = pd.DataFrame({
+            "variant": _label(variant), "t": rows[C.t].to_numpy(),
+            "ratio": (rows[C.measured] / rows[C.predicted]).to_numpy(),
+            "band_low": 1 - band, "band_high": 1 + band})
+        data.append(drawn)
         colour = style.model_colour(model)
-        ax.plot(rows[C.t], ratio, color=colour, linestyle=linestyle, label=_label(variant),
-                marker=style.model_marker(model), markersize=2.5)
-        ax.fill_between(rows[C.t], 1 - band, 1 + band, color=colour, alpha=0.12, linewidth=0)
+        ax.plot(drawn["t"], drawn["ratio"], color=colour, linestyle=linestyle,
+                label=_label(variant), marker=style.model_marker(model), markersize=2.5)
+        ax.fill_between(drawn["t"], drawn["band_low"], drawn["band_high"], color=colour,
+                        alpha=0.12, linewidth=0)
     ax.axhline(1.0, color=style.REFERENCE_COLOUR, linewidth=0.8)
     ax.set_xscale("log")
     ax.set_xlabel("step t")
@@ -185,6 +200,7 @@ def _ratio_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
         ),
         figure=fig,
         runs=tuple(sorted(frame["run_id"].unique())),
+        data=pd.concat(data, ignore_index=True) if data else None,
     )
 
 

@@ -100,20 +100,29 @@ def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, lab
              if not pd.to_numeric(frame.loc[frame[C.model] == m, column], errors="coerce")
              .replace([float("inf"), -float("inf")], float("nan")).notna().any()]
     frame = frame[~frame[C.model].isin(blank)]
+    data: list[pd.DataFrame] = []
     for i, size in enumerate(sizes):
         for j, mode in enumerate(modes):
             ax = axes[i][j]
             rows = _smallest_batch(frame[(frame[C.size] == size) & (frame[C.mode] == mode)])
             for model in _order(rows):
                 r = rows[rows[C.model] == model].sort_values(C.seq_len)
-                ax.plot(r[C.seq_len], r[column], color=style.model_colour(model),
-                        marker=style.model_marker(model), label=style.model_label(model))
+                drawn = pd.DataFrame({
+                    "mode": MODE_LABELS[mode], "size": size, "model": style.model_label(model),
+                    "batch": r[C.batch].to_numpy(), "seq_len": r[C.seq_len].to_numpy(),
+                    column: pd.to_numeric(r[column], errors="coerce").to_numpy(dtype=float)})
                 if column == C.tokens_per_s:
                     # The quartiles of the times, as a band of tokens/s.
                     tokens = r[C.batch] * r[C.seq_len]
-                    ax.fill_between(r[C.seq_len], tokens / r[C.time_q75_s],
-                                    tokens / r[C.time_q25_s], color=style.model_colour(model),
-                                    alpha=0.15, linewidth=0)
+                    drawn["tokens_per_s_at_q75_time"] = (tokens / r[C.time_q75_s]).to_numpy()
+                    drawn["tokens_per_s_at_q25_time"] = (tokens / r[C.time_q25_s]).to_numpy()
+                data.append(drawn)
+                ax.plot(drawn["seq_len"], drawn[column], color=style.model_colour(model),
+                        marker=style.model_marker(model), label=style.model_label(model))
+                if column == C.tokens_per_s:
+                    ax.fill_between(drawn["seq_len"], drawn["tokens_per_s_at_q75_time"],
+                                    drawn["tokens_per_s_at_q25_time"],
+                                    color=style.model_colour(model), alpha=0.15, linewidth=0)
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             style.plain_log_ticks(ax, "x")
@@ -139,6 +148,7 @@ def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, lab
         ),
         figure=fig,
         runs=tuple(sorted(frame["run_id"].unique())),
+        data=pd.concat(data, ignore_index=True) if data else None,
     )
 
 
