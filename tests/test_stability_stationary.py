@@ -96,6 +96,12 @@ def test_the_regime_check_tells_a_transient_probe(synthetic):
     assert "Regime check" in report.regime_text(long) and ": met:" in report.regime_text(long)
     text = report.regime_text(short)
     assert "NOT met for normalised" in text and "unnormalised" in text
+    # A layer whose eigenvalue left the disc has no stationary level (energy NaN), which the
+    # check says, and the others are still reported met.
+    unstable = synthetic[(False, 400)].copy()
+    unstable["energy_reached"] = np.nan
+    mixed = report.regime_text(pd.concat([synthetic[(True, 400)], unstable]))
+    assert "no stationary level for unnormalised" in mixed and "met for the others" in mixed
     # In the transient the metric ranks the layers backwards (why the regime is checked).
     depth = {}
     for normalised in (True, False):

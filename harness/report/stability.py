@@ -789,12 +789,22 @@ def regime_text(stationary: pd.DataFrame, fraction: float = state_norm.STATIONAR
                  f"{fraction:.0%} of its stationary level (smallest "
                  f"{by_variant.min():.3f}, {_label(by_variant.idxmin())}).")
     else:
-        text += ("NOT met for " + ", ".join(
-                     f"{_label(v)} (smallest {r:.3f})" if np.isfinite(r) else
-                     f"{_label(v)} (an eigenvalue left the unit disc: no stationary level)"
-                     for v, r in short.items())
-                 + f": their windows are still transient (energy below {fraction:.0%} of the "
-                 "stationary level), so their components do not measure the stationary claim.")
+        transient = {v: r for v, r in short.items() if np.isfinite(r)}
+        unstable = [v for v, r in short.items() if not np.isfinite(r)]
+        parts = []
+        if transient:
+            parts.append("NOT met for " + ", ".join(f"{_label(v)} (smallest {r:.3f})"
+                                                    for v, r in transient.items())
+                         + f": their windows are still transient (energy below {fraction:.0%}"
+                         " of the stationary level)")
+        if unstable:
+            parts.append("no stationary level for " + ", ".join(_label(v) for v in unstable)
+                         + " (an eigenvalue left the unit disc in training: the norm grows "
+                         "with the probe's length)")
+        met = by_variant[by_variant >= fraction]
+        text += ("; ".join(parts) + ", so their components do not measure the stationary claim"
+                 + (f"; met for the others (smallest {met.min():.3f}, {_label(met.idxmin())})."
+                    if not met.empty else "."))
     if without:
         text += (" Not checkable (no discrete system): "
                  + ", ".join(_label(v) for v in without) + ".")

@@ -819,7 +819,7 @@ PRESETS = {
     # in cpu-full.
     "cpu": StabilityConfig(
         tasks=("listops",), depths=(1, 2, 4, 8), train_depths=(1, 2), seeds=(0, 1, 2, 3, 4),
-        steps=400, eval_every=50,
+        steps=400, eval_every=50, long_probe_size=8,
     ),
     # For decisive CPU numbers (the whole `make report PRESET=cpu-full` is timed in
     # docs/performance.md): five seeds, both tasks trained at two depths, 1500 steps.
