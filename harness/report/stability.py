@@ -247,6 +247,35 @@ def relative_norms(trained: pd.DataFrame) -> pd.DataFrame:
     return joined.assign(relative=joined[C.norm_mean] / joined["initial"])
 
 
+def _layer_panel(ax, rows: pd.DataFrame, variant: str, depth: int, column: str, name: str, *,
+                 seed_style: dict, mean_width: float, reference: float | None = None
+                 ) -> list[pd.DataFrame]:
+    """One variant's panel through training, on a log axis: per layer (darker deeper), each
+    seed's ``column`` thin and their geometric mean bold, a dotted line at ``reference``; the
+    plotted numbers (`_line`), named ``name``."""
+    colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
+    data = []
+    for k in range(1, depth + 1):
+        shade = _shade(colour, k, depth)
+        at_k = rows[rows[C.layer] == k]
+        for seed, seed_rows in at_k.groupby("seed"):
+            seed_rows = seed_rows.sort_values(C.step)
+            line = _line(variant, k, "seed", seed, seed_rows[C.step], seed_rows[column], name)
+            data.append(line)
+            ax.plot(line["step"], line[name], color=shade, **seed_style)
+        mean = np.exp(np.log(at_k[column]).groupby(at_k[C.step]).mean())
+        line = _line(variant, k, "geometric mean", None, mean.index, mean.values, name)
+        data.append(line)
+        ax.plot(line["step"], line[name], color=shade, linewidth=mean_width, label=f"layer {k}")
+    if reference is not None:
+        ax.axhline(reference, color="black", linewidth=0.5, linestyle=":")
+    ax.set_title(_label(variant))
+    ax.set_yscale("log")
+    style.plain_log_ticks(ax)
+    ax.set_xlabel("training step")
+    return data
+
+
 def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth: int,
                      deepest: bool) -> Artifact:
     style.apply_style()
@@ -256,28 +285,9 @@ def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth
     data: list[pd.DataFrame] = []
     for ax, variant in zip(axes.flat, variants):
         rows = trained[trained["cfg.variant"] == variant]
-        colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
-        for k in range(1, depth + 1):
-            shade = _shade(colour, k, depth)
-            at_k = rows[rows[C.layer] == k]
-            for seed, seed_rows in at_k.groupby("seed"):
-                seed_rows = seed_rows.sort_values(C.step)
-                line = _line(variant, k, "seed", seed, seed_rows[C.step],
-                             seed_rows["relative"], "relative_norm")
-                data.append(line)
-                ax.plot(line["step"], line["relative_norm"], color=shade, alpha=0.35,
-                        linewidth=0.6)
-            mean = np.exp(np.log(at_k["relative"]).groupby(at_k[C.step]).mean())
-            line = _line(variant, k, "geometric mean", None, mean.index, mean.values,
-                         "relative_norm")
-            data.append(line)
-            ax.plot(line["step"], line["relative_norm"], color=shade, linewidth=1.6,
-                    label=f"layer {k}")
-        ax.axhline(1.0, color="black", linewidth=0.5, linestyle=":")
-        ax.set_title(_label(variant))
-        ax.set_yscale("log")
-        style.plain_log_ticks(ax)
-        ax.set_xlabel("training step")
+        data += _layer_panel(ax, rows, variant, depth, "relative", "relative_norm",
+                             seed_style=dict(alpha=0.35, linewidth=0.6), mean_width=1.6,
+                             reference=1.0)
     for row in axes:
         row[0].set_ylabel("||h|| / ||h|| at init")
     seeds = sorted(trained["seed"].unique())
@@ -1087,27 +1097,8 @@ def _stationary_figure(stationary: pd.DataFrame, task: str, preset: str | None,
     data = []
     for ax, variant in zip(axes.flat, names):
         at = rows[rows["cfg.variant"] == variant]
-        colour = style.model_colour(at["cfg.network.layer"].iloc[0])
-        for k in range(1, depth + 1):
-            shade = _shade(colour, k, depth)
-            at_k = at[at[C.layer] == k]
-            for seed, seed_rows in at_k.groupby("seed"):
-                seed_rows = seed_rows.sort_values(C.step)
-                line = _line(variant, k, "seed", seed, seed_rows[C.step],
-                             seed_rows[C.norm_stationary], "norm_stationary")
-                data.append(line)
-                ax.plot(line["step"], line["norm_stationary"], color=shade,
-                        alpha=0.45, linewidth=0.5)
-            mean = np.exp(np.log(at_k[C.norm_stationary]).groupby(at_k[C.step]).mean())
-            line = _line(variant, k, "geometric mean", None, mean.index, mean.values,
-                         "norm_stationary")
-            data.append(line)
-            ax.plot(line["step"], line["norm_stationary"], color=shade, linewidth=1.4,
-                    label=f"layer {k}")
-        ax.set_title(_label(variant))
-        ax.set_yscale("log")
-        style.plain_log_ticks(ax)
-        ax.set_xlabel("training step")
+        data += _layer_panel(ax, at, variant, depth, C.norm_stationary, "norm_stationary",
+                             seed_style=dict(alpha=0.45, linewidth=0.5), mean_width=1.4)
     for row in axes:
         row[0].set_ylabel("stationary ||h_t||")
     seeds = sorted(rows["seed"].unique())
