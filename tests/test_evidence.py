@@ -396,7 +396,7 @@ def test_stability_verdict_is_computed_for_whichever_layers_are_present():
     assert "significant: RotRNN over LRU" in verdict and "; S5 over LRU." in verdict
     assert "RotRNN over S5" not in verdict and "S5 over RotRNN" not in verdict
     assert "d_z = " in verdict and "MDD " in verdict
-    assert ablations.startswith("Ablations on listops at depth 2: LRU, gamma off")
+    assert ablations.startswith("Ablations on ListOps at depth 2: LRU, gamma off")
     # The same code says the opposite when the data do.
     flipped = report._finding(report.spread_by_run(_trained_rows(
         {"rotrnn": eight(1.0), "lru": eight(0.015)})), "listops", "cpu", ())

@@ -171,10 +171,10 @@ def section(store: Store) -> list[Artifact]:
         if trained.empty and not _trained_by_design(preset, task):
             pass  # the preset measures this task at initialisation only (said in the summary)
         elif trained.empty:
-            reason = f"no trained runs on {task} at preset {preset}"
+            reason = f"no trained runs on {style.task_label(task)} at preset {preset}"
             out += [
-                Missing(f"stability_training_{task}", f"Norm through training ({task})", reason),
-                Missing(f"stability_eigenvalues_{task}", f"|lambda| through training ({task})",
+                Missing(f"stability_training_{task}", f"Norm through training ({style.task_label(task)})", reason),
+                Missing(f"stability_eigenvalues_{task}", f"|lambda| through training ({style.task_label(task)})",
                         reason),
             ]
         else:
@@ -203,7 +203,7 @@ def _stationary_artifacts(frame: pd.DataFrame, trained: pd.DataFrame, task: str,
     stationary = _stationary(frame)
     if stationary.empty:
         return [Missing(f"stability_components_{task}",
-                        f"Components of the stationary state norm ({task})",
+                        f"Components of the stationary state norm ({style.task_label(task)})",
                         "no long-probe rows in the trained runs (stored before study version "
                         "4; rerun the stability study)")]
     arrays = stationary_arrays(stationary)
@@ -294,11 +294,11 @@ def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth
     _grey_legend(fig)
     return Figure(
         name=f"stability_training_{task}" if deepest else f"stability_training_{task}_depth{depth}",
-        title=f"Hidden-state norm through training, relative to initialisation ({task}, "
+        title=f"Hidden-state norm through training, relative to initialisation ({style.task_label(task)}, "
               f"depth {depth})",
         caption=(
             f"Mean over the probe batch and time of the state norm ||h_t|| of each layer of a "
-            f"{depth}-block network trained on {task} (preset {preset}), at every evaluation "
+            f"{depth}-block network trained on {style.task_label(task)} (preset {preset}), at every evaluation "
             f"step, divided by the same layer's value at initialisation (1 = no drift; dotted). "
             f"Light lines: {len(seeds)} seeds; bold: their geometric mean; darker shades are "
             f"deeper layers. One panel per layer variant, all on one log-scale y-axis, so the "
@@ -319,7 +319,7 @@ def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artif
         trained.loc[trained["cfg.variant"] == v, C.lam_max], errors="coerce").notna().any()]
     variants = [v for v in variants if v not in blank]
     name = f"stability_eigenvalues_{task}"
-    title = f"Eigenvalue moduli through training ({task})"
+    title = f"Eigenvalue moduli through training ({style.task_label(task)})"
     if not variants:
         return Missing(name, title, "no measured layer declares a discrete system")
     fig, axes = _panels(len(variants))
@@ -357,7 +357,7 @@ def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artif
         title=title,
         caption=(
             f"Distance of the eigenvalue moduli from the unit circle, 1 - |lambda|, over all "
-            f"{depth} layers of the trained networks on {task} (preset {preset}): the largest "
+            f"{depth} layers of the trained networks on {style.task_label(task)} (preset {preset}): the largest "
             f"modulus over layers (solid), the median of the layers' medians (dashed) and the "
             f"smallest (dotted), averaged over seeds. A solid line falling towards zero is drift "
             f"towards instability. Log scale."
@@ -414,10 +414,10 @@ def _depth_figure(layer: pd.DataFrame, task: str, preset: str | None) -> Artifac
     _grey_legend(fig)
     return Figure(
         name=f"stability_depth_{task}",
-        title=f"Hidden-state norm by layer index and network depth ({task})",
+        title=f"Hidden-state norm by layer index and network depth ({style.task_label(task)})",
         caption=(
             f"Mean state norm of each layer (x: its index in the network) for networks of depth "
-            f"{', '.join(map(str, depths))} on {task} (preset {preset}), at initialisation "
+            f"{', '.join(map(str, depths))} on {style.task_label(task)} (preset {preset}), at initialisation "
             f"(solid, circles) and after training (dashed, squares; trained depths only), "
             f"averaged over seeds. Log scale."
         ),
@@ -429,8 +429,8 @@ def _depth_figure(layer: pd.DataFrame, task: str, preset: str | None) -> Artifac
 
 def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Artifact:
     if profile.empty:
-        return Missing(f"stability_profile_{task}", f"Norm over time ({task})",
-                       f"no profile rows on {task} at preset {preset}")
+        return Missing(f"stability_profile_{task}", f"Norm over time ({style.task_label(task)})",
+                       f"no profile rows on {style.task_label(task)} at preset {preset}")
     style.apply_style()
     trained = profile[_trained(profile)]
     source = trained if not trained.empty else profile
@@ -469,10 +469,10 @@ def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Art
     _grey_legend(fig)
     return Figure(
         name=f"stability_profile_{task}",
-        title=f"Hidden-state norm over time ({task})",
+        title=f"Hidden-state norm over time ({style.task_label(task)})",
         caption=(
             f"Mean over the probe examples still running at step t of the state norm ||h_t||, "
-            f"per layer of the {depth}-block networks on {task} (preset {preset}), at {what}, "
+            f"per layer of the {depth}-block networks on {style.task_label(task)} (preset {preset}), at {what}, "
             f"averaged over seeds. Log-log scale."
         ),
         figure=fig,
@@ -536,7 +536,7 @@ def _summary_table(frame: pd.DataFrame, runs: pd.DataFrame, task: str,
     table = pd.DataFrame.from_dict(records, orient="index")
     return Table(
         name=f"stability_summary_{task}",
-        title=f"Spread of the hidden-state norm ({task})",
+        title=f"Spread of the hidden-state norm ({style.task_label(task)})",
         caption=_summary_caption(table, task, preset),
         frame=table,
         best={c: "min" for c in ("CV (layers, seeds, steps)", "CV over training (mean)")
@@ -548,7 +548,7 @@ def _summary_table(frame: pd.DataFrame, runs: pd.DataFrame, task: str,
 
 def _summary_caption(table: pd.DataFrame, task: str, preset: str | None) -> str:
     text = (
-        f"Hidden-state norm on {task} (preset {preset}). Norms are the mean of ||h_t|| over the "
+        f"Hidden-state norm on {style.task_label(task)} (preset {preset}). Norms are the mean of ||h_t|| over the "
         f"probe batch and time, per layer; 'init' and 'trained' average them over the layers "
         f"and seeds of the deepest trained network at step 0 and at its last evaluation. "
         f"'CV (layers, seeds, steps)' is the coefficient of variation of these per-layer means "
@@ -558,7 +558,7 @@ def _summary_caption(table: pd.DataFrame, task: str, preset: str | None) -> str:
         f"initialisation, averaged over seeds first."
     )
     if "trained depth" not in table.columns:
-        text += (f" At this preset the networks on {task} are measured at initialisation only "
+        text += (f" At this preset the networks on {style.task_label(task)} are measured at initialisation only "
                  "(the trained columns are absent).")
     else:
         text += (" Which differences between the layers the seeds support is in the spread "
@@ -621,9 +621,9 @@ def _spread_table(spread: pd.DataFrame, task: str, preset: str | None,
     }).set_index(["Depth", "Variant"])
     return Table(
         name=f"stability_spread_{task}",
-        title=f"Spread of the hidden-state norm per run, with 95% intervals ({task})",
+        title=f"Spread of the hidden-state norm per run, with 95% intervals ({style.task_label(task)})",
         caption=(
-            f"For every trained network on {task} (preset {preset}): the coefficient of "
+            f"For every trained network on {style.task_label(task)} (preset {preset}): the coefficient of "
             "variation (standard deviation over mean) of the per-layer mean state norm over "
             "all its layers and evaluation steps, i.e. how much the norm moves through training "
             "and across depth in one run; its mean over seeds with a 95% t interval over seeds "
@@ -653,7 +653,7 @@ def _finding(spread: pd.DataFrame, task: str, preset: str | None,
         ranked = ", ".join(f"{_label(r.variant)} {r.cv:.3g} [{r.cv_low:.3g}, {r.cv_high:.3g}]"
                            for r in models_here.itertuples())
         runs = spread[spread["depth"] == depth]
-        text = (f"On {task} at depth {depth} ({n} seed{'s' if n != 1 else ''}, preset "
+        text = (f"On {style.task_label(task)} at depth {depth} ({n} seed{'s' if n != 1 else ''}, preset "
                 f"{preset}), the spread of the state norm through training and across layers "
                 f"(CV; mean and 95% t interval over seeds), from lowest: {ranked}.")
         ordered = list(models_here["variant"])
@@ -677,12 +677,12 @@ def _finding(spread: pd.DataFrame, task: str, preset: str | None,
         lines.append(text)
         ablations = at_depth[~at_depth["variant"].isin(base)]
         if not ablations.empty:
-            lines.append(f"Ablations on {task} at depth {depth}: " + ", ".join(
+            lines.append(f"Ablations on {style.task_label(task)} at depth {depth}: " + ", ".join(
                 f"{_label(r.variant)} {r.cv:.3g} [{r.cv_low:.3g}, {r.cv_high:.3g}]"
                 for r in ablations.sort_values("cv").itertuples()) + ".")
     return Finding(name=f"stability_findings_{task}",
                    title=f"The transient-regime spread: the probe batch at the task's own "
-                         f"lengths ({task})",
+                         f"lengths ({style.task_label(task)})",
                    lines=tuple(lines), runs=run_ids)
 
 
@@ -861,10 +861,10 @@ def _components_table(arrays: dict, task: str, preset: str | None, run_ids) -> T
     digits = {c: (0 if c.startswith("settle") else 3) for c in frame.columns}
     return Table(
         name=f"stability_components_{task}",
-        title=f"Components of the stationary state norm's variation ({task})",
+        title=f"Components of the stationary state norm's variation ({style.task_label(task)})",
         caption=(
             f"The stationary state norm (mean ||h_t|| over the last steps of long probe "
-            f"sequences, per layer) of every trained network on {task} (preset {preset}), "
+            f"sequences, per layer) of every trained network on {style.task_label(task)} (preset {preset}), "
             f"split into four components, each computed per seed and given as its mean over "
             f"seeds with a 95% t interval (low, high; n = seeds): "
             + "; ".join(f"{label}: {what}" for _, label, what in COMPONENTS)
@@ -910,9 +910,9 @@ def _levels_table(trained: pd.DataFrame, stationary: pd.DataFrame, task: str,
                    "largest |delta max |lambda||": 4})
     return Table(
         name=f"stability_stationary_{task}",
-        title=f"The stationary state norm and the decays ({task})",
+        title=f"The stationary state norm and the decays ({style.task_label(task)})",
         caption=(
-            f"Trained networks on {task} (preset {preset}). 'norm': the stationary norm (mean "
+            f"Trained networks on {style.task_label(task)} (preset {preset}). 'norm': the stationary norm (mean "
             f"||h_t|| over the long probe's last steps), geometric mean over layers and seeds, "
             f"at step 0 and at the last evaluation. '/ closed form': the window's RMS norm over "
             f"the closed form's sqrt(E||h_t||^2) for the layer's current system fed a "
@@ -971,7 +971,7 @@ def _stationary_finding(arrays: dict, stationary: pd.DataFrame, task: str,
         n = min(len(a["seeds"]) for a in here.values())
         dropped = sum(a["dropped"] for a in here.values())
         at = stationary[stationary["cfg.network.depth"] == depth]
-        scale = (f"Measured on {task} at depth {depth}, {n} seed{'s' if n != 1 else ''}, "
+        scale = (f"Measured on {style.task_label(task)} at depth {depth}, {n} seed{'s' if n != 1 else ''}, "
                  f"{steps_trained} training steps (evaluations "
                  f"{', '.join(str(s) for s in next(iter(here.values()))['steps'])}), long-probe "
                  f"sequences of {int(at[C.t_from].min())}-{int(at[C.t_to].max())} steps, preset "
@@ -1008,7 +1008,7 @@ def _stationary_finding(arrays: dict, stationary: pd.DataFrame, task: str,
                                      for r in family.itertuples()) + ".")
             lines.append(text)
     return Finding(name=f"stability_stationary_findings_{task}",
-                   title=f"The stationary-regime verdict ({task})",
+                   title=f"The stationary-regime verdict ({style.task_label(task)})",
                    lines=tuple(lines), runs=tuple(run_ids))
 
 
@@ -1043,7 +1043,7 @@ def _init_table(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
     layers and across seeds before any training (step 0 of every run, trained or not)."""
     rows = frame[(frame[C.kind] == "stationary") & (frame[C.step] == 0)]
     name, title = (f"stability_init_{task}",
-                   f"The stationary state norm at initialisation, by depth ({task})")
+                   f"The stationary state norm at initialisation, by depth ({style.task_label(task)})")
     if rows.empty:
         return Missing(name, title, "no long-probe rows (stored before study version 4)")
     records = []
@@ -1074,7 +1074,7 @@ def _init_table(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
     return Table(
         name=name, title=title,
         caption=(
-            f"Before training, on {task} (preset {preset}): the stationary norm (mean ||h_t|| "
+            f"Before training, on {style.task_label(task)} (preset {preset}): the stationary norm (mean ||h_t|| "
             f"over the long probe's last steps; geometric mean over layers and seeds), its "
             f"depth component (s.d. of log norm across the layers of one network) and seed "
             f"component (RMS deviation of a seed's log norms from the mean over seeds), each "
@@ -1105,10 +1105,10 @@ def _stationary_figure(stationary: pd.DataFrame, task: str, preset: str | None,
     _grey_legend(fig)
     return Figure(
         name=f"stability_stationary_{task}_depth{depth}",
-        title=f"Stationary hidden-state norm per layer through training ({task}, depth {depth})",
+        title=f"Stationary hidden-state norm per layer through training ({style.task_label(task)}, depth {depth})",
         caption=(
             f"The absolute state norm ||h_t|| of each layer of the {depth}-block networks "
-            f"trained on {task} (preset {preset}), averaged over the last steps of long probe "
+            f"trained on {style.task_label(task)} (preset {preset}), averaged over the last steps of long probe "
             f"sequences ({int(rows[C.t_from].min())}-{int(rows[C.t_to].max())} steps, drawn by "
             f"the task's generator), at every evaluation step. Thin lines: each of the "
             f"{len(seeds)} seeds; bold: their geometric mean; darker shades are deeper layers. "
