@@ -289,3 +289,13 @@ def test_the_documented_worked_example_puts_the_layer_beside_ours(tmp_path, monk
     assert panel.get_lines()
     assert "S6: not drawn" in figures["stability_eigenvalues_listops"].caption
 
+
+
+def test_one_layer_stored_under_two_names_keeps_two_table_rows_apart():
+    # A layer run by its import path and by its registered name (a user's study, then
+    # `report --run`) is two rows of a table; labels alone would read the same and collide.
+    from harness.report import style as report_style
+
+    labels = report_style.model_labels(["lru", S6, "s6", "lru"])
+    assert labels["lru"] == "LRU"
+    assert labels[S6] == f"S6 ({S6})" and labels["s6"] == "S6 (s6)"

@@ -155,7 +155,7 @@ def _fit_table(fits: pd.DataFrame, preset: str | None) -> Artifact:
 
 def _labelled(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with models as papers write them (sorted before, by key)."""
-    return frame.assign(**{C.model: [style.model_label(m) for m in frame[C.model]]})
+    return frame.assign(**{C.model: frame[C.model].map(style.model_labels(frame[C.model]))})
 
 
 def _points_table(points: pd.DataFrame, preset: str | None) -> Table:

@@ -140,6 +140,16 @@ def model_marker(name: str) -> str:
     return MARKERS[_place(name) % len(MARKERS)]
 
 
+def model_labels(names) -> dict[str, str]:
+    """``{name: label}`` for the model names of a table (`model_label`); names that would share
+    a label (one layer stored by its import path and by its registered name) get the name
+    beside it, so that no two rows read the same."""
+    names = list(dict.fromkeys(names))
+    labels = {n: model_label(n) for n in names}
+    shared = {lab for lab in labels.values() if list(labels.values()).count(lab) > 1}
+    return {n: f"{lab} ({n})" if lab in shared else lab for n, lab in labels.items()}
+
+
 def model_label(name: str) -> str:
     """The model's name as the papers write it (its registration's label, e.g. ``RotRNN``)."""
     resolved = _resolved(name)

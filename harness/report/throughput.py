@@ -211,7 +211,7 @@ def _summary(frame: pd.DataFrame, preset: str | None) -> Artifact:
 
 def _labelled(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with models and tasks as papers write them (sorted before, by key)."""
-    out = frame.assign(**{C.model: [style.model_label(m) for m in frame[C.model]]})
+    out = frame.assign(**{C.model: frame[C.model].map(style.model_labels(frame[C.model]))})
     if C.task in out.columns:
         out[C.task] = [style.task_label(t) if isinstance(t, str) else t for t in out[C.task]]
     return out
