@@ -430,6 +430,21 @@ def _encode(network, x: jax.Array) -> jax.Array:
         raise ValueError(f"input_kind={network.input_kind!r}; accepted: tokens, real.")
 
 
+def _per_layer(network, state, x: jax.Array, length: jax.Array, measure) -> list[Any]:
+    """``measure(k, layer, u)`` for each block's layer on the input ``u`` it sees inside the
+    network on one example (its pre-norm BatchNorm in training mode: the batch's statistics
+    under ``vmap(axis_name="batch")``), blocks in order."""
+    e = _encode(network, x)
+    mask = (jnp.arange(e.shape[0]) < length).astype(e.dtype)
+    out = []
+    current = state  # equinox refuses a state once used: thread it through
+    for k, block in enumerate(network.blocks):
+        u, current = block.layer_input(e, mask, current)
+        out.append(measure(k, block.layer, u))
+        e, current = block(e, mask, current)
+    return out
+
+
 def state_norms(
     network, state, inputs: jax.Array, lengths: jax.Array, statistics: Statistics = "batch"
 ) -> jax.Array:
@@ -451,15 +466,8 @@ def state_norms(
     elif statistics == "batch":
 
         def tower(x, length):
-            e = _encode(network, x)
-            mask = (jnp.arange(e.shape[0]) < length).astype(e.dtype)
-            per_layer = []
-            current = state  # equinox refuses a state once used: thread it through
-            for block in network.blocks:
-                u, current = block.layer_input(e, mask, current)
-                per_layer.append(_norm(block.layer.hidden_states(u)))
-                e, current = block(e, mask, current)
-            return jnp.stack(per_layer)
+            return jnp.stack(_per_layer(network, state, x, length,
+                                        lambda k, layer, u: _norm(layer.hidden_states(u))))
 
         return jax.vmap(tower, axis_name="batch")(inputs, lengths)
     else:
@@ -504,17 +512,11 @@ def _long_measure(network, state, inputs, lengths, statistics, systems: bool):
     model = eqx.nn.inference_mode(network) if statistics == "running" else network
     discrete = [b.layer.discrete_system() for b in model.blocks] if systems else None
 
+    def measure(k, layer, u):
+        return _norm(layer.hidden_states(u)), (_injected(discrete[k], u) if systems else None)
+
     def tower(x, length):
-        e = _encode(model, x)
-        mask = (jnp.arange(e.shape[0]) < length).astype(e.dtype)
-        norms, energy = [], []
-        current = state
-        for k, block in enumerate(model.blocks):
-            u, current = block.layer_input(e, mask, current)
-            norms.append(_norm(block.layer.hidden_states(u)))
-            if systems:
-                energy.append(_injected(discrete[k], u))
-            e, current = block(e, mask, current)
+        norms, energy = zip(*_per_layer(model, state, x, length, measure))
         return jnp.stack(norms), (jnp.stack(energy) if systems else None)
 
     norms, energy = jax.vmap(tower, axis_name="batch")(inputs, lengths)
