@@ -1151,9 +1151,12 @@ def _curves_figure(evals: pd.DataFrame, final: pd.DataFrame, baselines: dict[str
             ax.plot(curve.index, curve["mean"], color=colour, label=labels(model, depth),
                     linestyle=linestyles[depths.index(depth) % len(linestyles)],
                     marker=style.model_marker(model), markersize=2.0)
-            ax.fill_between(curve.index, curve["low"].fillna(curve["mean"]),
-                            curve["high"].fillna(curve["mean"]), color=colour, alpha=0.2,
-                            linewidth=0)
+            # Drawn within the metric's range (MSE >= 0, accuracy in [0, 100]); the data keep
+            # the t interval as computed.
+            top = np.inf if task in regression_tasks else 100.0
+            ax.fill_between(curve.index, curve["low"].fillna(curve["mean"]).clip(0.0, top),
+                            curve["high"].fillna(curve["mean"]).clip(0.0, top), color=colour,
+                            alpha=0.2, linewidth=0)
         _baseline_line(ax, baselines.get(task))
         ax.set_title(labels.task(task))
         ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
@@ -1167,7 +1170,8 @@ def _curves_figure(evals: pd.DataFrame, final: pd.DataFrame, baselines: dict[str
             "Validation metric (accuracy %, or MSE for regression) at each evaluation step at "
             "the tuned learning rates: the mean over seeds (line) and its 95 % confidence "
             "interval (band: Student's t with n - 1 degrees of freedom, "
-            f"{_n_seeds_text(counts)} per point); dashed: the task's trivial baseline (scored "
+            f"{_n_seeds_text(counts)} per point; drawn within the metric's range, the CSV "
+            "keeps it whole); dashed: the task's trivial baseline (scored "
             "on test). " + scale
         ),
         figure=fig,
