@@ -57,6 +57,7 @@ from .store import DEFAULT_PATH, Store
 
 USAGE_ERROR = 2
 RUNS_FAILED = 1
+REPORT_INCOMPLETE = 1  # the report is in place, but a section raised or a file failed to write
 _PRESET_LINES = {
     "smoke": "seconds: tiny sizes, used by the tests",
     "cpu": "minutes on two CPU cores: the default of `make report`",
@@ -656,7 +657,7 @@ def _cmd_figure(args) -> int:
 
 def _cmd_report(args) -> int:
     from . import studies
-    from .report import ReportError, _writers, check_destination, render
+    from .report import ReportError, ReportIncomplete, _writers, check_destination, render
     from .runner import run_study
 
     items = _config.parse_overrides(getattr(args, "overrides", []))
@@ -695,6 +696,11 @@ def _cmd_report(args) -> int:
     store.check()
     try:
         render(store, out, workers=args.workers, only=tuple(args.only))
+    except ReportIncomplete as e:
+        for name, why in sorted(e.failures.items()):
+            print(f"error: {name}: {why}", file=sys.stderr)
+        print(f"error: report written to {out}, but incomplete: {e}", file=sys.stderr)
+        return _runs_failed(failed, args.store) or REPORT_INCOMPLETE
     except (ReportError, ValueError) as e:  # e.g. --out holds files it did not write
         raise UsageError(str(e)) from None
     except OSError as e:  # a full disk or a permission change while writing

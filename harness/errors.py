@@ -39,6 +39,23 @@ class ReportError(RuntimeError):
     """The report cannot be written where it was asked to be."""
 
 
+class ReportIncomplete(Exception):
+    """The report was written, but some of it could not be produced: a table or figure whose
+    file failed to write, or a section that raised. Raised after the report is in place (the
+    index says what is missing and why), so that a caller exits non-zero instead of passing off
+    a partial report as whole.
+
+    ``written``: the paths of the files written; ``failures``: artifact or section name ->
+    why it was not produced."""
+
+    def __init__(self, written: list, failures: dict[str, str]) -> None:
+        self.written = written
+        self.failures = dict(failures)
+        names = ", ".join(sorted(self.failures))
+        super().__init__(f"{len(self.failures)} part(s) of the report could not be produced "
+                         f"({names}); index.md says why for each.")
+
+
 class Diverged(Exception):
     """Raised by a run whose loss or state went non-finite; recorded with status 'diverged'.
 

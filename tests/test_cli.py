@@ -325,3 +325,29 @@ def test_one_spelling_for_preset_and_layer_options(capsys, tmp_path, monkeypatch
     assert main(["study", "stability", "preset=smoke", "layer.max_phase=1.0",
                  "--store", store]) == 0
     assert seen["config"].layer_options == (("max_phase", "1.0"),)
+
+
+def test_report_that_cannot_write_a_table_exits_non_zero(tmp_path, monkeypatch, capsys):
+    """A table whose file fails to write leaves the rest of the report in place, named in the
+    index, and the command exits 1 naming it (a partial report never passes for a whole one)."""
+    from harness.report import _writers
+    from harness.store import Store
+
+    Store(tmp_path / "s.sqlite")  # empty: the published numbers' tables are still written
+    write_table = _writers.write_table
+    refused: list[str] = []
+
+    def failing(table, folder):
+        if not refused:
+            refused.append(table.name)
+            raise RuntimeError("the disk refused it")
+        return write_table(table, folder)
+
+    monkeypatch.setattr(_writers, "write_table", failing)
+    out = tmp_path / "reports"
+    assert main(["report", "--store", str(tmp_path / "s.sqlite"), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert refused and f"error: {refused[0]}: writing it failed: RuntimeError" in err
+    assert "but incomplete" in err
+    assert refused[0] in (out / "index.md").read_text()
+    assert not list(out.glob(f"tables/{refused[0]}.*"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.report import MARKER, README_TEXT, ReportError, Section, render
+from harness.report import MARKER, README_TEXT, ReportError, ReportIncomplete, Section, render
 from harness.report import _published, _writers, accuracy, style
 from harness.report._artifacts import Figure, Table
 from harness.store import Store
@@ -164,7 +164,12 @@ def test_missing_or_broken_section_is_stated(tmp_path, monkeypatch):
     monkeypatch.setattr(studies, "names",
                         lambda: ["accuracy", "nosuchstudy", "brokenstudy", "untypedstudy"])
     out = tmp_path / "reports"
-    render(Store(tmp_path / "s.sqlite"), out)
+    with pytest.raises(ReportIncomplete) as raised:
+        render(Store(tmp_path / "s.sqlite"), out)
+    # The report is in place; the exception names the broken sections, not the one merely
+    # without a section module.
+    assert sorted(raised.value.failures) == ["brokenstudy", "untypedstudy"]
+    assert out / "index.md" in raised.value.written
     index = (out / "index.md").read_text()
     assert "no report section module `harness/report/nosuchstudy.py` exists yet" in index
     assert "- [Nosuchstudy](#nosuchstudy): not produced" in index

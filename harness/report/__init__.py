@@ -14,7 +14,10 @@ introduction, ``build(store) -> list[Artifact]``), and writes::
 
 The published LRA numbers (`harness.report._published`) form their own section, labelled as
 published, after the accuracy section. A study without a section module, a section that raises,
-or one that returns nothing is stated in the index, never left out silently.
+or one that returns nothing is stated in the index, never left out silently. When a section
+raises (or cannot be imported) or a table or figure fails to write, the rest of the report is
+still written and put in place, and then `ReportIncomplete` is raised: a partial report never
+passes for a whole one.
 
 The output is a pure function of the store and the code: no timestamps, fixed image metadata,
 sorted JSON.
@@ -47,12 +50,13 @@ from typing import Any
 
 from .. import studies
 from ..errors import ReportError as ReportError  # re-exported: its old import place
+from ..errors import ReportIncomplete
 from ..store import Snapshot, Store
 from . import _provenance, _published, _writers
 from ._artifacts import Artifact, Figure, Finding, Missing, Section, Table
 
-__all__ = ["Artifact", "Figure", "Finding", "Missing", "ReportError", "Section", "Table",
-           "check_destination", "render"]
+__all__ = ["Artifact", "Figure", "Finding", "Missing", "ReportError", "ReportIncomplete",
+           "Section", "Table", "check_destination", "render"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +93,7 @@ class _Section:
     artifacts: tuple[Artifact, ...]
     provenance: dict[str, Any] | None  # None: not from the store (published numbers)
     problem: str | None = None  # why the section could not be produced at all
+    broken: bool = False  # the problem is a fault (it raised), not a section not yet written
 
 
 def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
@@ -108,6 +113,11 @@ def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str
 
     Returns:
         The paths of the files written, sorted, under ``out_dir``.
+
+    Raises:
+        ReportIncomplete: after the report is in place, when a section raised or a table or
+            figure failed to write (each is stated in the index).
+        ReportError: ``out_dir`` cannot take the report; nothing was written.
     """
     import matplotlib
 
@@ -146,7 +156,7 @@ def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str
                     sections = _sections(store, send)
                     if only:
                         _check_only(sections, only)
-                    files = _write(store, sections, tmp, figures, only)
+                    files, failures = _write(store, sections, tmp, figures, only)
             _commit(tmp, out_dir, owned, files, keep=bool(only))
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -154,7 +164,12 @@ def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str
     finally:
         # Figures of a section that failed half-way were never written; release them too.
         plt.close("all")
-    return sorted(out_dir / f for f in files)
+    written = sorted(out_dir / f for f in files)
+    if not only:  # a section that raised matters to the whole report, not to one artifact
+        failures.update({s.key: s.problem for s in sections if s.broken and s.problem})
+    if failures:
+        raise ReportIncomplete(written, failures)
+    return written
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,27 +221,27 @@ def _study_section(store: Store, name: str) -> _Section:
         if e.name != module_name:
             log.exception("importing %s", module_name)
             problem = f"its report section `{module_name}` could not be imported ({e})."
-        else:
-            problem = f"no report section module `harness/report/{name}.py` exists yet."
+            return _Section(name, title, "", (), summary, problem, broken=True)
+        problem = f"no report section module `harness/report/{name}.py` exists yet."
         return _Section(name, title, "", (), summary, problem)
     section = getattr(module, "SECTION", None)
     if not isinstance(section, Section) or section.study != name:
         problem = (f"the section module `{module_name}` has no `SECTION = Section({name!r}, "
                    "title, intro, build)`.")
-        return _Section(name, title, "", (), summary, problem)
+        return _Section(name, title, "", (), summary, problem, broken=True)
     title, intro = section.title, section.intro
     try:
         artifacts = tuple(section.build(store))
     except Exception as e:  # one broken section must not cost the rest of the report
         log.exception("report section %s", module_name)
         problem = f"its section raised {type(e).__name__}: {e}"
-        return _Section(name, title, intro, (), summary, problem)
+        return _Section(name, title, intro, (), summary, problem, broken=True)
     wrong = [type(a).__name__ for a in artifacts
              if not isinstance(a, (Table, Figure, Finding, Missing))]
     if wrong:
         problem = (f"its section returned objects that are not Table, Figure, Finding or "
                    f"Missing: {wrong}.")
-        return _Section(name, title, intro, (), summary, problem)
+        return _Section(name, title, intro, (), summary, problem, broken=True)
     if not artifacts:
         artifacts = (
             Missing(f"{name}_all", title,
@@ -298,10 +313,11 @@ def _check_only(sections: Sequence[_Section], only: Sequence[str]) -> None:
 
 def _write(store: Store, sections: Sequence[_Section], root: Path,
            figures: Mapping[str, Callable[[], list[Path]]], only: Sequence[str] = ()
-           ) -> list[str]:
+           ) -> tuple[list[str], dict[str, str]]:
     """Write every table, the index, provenance.json and the README under ``root``, and
     record every figure (``figures``: name -> a call that waits for its written paths); with
-    ``only``, those artifacts' files alone."""
+    ``only``, those artifacts' files alone. Returns the files written (relative to ``root``)
+    and, per artifact that failed to write, why."""
     written: dict[str, list[str]] = {}  # artifact name -> relative paths
     failures: dict[str, str] = {}
     records: dict[str, dict[str, Any]] = {}
@@ -348,7 +364,8 @@ def _write(store: Store, sections: Sequence[_Section], root: Path,
         failed = [name for name in only if name in failures]
         if failed:
             raise ReportError("; ".join(f"{name}: {failures[name]}" for name in failed))
-        return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+        return (sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()),
+                failures)
     (root / "index.md").write_text(
         _index(store, sections, written, failures), encoding="utf-8", newline="\n"
     )
@@ -359,7 +376,7 @@ def _write(store: Store, sections: Sequence[_Section], root: Path,
     )
     (root / "README.md").write_text(README_TEXT, encoding="utf-8", newline="\n")
     files = [p.relative_to(root) for p in root.rglob("*") if p.is_file()]
-    return sorted(f.as_posix() for f in files)
+    return sorted(f.as_posix() for f in files), failures
 
 
 def _artifact_provenance(
