@@ -562,8 +562,11 @@ def _training_uses(network: Any, task: str, options: tuple, train: Any,
 
 
 def _plan_accuracy(study: Any, config: Any) -> list[RunPlan]:
+    from .studies import accuracy
+
     runs = []
-    for spec in study.grid(config):
+    # Priced at its largest: every cell's grid grown by its whole `lr_extend` at both ends.
+    for spec in study.grid(accuracy.widest(config)):
         facts = task_facts(spec.task, spec.task_options)
         runs.append(RunPlan(study.run_id(spec), f"{spec.network.layer} / {spec.task}",
                             _training_uses(spec.network, spec.task, spec.task_options,

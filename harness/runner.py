@@ -165,19 +165,44 @@ def run_study(
     progress: bool = True,
 ) -> Summary:
     """Run every pending run of ``study`` at ``config`` (bound to ``store``, `Study.bind`) and
-    record each as it completes."""
+    record each as it completes.
+
+    A grid that reads the store (`Study.from_store`) is built again once its pending runs are
+    recorded, and the runs it has gained are run in turn (the accuracy study's grid grows where
+    a cell's selected learning rates lie at its end), until it gains none; each run is tried
+    once per call."""
     t0 = time.perf_counter()
-    # A grid that reads the store (`Study.from_store`) reads the one its runs go to.
-    specs = study.grid(study.bind(config, store))
-    check_seeds(specs)
-    todo = pending(study, specs, store, fresh=fresh)
+    counts: dict[str, int] = {}
+    tried: set[str] = set()
+    first_total = first_todo = None
+    while True:
+        # A grid that reads the store (`Study.from_store`) reads the one its runs go to.
+        specs = study.grid(study.bind(config, store))
+        check_seeds(specs)
+        todo = [s for s in pending(study, specs, store, fresh=fresh and not tried)
+                if study.run_id(s) not in tried]
+        if first_total is None:
+            first_total, first_todo = len(specs), len(todo)
+        if not todo:
+            break
+        tried.update(study.run_id(s) for s in todo)
+        executor = _run_pending(study, config, todo, store, executor, counts, progress)
+        if study.from_store is None:
+            break
+    done_before = first_total - first_todo
+    return Summary(study.name, len(specs), done_before, counts, time.perf_counter() - t0)
+
+
+def _run_pending(study: Study, config: Any, todo: list[Any], store: Store, executor: Executor,
+                 counts: dict[str, int], progress: bool) -> Executor:
+    """Run ``todo`` on ``executor`` and record each outcome as it completes (adding to
+    ``counts``); returns the executor the runs used."""
     if study.exclusive and executor is not local_executor and todo:
         print(f"note: {study.name} measures the machine, so its runs run one at a time in this "
               "process, not on the executor asked for.")
         executor = local_executor
     # Where the runs ran, in each run's provenance: a run that shared the cores took longer.
     where = getattr(executor, "provenance", {"executor": "local", "concurrent_runs": 1})
-    counts: dict[str, int] = {}
     bar = progress_bar(len(todo), f"{study.name}", enabled=progress)
     try:
         units = study.units(config, todo)
@@ -204,8 +229,7 @@ def run_study(
                           f"{(outcome.error or '').splitlines()[0] if outcome.error else ''}")
     finally:
         bar.close()
-    return Summary(study.name, len(specs), len(specs) - len(todo), counts,
-                   time.perf_counter() - t0)
+    return executor
 
 
 def _with_specs(outcomes: Iterable[Outcome], study: Study, specs: list[Any]):

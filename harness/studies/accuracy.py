@@ -66,6 +66,15 @@ class AccuracyConfig:
         lr_pairing: ``"product"``: every shared rate with every recurrent rate; ``"paired"``:
             the i-th shared rate with the i-th recurrent rate (both move together, their ratio
             fixed: a diagonal of the product, for a smaller budget).
+        lr_extend: how many steps the grid may grow beyond either end for a (model, task)
+            whose selected pair lies at that end (``lr_pairing="paired"`` only): once every
+            seed of the cell has finished, a cell that selects its largest pair is also trained
+            at the next larger one, continuing the grid's own spacing, and again while the
+            new end is selected, up to ``lr_extend`` steps each way (likewise at the smallest
+            pair). The selection stays on validation only; the report says whether each
+            cell's optimum is bracketed. 0: the grid as given.
+        lr_extensions: ``(model, task, depth, lr, recurrent_lr)`` pairs added beyond the grid's
+            ends, read from the store by `bind` (what `lr_extend` made the grid); not a setting.
         left_out: ``(task, reason)`` for registered tasks this grid does not run, stated in
             the report so that a reader knows why they are absent.
         group_seeds: train the seeds of one (model, task, recipe) together as one program
@@ -87,6 +96,8 @@ class AccuracyConfig:
     lr_grid: tuple[float, ...] = ()
     recurrent_lr_grid: tuple[float, ...] = ()
     lr_pairing: Literal["product", "paired"] = "product"
+    lr_extend: int = 0
+    lr_extensions: tuple[tuple[str, str, int, float, float], ...] = ()
     left_out: tuple[tuple[str, str], ...] = ()
     group_seeds: bool = False
 
@@ -152,6 +163,22 @@ class AccuracyConfig:
                 f"lr_pairing='paired' needs lr_grid and recurrent_lr_grid of one length; got "
                 f"{len(self.lr_grid)} and {len(self.recurrent_lr_grid)}."
             )
+        if not is_integer(self.lr_extend) or not 0 <= self.lr_extend <= _MAX_EXTEND:
+            raise ValueError(f"lr_extend must be an integer from 0 to {_MAX_EXTEND} (steps "
+                             f"beyond each end of the grid); got {self.lr_extend!r}.")
+        if self.lr_extend and (self.lr_pairing != "paired" or len(self.lr_grid) < 2):
+            raise ValueError(
+                f"lr_extend={self.lr_extend} needs lr_pairing='paired' and at least two pairs "
+                "in the grid (its spacing is what an extension continues); set lr_extend=0.")
+        object.__setattr__(self, "lr_extensions",
+                           tuple(tuple(e) for e in self.lr_extensions))
+        if any(len(e) != 5 for e in self.lr_extensions):
+            raise ValueError("lr_extensions holds (model, task, depth, lr, recurrent_lr) "
+                             f"entries read from the store; got {self.lr_extensions!r}.")
+
+
+# The most steps a grid may grow beyond either end (each step is a cell's every seed again).
+_MAX_EXTEND = 4
 
 
 # Training reads each layer's recurrent mask (the recurrent parameters' own learning rate).
@@ -227,7 +254,94 @@ def candidates(config: AccuracyConfig, spec: RunSpec) -> list[tuple[float, float
         grid_pairs = list(zip(config.lr_grid, config.recurrent_lr_grid))
     else:
         grid_pairs = [(a, b) for a in config.lr_grid for b in config.recurrent_lr_grid]
-    return [recipe] + [p for p in grid_pairs if p != recipe]
+    cell = (spec.network.layer, spec.task, spec.network.depth)
+    grid_pairs += [(lr, rlr) for *key, lr, rlr in config.lr_extensions if tuple(key) == cell]
+    return [recipe] + [p for p in dict.fromkeys(grid_pairs) if p != recipe]
+
+
+# --------------------------------------------------------------------------------------------
+# A grid that brackets each cell's optimum (`AccuracyConfig.lr_extend`)
+
+
+def next_pair(pairs: list[tuple[float, float]], direction: int) -> tuple[float, float]:
+    """The pair one step beyond the end of ``pairs`` (sorted by shared rate) in ``direction``
+    (+1: larger, -1: smaller), continuing the grid's own spacing: each rate times the ratio
+    between the two pairs that a period of the spacing back (a grid of 3e-3, 1e-2, 3e-2
+    continues with 1e-1 above and 1e-3 below; a geometric grid, with its own factor)."""
+    ordered = pairs if direction > 0 else pairs[::-1]
+    span = 2 if len(ordered) >= 3 else 1  # two steps back keeps an alternating 1-3 spacing
+    end, back, further = ordered[-1], ordered[-1 - span], ordered[-span]
+    return tuple(float(f"{e * f / b:.6g}") for e, f, b in zip(end, further, back)
+                 )  # type: ignore[return-value]
+
+
+def extensions(config: AccuracyConfig, store: Any) -> tuple[tuple[str, str, int, float, float],
+                                                             ...]:
+    """The pairs `lr_extend` adds beyond the grid's ends, from the runs ``store`` holds: per
+    tuned (model, task, depth), step outwards while every seed of the current pairs has
+    finished (done or diverged) and `select` picks an end pair that may still grow."""
+    if not config.lr_extend or not config.tune_tasks:
+        return ()
+    base = dataclasses.replace(config, lr_extensions=())
+    runs = store.runs(STUDY.name)
+    if runs.empty:
+        return ()
+    status = dict(zip(runs["run_id"], runs["status"]))
+    rows = store.read(STUDY.name)
+    finals = rows[rows["kind"] == "final"] if not rows.empty else rows
+    cells: dict[tuple[str, str, int], list[RunSpec]] = {}
+    for spec in grid(base):
+        if spec.task in config.tune_tasks:
+            cells.setdefault((spec.network.layer, spec.task, spec.network.depth), []).append(spec)
+    out = []
+    for cell, specs in cells.items():
+        pairs = sorted({(s.train.lr, s.train.recurrent_lr) for s in specs})
+        seeds = [s for s in specs if (s.train.lr, s.train.recurrent_lr) == pairs[0]]
+        grown = {+1: 0, -1: 0}
+        while True:
+            ids = [STUDY.run_id(dataclasses.replace(s, train=dataclasses.replace(
+                s.train, lr=lr, recurrent_lr=rlr))) for lr, rlr in pairs for s in seeds]
+            if any(status.get(i) not in ("done", "diverged") for i in ids):
+                break  # the cell is still running: its selection is not decided yet
+            cell_rows = finals[finals["run_id"].isin(set(ids))] if not finals.empty else finals
+            selection = ("loss" if not cell_rows.empty
+                         and (cell_rows[COLUMNS.names.selection] == "loss").all() else "accuracy")
+            chosen = select(cell_rows, selection)
+            direction = {pairs[-1]: +1, pairs[0]: -1}.get(chosen) if chosen else None
+            if direction is None or grown[direction] >= config.lr_extend:
+                break
+            pair = next_pair(pairs, direction)
+            grown[direction] += 1
+            out.append((*cell, *pair))
+            pairs = sorted([*pairs, pair])
+    return tuple(out)
+
+
+def widest(config: AccuracyConfig) -> AccuracyConfig:
+    """``config`` with every pair `lr_extend` could add: each tuned cell's grid grown by
+    ``lr_extend`` steps at both ends (what a plan prices: the most runs the grid can reach)."""
+    if not config.lr_extend or not config.tune_tasks:
+        return config
+    base = list(zip(config.lr_grid, config.recurrent_lr_grid))
+    added = []
+    for direction in (+1, -1):
+        pairs = sorted(base)
+        for _ in range(config.lr_extend):
+            pair = next_pair(pairs, direction)
+            added.append(pair)
+            pairs = sorted([*pairs, pair])
+    cells = {(s.network.layer, s.task, s.network.depth) for s in grid(config)
+             if s.task in config.tune_tasks}
+    return dataclasses.replace(config, lr_extensions=tuple(
+        (*cell, *pair) for cell in sorted(cells) for pair in added))
+
+
+def bind(config: AccuracyConfig, store: Any) -> AccuracyConfig:
+    """``config`` with ``lr_extensions`` read from ``store`` (`Study.from_store`): the pairs
+    beyond the grid's ends that its cells' selections have asked for so far."""
+    if not config.lr_extend:
+        return config
+    return dataclasses.replace(config, lr_extensions=extensions(config, store))
 
 
 def resolve(config: AccuracyConfig, model: str, task: str, depth: int | None = None
@@ -398,7 +512,8 @@ _CPU = AccuracyConfig(
     # seeds cannot reach p < 0.05, which the findings say: harness/stats.py) at the one
     # recipe, and on ListOps (the RotRNN paper's task) three learning-rate pairs for every
     # model (the grid's diagonal: the shared and the recurrent rate moving together; the full
-    # 3 x 3 product, lr_pairing=product, would add 120 ListOps runs): sequential digits (L=64,
+    # 3 x 3 product, lr_pairing=product, would add 120 ListOps runs), grown by up to two pairs
+    # at either end where a model selects an end pair (lr_extend): sequential digits (L=64,
     # 10 classes), ListOps at its cpu size (trees of depth <= 3, 11-37 tokens, 10 classes),
     # the adding problem (L=100, regression, MSE), JapaneseVowels (L<=29, 9 classes). MQAR is
     # left out: at its cpu size (and at L=64 with 4 pairs) every model stayed at chance within
@@ -425,6 +540,7 @@ _CPU = AccuracyConfig(
     lr_grid=_LR_GRID,
     recurrent_lr_grid=_RECURRENT_LR_GRID,
     lr_pairing="paired",
+    lr_extend=2,
     left_out=(
         ("mqar", "at its cpu size (and at L = 64 with 4 pairs) every model stayed at chance "
                  "within this budget; it is in cpu-full"),
@@ -438,7 +554,7 @@ _CPU = AccuracyConfig(
 _CPU_FULL = AccuracyConfig(
     # Decisive CPU numbers within about two hours on two cores (the whole `make report
     # PRESET=cpu-full` is timed in docs/performance.md): 5 seeds, every task tuned on the
-    # cpu preset's three learning-rate pairs, twice the steps, ListOps deeper and longer (trees
+    # cpu preset's three learning-rate pairs (grown at an end the same way), twice the steps, ListOps deeper and longer (trees
     # of depth <= 4, 21-99 tokens, 16000 training examples), MQAR and selective copying;
     # 360 runs. The full 3 x 3 product of the two grids (lr_pairing=product, 1080 runs) takes
     # about three times this study's time. Same code, same report.
@@ -461,6 +577,7 @@ _CPU_FULL = AccuracyConfig(
     lr_grid=_LR_GRID,
     recurrent_lr_grid=_RECURRENT_LR_GRID,
     lr_pairing="paired",
+    lr_extend=2,
     left_out=(
         ("pathfinder", "L = 1024 for the whole tuning grid would add hours on two cores; in "
                        "the gpu preset"),
@@ -519,4 +636,5 @@ STUDY = Study(
     programs=programs,
     group=group,
     run_group=run_group,
+    from_store=bind,
 )

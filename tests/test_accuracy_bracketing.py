@@ -1,0 +1,99 @@
+"""A tuning grid that brackets each cell's optimum (`AccuracyConfig.lr_extend`): the pair beyond
+an end continues the grid's spacing; a cell grows only once its seeds have finished, only while
+its selection (on validation) lies at an end, never past the bound; the runner runs what the
+grid gains; the report's presets count the added runs as the preset's own."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from harness.runner import run_study
+from harness.store import Store
+from harness.studies import accuracy as A
+
+_GRID = dict(lr_grid=(3e-3, 1e-2, 3e-2), recurrent_lr_grid=(1e-3, 3e-3, 1e-2),
+             lr_pairing="paired")
+
+
+def _config(lr_extend: int, **overrides) -> A.AccuracyConfig:
+    return dataclasses.replace(
+        A.STUDY.config("smoke"), models=("lru",), tasks=("digits",), seeds=(0, 1),
+        tune_tasks=("digits",), lr_extend=lr_extend, **{**_GRID, **overrides})
+
+
+def _study(best_lr: float, *, fail_lr: float | None = None) -> A.Study:
+    """The accuracy study with training replaced by a validation accuracy that peaks at
+    ``best_lr`` (on a log scale), the same for every seed; ``fail_lr`` raises."""
+
+    def run(spec: A.RunSpec) -> list[dict]:
+        if fail_lr is not None and math.isclose(spec.train.lr, fail_lr):
+            raise RuntimeError("this run fails")
+        accuracy = 0.9 - 0.1 * abs(math.log10(spec.train.lr / best_lr))
+        return [{"kind": "final", "step": 4, "val_accuracy": accuracy, "val_loss": 1 - accuracy,
+                 "test_accuracy": accuracy, "test_loss": 1 - accuracy, "selection": "accuracy"}]
+
+    return dataclasses.replace(A.STUDY, run=run, group=None, run_group=None)
+
+
+def _pairs(config: A.AccuracyConfig) -> list[tuple[float, float]]:
+    return sorted({(s.train.lr, s.train.recurrent_lr) for s in A.grid(config)})
+
+
+def test_the_pair_beyond_an_end_continues_the_grids_spacing():
+    pairs = list(zip(_GRID["lr_grid"], _GRID["recurrent_lr_grid"]))
+    assert A.next_pair(pairs, +1) == (0.1, 0.03)
+    assert A.next_pair(pairs, -1) == (0.001, 0.0003)
+    assert A.next_pair([*pairs, (0.1, 0.03)], +1) == (0.3, 0.1)
+    assert A.next_pair([(1e-3, 1e-3), (2e-3, 1e-3)], +1) == (4e-3, 1e-3)  # geometric: its factor
+
+
+@pytest.mark.parametrize("best_lr, expected_top",
+                         [(0.1, (0.3, 0.1)), (0.03, (0.1, 0.03)), (10.0, (0.3, 0.1))])
+def test_the_grid_grows_until_the_selection_is_inside_or_the_bound_is_reached(
+        tmp_path, best_lr, expected_top):
+    store = Store(tmp_path / "s.sqlite")
+    config = _config(lr_extend=2)
+    study = _study(best_lr)
+    summary = run_study(study, config, store=store, progress=False)
+    bound = study.bind(config, store)
+    pairs = _pairs(bound)
+    # The peak at 0.1 is bracketed by 0.03 and 0.3 (two steps up); one at 0.03 by 0.01 and 0.1
+    # (one step); one at 10 stays at the end after the bound of two steps.
+    assert pairs[-1] == expected_top
+    assert pairs[0] == (3e-3, 1e-3)  # the smallest pair is never selected: no step down
+    assert len(pairs) == 3 + len(bound.lr_extensions)
+    assert {e[:3] for e in bound.lr_extensions} <= {("lru", "digits", 1)}
+    # Every run of the grown grid ran, once.
+    assert set(store.recorded("accuracy")) == {study.run_id(s) for s in A.grid(bound)}
+    assert summary.counts == {"done": 2 * len(pairs)}
+    # A second call finds nothing to do and the same grid.
+    assert run_study(study, config, store=store, progress=False).counts == {}
+    assert study.bind(config, store) == bound
+
+
+def test_a_cell_waits_for_its_every_seed_and_a_grid_without_lr_extend_stays(tmp_path):
+    store = Store(tmp_path / "s.sqlite")
+    # The end pair fails for one run: the cell is undecided, so the grid does not grow.
+    summary = run_study(_study(1.0, fail_lr=3e-2), _config(lr_extend=2), store=store,
+                        progress=False)
+    assert summary.counts == {"done": 4, "failed": 2}
+    assert A.STUDY.bind(_config(lr_extend=2), store).lr_extensions == ()
+    # Without lr_extend the grid is the config's, whatever the store holds.
+    assert _pairs(A.STUDY.bind(_config(lr_extend=0), store)) == _pairs(_config(lr_extend=0))
+
+
+def test_a_plan_prices_the_widest_grid():
+    config = _config(lr_extend=2)
+    assert _pairs(A.widest(config)) == [(3e-4, 1e-4), (1e-3, 3e-4), (3e-3, 1e-3),
+                                        (1e-2, 3e-3), (3e-2, 1e-2), (0.1, 0.03), (0.3, 0.1)]
+    assert A.widest(_config(lr_extend=0)) == _config(lr_extend=0)
+
+
+def test_lr_extend_is_refused_where_it_cannot_apply():
+    with pytest.raises(ValueError, match="lr_extend must be an integer from 0 to"):
+        _config(lr_extend=-1)
+    with pytest.raises(ValueError, match="needs lr_pairing='paired'"):
+        _config(lr_extend=1, lr_pairing="product")
