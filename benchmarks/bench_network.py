@@ -326,6 +326,9 @@ def _arm(root: Path, request: dict) -> dict:
     if done.returncode:
         tail = "\n    ".join(done.stderr.strip().splitlines()[-5:])
         raise BeforeAfterError(f"The arm on {root} failed (exit {done.returncode}):\n    {tail}")
+    for line in done.stderr.splitlines():  # the arm's own notes (settings it left out)
+        if line.startswith("bench_network arm:"):
+            print(line, file=sys.stderr)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
