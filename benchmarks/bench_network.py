@@ -9,15 +9,26 @@ before a `jax.lax.associative_scan`, or the Annotated S4's Vandermonde kernel an
 convolution), so the network-level ratio is measured side by side in one process, calls
 alternating, as the layer ratio is.
 
-``python -m benchmarks.bench_network --before REV`` measures one process's before/after ratios
-against the training code (``harness/train.py``, ``models/network.py``) of git revision REV:
-tokens per second of the step with its host work, and a short run of two learning rates.
+``python -m benchmarks.bench_network --before REV`` measures before/after ratios against git
+revision REV, checked out whole in a temporary git worktree: each arm runs
+`benchmarks._revision_arm` in its own process with its checkout first on PYTHONPATH, the arms
+alternating (`before_after`). It reports tokens per second of the step with its host work, and
+a short run at two learning rates.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
-import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from . import common
@@ -254,124 +265,128 @@ def step_compile_seconds(model: str, task: str) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# Before and after: this checkout's training against the training code of a git revision
+# Before and after: this checkout's training against a git revision's, each in its own process
+
+_ROOT = Path(__file__).resolve().parents[1]
+_ARM = Path(__file__).with_name("_revision_arm.py")
 
 
-def _module_at(revision: str, path: str, name: str, replace: tuple[tuple[str, str], ...] = ()):
-    """``path`` as it was at git ``revision``, imported as module ``name`` of its package
-    (relative imports resolve to this checkout's modules)."""
-    import subprocess
-    import sys
-    import types
+class BeforeAfterError(RuntimeError):
+    """A revision that git cannot check out, or an arm whose process failed (the message says
+    which, with the end of its error output)."""
 
-    source = subprocess.run(["git", "show", f"{revision}:{path}"], check=True,
-                            capture_output=True, text=True).stdout
-    for old, new in replace:
-        source = source.replace(old, new)
-    module = types.ModuleType(name)
-    module.__package__ = name.rpartition(".")[0]
-    module.__file__ = f"{revision}:{path}"
-    sys.modules[name] = module
-    exec(compile(source, module.__file__, "exec"), module.__dict__)
-    return module
+
+def _run(command: list[str], *, cwd: Path = _ROOT, env: dict[str, str] | None = None
+         ) -> subprocess.CompletedProcess:
+    """``command`` run to its end, its output captured: the one place here that starts a
+    process (git, and each arm of `before_after`)."""
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def _git(*args: str) -> str:
+    done = _run(["git", *args])
+    if done.returncode:
+        raise BeforeAfterError(f"git {' '.join(args)} failed: "
+                               f"{(done.stderr.strip().splitlines() or ['?'])[-1]}")
+    return done.stdout.strip()
+
+
+@contextlib.contextmanager
+def revision_worktree(revision: str) -> Iterator[Path]:
+    """A detached git worktree of ``revision`` in a temporary folder, removed (and git's record
+    of it pruned) on leaving, whether by an error, a KeyboardInterrupt or normally."""
+    done = _run(["git", "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"])
+    if done.returncode:
+        raise BeforeAfterError(f"--before {revision!r} is not a commit of this repository; "
+                               "accepted: any git revision, e.g. HEAD~1, a hash or a tag.")
+    commit = done.stdout.strip()
+    folder = Path(tempfile.mkdtemp(prefix="linrnn-before-"))
+    tree = folder / "tree"
+    try:
+        _git("worktree", "add", "--detach", str(tree), commit)
+        yield tree
+    finally:
+        _run(["git", "worktree", "remove", "--force", str(tree)])
+        shutil.rmtree(folder, ignore_errors=True)
+        _run(["git", "worktree", "prune"])
+
+
+def _arm(root: Path, request: dict) -> dict:
+    """`benchmarks._revision_arm.measure` of ``request`` in a fresh process whose ``harness``,
+    ``models`` and ``tasks`` are ``root``'s (first on PYTHONPATH). The native kernels' and the
+    tasks' caches are this checkout's for both arms (keyed by their sources and configs), so
+    the 'before' worktree builds and generates nothing the 'after' arm already has."""
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+             if p and Path(p).resolve() not in (_ROOT, root.resolve())]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *paths]),
+           "LINRNN_NATIVE_CACHE": (os.environ.get("LINRNN_NATIVE_CACHE")
+                                   or str(_ROOT / ".cache" / "native")),
+           "LINRNN_CACHE": os.environ.get("LINRNN_CACHE") or str(_ROOT / ".cache")}
+    done = _run([sys.executable, str(_ARM), json.dumps(request)], cwd=root, env=env)
+    if done.returncode:
+        tail = "\n    ".join(done.stderr.strip().splitlines()[-5:])
+        raise BeforeAfterError(f"The arm on {root} failed (exit {done.returncode}):\n    {tail}")
+    for line in done.stderr.splitlines():  # the arm's own notes (settings it left out)
+        if line.startswith("bench_network arm:"):
+            print(line, file=sys.stderr)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def before_after(revision: str, models: tuple[str, ...], task: str, *, repeats: int,
-                 run_steps: int) -> list[dict]:
-    """Rows of before/after ratios, every pair of calls alternating in this process.
+                 run_steps: int, rounds: int = 2) -> list[dict]:
+    """Rows of before/after ratios: git ``revision`` (a worktree of it) against this checkout.
 
+    Each arm is a fresh process per model and round (`_arm`), the arms alternating, the order
+    reversed every other round (before, after, after, before, ...); times are medians over the
+    rounds (a step's over all its calls).
+
+    - ``run 1``, ``run 2``: a whole short run (``run_steps`` steps, two evaluations, compile
+      included) at the run's learning rate and seed, then at a third of it and seed 1 (a second
+      grid point), first thing in each process, so that the first run compiles from cold in
+      both (the persistent cache is off unless the environment switches it on);
     - ``step``: one training step with its host work (drawing the batch, the dropout key) as
       each revision's ``train`` loop runs it, on the same examples (the same sampler order):
       real tokens per second after over before;
-    - ``baseline``: the in-run baseline network (reference-style layers) against ours;
-    - ``run``: a whole short run (``run_steps`` steps, two evaluations, compile included) at
-      one learning rate and seed, then at another (a second grid point), first thing for each
-      model, so that the first run compiles from cold in both (the persistent cache is off
-      unless the environment switches it on).
+    - ``baseline``: the in-run baseline network (reference-style layers) against ours, this
+      checkout's, calls alternating in this process.
     """
-    import dataclasses
-    import time
-
-    import equinox as eqx
-    import jax
-    import jax.random as jr
     import numpy as np
 
-    from harness import roofline, train as after
+    from harness import train as after
 
-    _module_at(revision, "models/network.py", "models._network_before")  # imported by the next
-    before = _module_at(revision, "harness/train.py", "harness._train_before", replace=(
-        ("from models.network import", "from models._network_before import"),))
     rows = []
-    for model in models:
-        spec = run_spec(model, task)
-        the_task = built_task(spec.task, spec.task_options)
-        split = the_task.split("train")
-        key = jr.fold_in(jr.PRNGKey(spec.seed), 0)
-        drop = jr.fold_in(jr.PRNGKey(spec.seed), 1)
-        recipe = dataclasses.replace(spec.train, steps=run_steps, eval_every=run_steps // 2)
-        for point, (lr, seed) in enumerate(((recipe.lr, spec.seed), (recipe.lr / 3, 1))):
-            config = dataclasses.replace(recipe, lr=lr)
-            seconds = {}
-            for label, T in (("before", before), ("after", after)):
-                start = time.perf_counter()
-                T.train(spec.network, the_task, config, seed=seed)
-                seconds[label] = time.perf_counter() - start
-            rows.append({"model": model, "what": f"run {point + 1} (lr {lr:g}, seed {seed}, "
-                         f"{run_steps} steps, compile included)",
-                         "before_s": seconds["before"], "after_s": seconds["after"],
-                         "ratio": seconds["before"] / seconds["after"]})
-        loops = {}
-        for label, T in (("before", before), ("after", after)):
-            network, state = T.build_network(spec.network, the_task.info, key=key)
-            params = eqx.filter(network, eqx.is_inexact_array)
-            if hasattr(T, "init_optimiser"):  # optax's optimiser, the recipe in its state
-                optimiser = T.make_optimiser(network)
-                opt_state = T.init_optimiser(optimiser, params, spec.train)
-            else:  # a revision whose optimiser's init took the recipe, or did not
-                optimiser = T.make_optimiser(network, spec.train)
-                takes_recipe = len(inspect.signature(optimiser.init).parameters) == 2
-                opt_state = (optimiser.init(params, spec.train) if takes_recipe
-                             else optimiser.init(params))
-            if hasattr(T, "Stepper"):  # the training loop's step since it was added
-                stepper = T.Stepper(optimiser, network, state, opt_state)
-                sampler = T.BatchSampler(split, spec.train.batch_size, spec.seed, device=False)
-
-                def call(stepper=stepper, sampler=sampler, counter=[0]):
-                    s = counter[0]
-                    counter[0] += 1
-                    return stepper(sampler(s), drop)
-            else:
-                step = T.make_train_step(optimiser)
-                sampler = T.BatchSampler(split, spec.train.batch_size, spec.seed)
-                carried = [network, state, opt_state]
-
-                def call(step=step, sampler=sampler, carried=carried, label=label,
-                         counter=[0]):
-                    s = counter[0]
-                    counter[0] += 1
-                    key = jr.fold_in(drop, s) if label == "before" else drop
-                    out = step(*carried, sampler(s), key)
-                    carried[:] = out[:3]
-                    return out
-
-            jax.block_until_ready(call())
-            loops[label] = call
-        times = {"before": [], "after": []}
-        for _ in range(repeats):
-            for label in ("before", "after"):
-                times[label].extend(roofline.time_calls(loops[label], warmup=0,
-                                                        repeats=1).times_s)
-        sampler = after.BatchSampler(split, spec.train.batch_size, spec.seed, trim=False)
-        real = float(np.mean([np.sum(np.asarray(sampler(s).lengths)) for s in range(repeats)]))
-        b, a = (float(np.median(times[k])) for k in ("before", "after"))
-        rows.append({"model": model, "what": "step + host", "before_s": b, "after_s": a,
-                     "ratio": b / a, "before_real_tokens_per_s": real / b,
-                     "after_real_tokens_per_s": real / a})
-        base = step_speedup(model, task, repeats=repeats)
-        rows.append({"model": model, "what": "baseline network step / ours",
-                     "before_s": base["baseline_median_s"], "after_s": base["step_median_s"],
-                     "ratio": base["speedup_over_baseline"]})
+    with revision_worktree(revision) as tree:
+        roots = {"before": tree, "after": _ROOT}
+        for model in models:
+            spec = run_spec(model, task)
+            request = {"network": dataclasses.asdict(spec.network),
+                       "train": dataclasses.asdict(spec.train), "task": spec.task,
+                       "task_options": list(spec.task_options), "seed": spec.seed,
+                       "run_steps": run_steps, "repeats": repeats}
+            results: dict[str, list[dict]] = {"before": [], "after": []}
+            for r in range(rounds):
+                for label in ("before", "after") if r % 2 == 0 else ("after", "before"):
+                    results[label].append(_arm(roots[label], request))
+            for point, first in enumerate(results["after"][0]["runs"]):
+                b, a = (float(np.median([res["runs"][point]["seconds"] for res in results[k]]))
+                        for k in ("before", "after"))
+                rows.append({"model": model, "what": f"run {point + 1} (lr {first['lr']:g}, "
+                             f"seed {first['seed']}, {run_steps} steps, compile included)",
+                             "before_s": b, "after_s": a, "ratio": b / a})
+            the_task = built_task(spec.task, spec.task_options)
+            sampler = after.BatchSampler(the_task.split("train"), spec.train.batch_size,
+                                         spec.seed, trim=False)
+            real = float(np.mean([np.sum(np.asarray(sampler(s).lengths))
+                                  for s in range(repeats)]))
+            b, a = (float(np.median([t for res in results[k] for t in res["step_s"]]))
+                    for k in ("before", "after"))
+            rows.append({"model": model, "what": "step + host", "before_s": b, "after_s": a,
+                         "ratio": b / a, "before_real_tokens_per_s": real / b,
+                         "after_real_tokens_per_s": real / a})
+            base = step_speedup(model, task, repeats=repeats)
+            rows.append({"model": model, "what": "baseline network step / ours",
+                         "before_s": base["baseline_median_s"], "after_s": base["step_median_s"],
+                         "ratio": base["speedup_over_baseline"]})
     return rows
 
 
@@ -384,9 +399,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--task", default="listops")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--run-steps", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="processes per arm and model, alternating (default 2)")
     args = parser.parse_args(argv)
-    rows = before_after(args.before, tuple(args.models.split(",")), args.task,
-                        repeats=args.repeats, run_steps=args.run_steps)
+    for name in ("repeats", "run_steps", "rounds"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')}={getattr(args, name)}; accepted: a "
+                         "positive integer.")
+    if args.run_steps < 2:
+        parser.error(f"--run-steps={args.run_steps}; accepted: 2 or more (two evaluations).")
+    try:
+        rows = before_after(args.before, tuple(args.models.split(",")), args.task,
+                            repeats=args.repeats, run_steps=args.run_steps, rounds=args.rounds)
+    except (BeforeAfterError, NotImplementedError) as e:
+        raise SystemExit(f"bench_network: {e}") from None
     print(f"{'model':8s} {'what':58s} {'before s':>10s} {'after s':>10s} {'ratio':>7s}")
     for r in rows:
         print(f"{r['model']:8s} {r['what']:58s} {r['before_s']:10.4f} {r['after_s']:10.4f} "

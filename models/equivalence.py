@@ -48,8 +48,8 @@ def rotrnn_to_lru(rotrnn: RotRNN) -> LRU:
     Then Re(C_LRU h) = (C_bar w + conj(C_bar w)) / 2 = Re(C_bar w), so the outputs agree, and
     ||h_t||^2 = (||w_t||^2 + ||w_t||^2) / 2 = ||x_t||^2, so the state norms agree too.
 
-    In the LRU's parameters: nu_log = gamma_log_h exactly (|lambda| = gamma_h = exp(-exp(
-    gamma_log_h))); theta_log = log of the phase taken in (0, 2 pi], because the LRU's
+    In the LRU's parameters: nu_log = gamma_loglog_h exactly (|lambda| = gamma_h = exp(-exp(
+    gamma_loglog_h))); theta_log = log of the phase taken in (0, 2 pi], because the LRU's
     theta = exp(theta_log) is positive: the conjugate -theta_k is stored as 2 pi - theta_k mod
     2 pi (an equivalent representation of the same eigenvalue, exact up to one round-off of
     the angle); the LRU's normaliser exp(gamma_log) is set to 1, the RotRNN's xi_h being
@@ -64,7 +64,7 @@ def rotrnn_to_lru(rotrnn: RotRNN) -> LRU:
     """
     system = rotrnn.discrete_system()
     d_model, half = system.D.shape[0], system.state_size
-    gamma_log = jnp.repeat(rotrnn.gamma_log, half // rotrnn.gamma_log.shape[0])
+    nu_log = jnp.repeat(rotrnn.gamma_loglog, half // rotrnn.gamma_loglog.shape[0])
     angles = rotrnn.angles.reshape(-1)
     phase = jnp.concatenate([_positive_phase(angles), _positive_phase(-angles)])
     B = _conjugate_pairs(system.B, axis=0)
@@ -79,7 +79,7 @@ def rotrnn_to_lru(rotrnn: RotRNN) -> LRU:
     # Only the LRU's structure is built (eval_shape initialises nothing); every leaf is set below.
     lru = jax.eval_shape(lambda: LRU(config, key=jr.PRNGKey(0)))
     values = [
-        jnp.concatenate([gamma_log, gamma_log]),
+        jnp.concatenate([nu_log, nu_log]),
         jnp.log(phase),
         jnp.zeros_like(phase),
         B.real,

@@ -6,10 +6,14 @@ Per head h = 1..heads, with N_h = N / heads state dimensions (Biegun et al. 2024
     A_h     = P_h Theta_h P_h^T,          P_h = expm(M_h - M_h^T)       (orthogonal, det 1)
     Theta_h = blockdiag(R(theta_{h,1}), ..., R(theta_{h,N_h/2}))
     y_t     = C [x^1_t; ...; x^heads_t] + D * u_t
-    gamma_h = exp(-exp(gamma_log_h)),     xi_h = sqrt((1 - gamma_h^2) / tr(B_h^T B_h))
+    gamma_h = exp(-exp(gamma_loglog_h)),  xi_h = sqrt((1 - gamma_h^2) / tr(B_h^T B_h))
 
-Fields and the paper's symbols: ``M`` M_h, ``angles`` theta, ``gamma_log`` log(-log gamma),
+Fields and the paper's symbols: ``M`` M_h, ``angles`` theta, ``gamma_loglog`` log(-log gamma),
 ``B`` B_h, ``C`` C, ``D`` D, ``C_reverse`` the reverse scan's output matrix (bidirectional).
+``gamma_loglog`` is named for what it holds: in the LRU a ``*_log`` field is the log of its
+symbol (``gamma_log`` = log gamma, ``nu_log`` = log nu with nu = -log|lambda|), so the log of
+-log gamma is ``gamma_loglog``. The authors' code calls it ``gamma_log``, the name the Flax
+drop-in (`models.flax.linen.RotRNN`) keeps.
 
 Engine form. In the rotated basis z = P^T x a head is z_t = gamma Theta z_{t-1} + xi P^T B u_t,
 and the block gamma R(theta) acts on (z_{2k}, z_{2k+1}) as multiplication of
@@ -118,7 +122,7 @@ class RotRNNConfig:
         _validate.choice("RotRNNConfig.algorithm", self.algorithm, _MIMO_ALGORITHMS)
 
 
-def _init_gamma_log(key: PRNGKeyArray, config: RotRNNConfig) -> Float[Array, " heads"]:
+def _init_gamma_loglog(key: PRNGKeyArray, config: RotRNNConfig) -> Float[Array, " heads"]:
     low, high = config.gamma_min, config.gamma_max
     if config.gamma_init == "loglog_uniform":
         # log(-log gamma) ~ U[log(-log gamma_max), log(-log gamma_min)]
@@ -126,7 +130,7 @@ def _init_gamma_log(key: PRNGKeyArray, config: RotRNNConfig) -> Float[Array, " h
             key, (config.heads,), minval=math.log(-math.log(high)), maxval=math.log(-math.log(low))
         )
     elif config.gamma_init == "ring":
-        # gamma^2 ~ U[gamma_min^2, gamma_max^2], then gamma_log = log(-log gamma)
+        # gamma^2 ~ U[gamma_min^2, gamma_max^2], then gamma_loglog = log(-log gamma)
         gamma_sq = jr.uniform(key, (config.heads,), minval=low**2, maxval=high**2)
         return jnp.log(-0.5 * jnp.log(gamma_sq))
     else:
@@ -195,7 +199,11 @@ class RotRNN(AbstractRecurrentLayer):
 
     M: Float[Array, "heads Nh Nh"]
     angles: Float[Array, "heads pairs"]
-    gamma_log: Float[Array, " heads"]
+    gamma_loglog: Float[Array, " heads"]
+    """log(-log gamma_h) of the RotRNN paper's per-head decay gamma_h = exp(-exp(gamma_loglog_h)),
+    in (0, 1) for every real value, as the LRU's |lambda| = exp(-exp(nu_log)). Named loglog
+    because it is not log gamma, which the LRU's ``gamma_log`` holds. Checkpoints store leaves
+    by position, not by name, so those written when this field was ``gamma_log`` still load."""
     B: Float[Array, "heads Nh H"]
     C: Float[Array, "H N"]
     D: Float[Array, " H"]
@@ -208,7 +216,7 @@ class RotRNN(AbstractRecurrentLayer):
         heads, head_dim, H = config.heads, config.d_state // config.heads, config.d_model
         self.M = jr.normal(k_m, (heads, head_dim, head_dim))
         self.angles = jr.uniform(k_angle, (heads, head_dim // 2), maxval=config.max_phase)
-        self.gamma_log = _init_gamma_log(k_gamma, config)
+        self.gamma_loglog = _init_gamma_loglog(k_gamma, config)
         self.B = jr.normal(k_b, (heads, head_dim, H)) / math.sqrt(H + config.d_state)
         self.C = _init_readout(k_c, config)
         self.D = jr.normal(k_d, (H,))
@@ -227,8 +235,8 @@ class RotRNN(AbstractRecurrentLayer):
         return expm_skew(self.M - jnp.swapaxes(self.M, -1, -2))
 
     def decay(self) -> Float[Array, " heads"]:
-        """gamma_h = exp(-exp(gamma_log_h)), in (0, 1)."""
-        return jnp.exp(-jnp.exp(self.gamma_log))
+        """gamma_h = exp(-exp(gamma_loglog_h)), in (0, 1)."""
+        return jnp.exp(-jnp.exp(self.gamma_loglog))
 
     def input_scale(self) -> Float[Array, " heads"]:
         """xi_h = sqrt((1 - gamma_h^2) / tr(B_h^T B_h)), or 1 when ``normalise`` is False.
@@ -236,7 +244,7 @@ class RotRNN(AbstractRecurrentLayer):
         With x_0 = 0 and white unit-covariance inputs this gives E||x^h_t||^2 = 1 - gamma_h^{2t}.
         """
         if not self.normalise:
-            return jnp.ones_like(self.gamma_log)
+            return jnp.ones_like(self.gamma_loglog)
         gamma = self.decay()
         return jnp.sqrt((1 - gamma**2) / jnp.sum(self.B**2, axis=(1, 2)))
 
@@ -269,9 +277,10 @@ class RotRNN(AbstractRecurrentLayer):
     def recurrent_mask(self) -> PyTree[bool]:
         # The transition (M, theta, gamma) and the input map B: the LRU paper's group (lambda, B,
         # gamma), RotRNN's lambda being M and theta. The RotRNN paper states no parameter groups; a
-        # public fork by one of its authors groups by parameter name and so puts only gamma_log
-        # (and, in one setting, B) there, leaving M and theta with weight decay.
+        # public fork by one of its authors groups by parameter name and so puts only its
+        # gamma_log (our gamma_loglog; and, in one setting, B) there, leaving M and theta with
+        # weight decay.
         mask = jax.tree_util.tree_map(lambda _: False, self)
         return eqx.tree_at(
-            lambda m: (m.M, m.angles, m.gamma_log, m.B), mask, replace=(True, True, True, True)
+            lambda m: (m.M, m.angles, m.gamma_loglog, m.B), mask, replace=(True, True, True, True)
         )

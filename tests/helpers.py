@@ -74,7 +74,7 @@ def dense_parameters(layer: RotRNN) -> dict:
     M, angles, B = (np.asarray(a, np.float64) for a in (layer.M, layer.angles, layer.B))
     P = np.stack([scipy.linalg.expm(m - m.T) for m in M])
     A = np.stack([p @ rotation_blocks(a) @ p.T for p, a in zip(P, angles)])
-    gamma = np.exp(-np.exp(np.asarray(layer.gamma_log, np.float64)))
+    gamma = np.exp(-np.exp(np.asarray(layer.gamma_loglog, np.float64)))
     if layer.normalise:
         xi = np.sqrt((1 - gamma**2) / np.einsum("hij,hij->h", B, B))
     else:
@@ -255,7 +255,7 @@ def dense_jnp(layer: RotRNN, u):
     eye = jnp.eye(pairs, dtype=c.dtype)[None, :, None, :, None]
     theta = (eye * blocks[:, :, :, None, :]).reshape(heads, 2 * pairs, 2 * pairs)
     A = P @ theta @ jnp.swapaxes(P, -1, -2)
-    gamma = jnp.exp(-jnp.exp(layer.gamma_log))
+    gamma = jnp.exp(-jnp.exp(layer.gamma_loglog))
     if layer.normalise:
         xi = jnp.sqrt((1 - gamma**2) / jnp.sum(layer.B**2, axis=(1, 2)))
     else:

@@ -405,6 +405,23 @@ def test_s5_complex_normal_bidirectional_holds_one_C():
     np.testing.assert_array_equal(params["C"][:, 2:, 0], layer.C_reverse_re)
 
 
+def test_an_ours_dict_under_a_renamed_field_still_loads():
+    # RotRNN's log(-log gamma) was the field gamma_log before it became gamma_loglog.
+    layer = build("rotrnn", False, seed=3)
+    config = models.make_config("rotrnn", d_model=H, d_state=D_STATE)
+    params = to_flax_params(layer)
+    assert "gamma_loglog" in params and "gamma_log" not in params
+    old = {("gamma_log" if k == "gamma_loglog" else k): v for k, v in params.items()}
+    back = from_flax_params("rotrnn", old, config)
+    np.testing.assert_array_equal(back.gamma_loglog, layer.gamma_loglog)
+    # Both names at once is ambiguous, and refused.
+    with pytest.raises(ValueError, match=r"unexpected \['gamma_log'\]"):
+        from_flax_params("rotrnn", {**params, "gamma_log": params["gamma_loglog"]}, config)
+    # The published layout keeps the authors' name, gamma_log (heads, 1).
+    published = to_flax_params(layer, layout="published")
+    np.testing.assert_array_equal(published["gamma_log"][:, 0], layer.gamma_loglog)
+
+
 def test_converter_errors_name_the_problem():
     layer = build("lru", False)
     config = models.make_config("lru", d_model=H, d_state=4)

@@ -87,7 +87,7 @@ def test_recurrent_mask_is_the_transition_and_input_map(getkey):
     layer = RotRNN(config, key=getkey())
     mask = layer.recurrent_mask()
     assert jax.tree.structure(mask) == jax.tree.structure(layer)
-    assert (mask.M, mask.angles, mask.gamma_log, mask.B) == (True, True, True, True)
+    assert (mask.M, mask.angles, mask.gamma_loglog, mask.B) == (True, True, True, True)
     assert (mask.C, mask.D, mask.C_reverse) == (False, False, False)
 
 

@@ -364,6 +364,65 @@ def test_a_checkpoint_of_an_older_format_is_not_misread(tmp_path, capsys):
     assert not path.exists()
 
 
+class RotRNNBeforeRename(eqx.Module):
+    """`models.rotrnn.RotRNN`'s fields as they were when its log(-log gamma) was ``gamma_log``
+    (now ``gamma_loglog``), in the same order."""
+
+    M: jax.Array
+    angles: jax.Array
+    gamma_log: jax.Array
+    B: jax.Array
+    C: jax.Array
+    D: jax.Array
+    C_reverse: jax.Array | None
+    normalise: bool = eqx.field(static=True)
+    algorithm: str = eqx.field(static=True)
+
+
+def test_a_checkpoint_written_before_a_field_rename_loads(tmp_path):
+    # Leaves are stored by position, not by field name: a checkpoint whose RotRNN layers (in
+    # the networks and the optimiser's state) had the field gamma_log resumes into today's tree.
+    from models.rotrnn import RotRNN
+
+    net, task = dataclasses.replace(NET, layer="rotrnn"), ToyTask()
+
+    def checkpointed():  # the tree `train` checkpoints, its shapes only (nothing compiles)
+        network, state = T.build_network(net, task.info, key=jax.random.PRNGKey(0))
+        opt_state = T.init_optimiser(T.make_optimiser(network),
+                                     eqx.filter(network, eqx.is_inexact_array), RECIPE)
+        return network, state, opt_state, network, state
+
+    # Distinct values in every array leaf, so that a leaf read into another place is seen.
+    rng = np.random.default_rng(0)
+    leaves, treedef = jax.tree.flatten(eqx.filter_eval_shape(checkpointed))
+    tree = jax.tree.unflatten(treedef, [
+        np.asarray(rng.standard_normal(x.shape) * 8, x.dtype)
+        if isinstance(x, jax.ShapeDtypeStruct) else x for x in leaves])
+
+    def before_rename(layer):
+        if not isinstance(layer, RotRNN):
+            return layer
+        return RotRNNBeforeRename(layer.M, layer.angles, layer.gamma_loglog, layer.B, layer.C,
+                                  layer.D, layer.C_reverse, layer.normalise, layer.algorithm)
+
+    old = jax.tree.map(before_rename, tree, is_leaf=lambda x: isinstance(x, RotRNN))
+    is_old = lambda x: isinstance(x, RotRNNBeforeRename)  # noqa: E731
+    old_layers = [x for x in jax.tree.leaves(old, is_leaf=is_old) if is_old(x)]
+    assert len(old_layers) >= 3  # the network's, the best network's, the optimiser's moments
+    path = tmp_path / "run.eqx"
+    identity = T._identity(net, task, RECIPE, 1)
+    T.save_checkpoint(path, {"format": T._CHECKPOINT_FORMAT, "identity": identity, "step": 2,
+                             "rows": [], "best": None, "seconds": 0.0}, old)
+
+    header, loaded = T._resume(path, identity, tree)
+    assert header["step"] == 2
+    assert jax.tree.structure(loaded) == jax.tree.structure(tree)
+    assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(tree)))
+    layer = loaded[0].blocks[0].layer
+    assert isinstance(layer, RotRNN)
+    np.testing.assert_array_equal(layer.gamma_loglog, old_layers[0].gamma_log)
+
+
 def test_non_finite_loss_stops_the_run_at_once_with_its_step(tmp_path):
     net = dataclasses.replace(NET, norm="layer")
     recipe = dataclasses.replace(RECIPE, steps=12)

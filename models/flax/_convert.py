@@ -5,7 +5,8 @@ Two layouts exist for each layer:
 - ``"ours"``: one entry per array field of the Equinox layer, under the field's own name
   (``nu_log``, ``B_re``, ``C_reverse_re``, ...); fields that are ``None`` (an unused option,
   e.g. ``C_reverse`` of a unidirectional layer) have no entry. The generic linen and NNX
-  modules hold this layout.
+  modules hold this layout. `from_flax_params` also reads a renamed field under its former
+  name (`RENAMED`).
 - ``"published"``: the parameter names and shapes of the published Flax codebase of that
   model, which the drop-in linen modules (`models.flax.linen`) hold, so that a checkpoint of the
   published code loads as it is. S4D has no published Flax codebase, so no such layout.
@@ -36,7 +37,8 @@ Mapping table (ours <-> published; H channels, P stored states, heads, N_h = N /
     ...), an extension of the S5 code)
         M (heads,N_h,N_h)   M (heads,N_h,N_h)     identity
         angles (heads,N_h/2) theta (heads,N_h/2)  identity
-        gamma_log (heads,)  gamma_log (heads,1)   gamma_log[:, 0] = gamma_log
+        gamma_loglog (heads,) gamma_log (heads,1) gamma_log[:, 0] = gamma_loglog (both hold
+                                                  log(-log gamma); the published name is kept)
         B (heads,N_h,H)     B (heads,N_h,H)       identity
         C (H,N)             C (H,N)               identity
         C_reverse (H,N)     C2 (H,N)              identity (bidirectional)
@@ -75,6 +77,12 @@ PUBLISHED: dict[str, str] = {
 }
 
 Params = dict[str, Float[Array, "..."]]
+# Fields renamed since layout "ours" dicts were first written: (model, old name) -> new name. A
+# dict under the old name is read as under the new one, so saved "ours" parameters still load.
+RENAMED: dict[tuple[str, str], str] = {
+    # RotRNN's gamma_log held log(-log gamma), not log gamma as the LRU's gamma_log does.
+    ("rotrnn", "gamma_log"): "gamma_loglog",
+}
 # The dtypes a parameter may have: the layers' maths (complex64 / complex128 from real and
 # imaginary parts) is not defined in half precision, so float16 and bfloat16 are refused, not
 # cast (a cast would change the bits that the round trips promise to keep).
@@ -296,7 +304,7 @@ def _rotrnn_to_published(layer: RotRNN) -> Params:
             "with normalise=True, or use layout='ours'."
         )
     params = {"theta": layer.angles, "M": layer.M, "B": layer.B, "C": layer.C, "D": layer.D,
-              "gamma_log": layer.gamma_log[:, None]}
+              "gamma_log": layer.gamma_loglog[:, None]}
     if layer.C_reverse is not None:
         params["C2"] = layer.C_reverse
     return params
@@ -315,7 +323,7 @@ def _rotrnn_from_published(params: Mapping[str, Array], config: RotRNNConfig) ->
     if config.bidirectional:
         expected["C2"] = (H, N)
     _check_entries("rotrnn", "published", params, expected)
-    ours = {"M": params["M"], "angles": params["theta"], "gamma_log": params["gamma_log"][:, 0],
+    ours = {"M": params["M"], "angles": params["theta"], "gamma_loglog": params["gamma_log"][:, 0],
             "B": params["B"], "C": params["C"], "D": params["D"]}
     if config.bidirectional:
         ours["C_reverse"] = params["C2"]
@@ -411,4 +419,14 @@ def from_flax_params(
                 f"Model {name!r} has no published Flax layout; published layouts exist for "
                 f"{sorted(PUBLISHED)}. Use layout='ours'."
             )
+    else:
+        params = _renamed(name, params)
     return _layer_from_ours(name, params, config)
+
+
+def _renamed(name: str, params: Params) -> Params:
+    """``params`` with each old field name of model ``name`` (`RENAMED`) under its new name,
+    unless the new name is there too (then the dict is left for `_check_entries` to refuse)."""
+    renames = {old: new for (model, old), new in RENAMED.items()
+               if model == name and old in params and new not in params}
+    return {renames.get(key, key): value for key, value in params.items()}
