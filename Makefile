@@ -52,9 +52,11 @@ $(STAMP): pyproject.toml requirements.lock
 
 # The tests in TEST_WORKERS processes (pytest-xdist), a test file per worker at a time, so that
 # a file's compiled programs and module fixtures are made once. TEST_WORKERS=0 runs them here.
+# The slowest tests are listed at the end (where the suite's time goes, for keeping it short).
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest tests $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+	$(PY) -m pytest tests $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) \
+	  --durations=15
 
 report: $(STAMP)
 	$(PY) -m harness report --run --preset $(PRESET) $(REPORT_EXECUTOR)
