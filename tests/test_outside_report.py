@@ -227,7 +227,10 @@ def test_the_documented_worked_example_puts_the_layer_beside_ours(tmp_path, monk
     documented_env, commands = _documented_commands()
     assert documented_env["MINE"] == S6 and any("report" in c for c in commands)
     store, out = tmp_path / "store.sqlite", tmp_path / "reports"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MINE": S6, "LINRNN_JAX_CACHE": ""}
+    # As a user runs it: with the persistent compilation cache (the test's own), so that each
+    # fresh process loads the small programs its predecessors compiled.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MINE": S6,
+           "LINRNN_JAX_CACHE": str(tmp_path / "jax")}
 
     def run(command: str) -> None:
         argv = shlex.split(command.replace("$MINE", S6).replace("$PWD", str(ROOT)))
