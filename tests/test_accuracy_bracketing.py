@@ -20,7 +20,7 @@ _GRID = dict(lr_grid=(3e-3, 1e-2, 3e-2), recurrent_lr_grid=(1e-3, 3e-3, 1e-2),
 
 def _config(lr_extend: int, **overrides) -> A.AccuracyConfig:
     return dataclasses.replace(
-        A.STUDY.config("smoke"), models=("lru",), tasks=("digits",), seeds=(0, 1),
+        A.STUDY.config("smoke"), models=("lru",), tasks=("digits",), seeds=(1, 2),
         tune_tasks=("digits",), lr_extend=lr_extend, **{**_GRID, **overrides})
 
 
@@ -97,3 +97,19 @@ def test_lr_extend_is_refused_where_it_cannot_apply():
         _config(lr_extend=-1)
     with pytest.raises(ValueError, match="needs lr_pairing='paired'"):
         _config(lr_extend=1, lr_pairing="product")
+
+
+def test_the_report_says_whether_each_optimum_is_bracketed(tmp_path):
+    from harness.report import _provenance, _selection
+
+    store = Store(tmp_path / "s.sqlite")
+    run_study(_study(10.0), _config(lr_extend=1), store=store, progress=False)
+    with _provenance.reading(store):
+        table = _selection.bracketing(store)
+    # A peak beyond the grid grown by one step: still at the largest pair, not bracketed.
+    assert table[["model", "task", "pairs", "highest", "position", "bracketed"]].values.tolist() == [
+        ["lru", "digits", 4, 0.1, "largest", False]]
+    grown = Store(tmp_path / "t.sqlite")
+    run_study(_study(0.03), _config(lr_extend=1), store=grown, progress=False)
+    with _provenance.reading(grown):
+        assert _selection.bracketing(grown)["bracketed"].tolist() == [True]

@@ -126,3 +126,35 @@ def tuned_rates(store: Store) -> dict[tuple[str, str, int], tuple[float, float]]
             out[str(model), str(task), int(depth)] = (float(chosen["lr"].iloc[0]),
                                                       float(chosen["rlr"].iloc[0]))
     return out
+
+
+def bracketing(store: Store) -> pd.DataFrame:
+    """Per tuned cell of the shown preset (finished runs at two or more pairs): the pairs tried,
+    the one selected, and whether it lies inside the grid (``bracketed``) or at an end.
+
+    Columns: ``task``, ``model``, ``depth``, ``pairs`` (how many), ``lowest`` and ``highest``
+    (the smallest and largest shared rate tried), ``lr`` and ``rlr`` (selected), ``position``
+    (``"inside"``, ``"largest"`` or ``"smallest"``) and ``bracketed``. Empty without tuned cells.
+    """
+    columns = ["task", "model", "depth", "pairs", "lowest", "highest", "lr", "rlr", "position",
+               "bracketed"]
+    rows, runs, _, _ = _selected(store)
+    if rows.empty or runs.empty:
+        return pd.DataFrame(columns=columns)
+    done = set(runs.loc[runs["status"] == "done", "run_id"])
+    final = rows[(rows["kind"] == "final") & rows["run_id"].isin(done)]
+    if final.empty:
+        return pd.DataFrame(columns=columns)
+    final = configurations(_keys(final).reset_index(drop=True))
+    out = []
+    for (task, model, depth), cell in final.groupby(["task", "model", "depth"]):
+        pairs = sorted(set(zip(cell["lr"], cell["rlr"])))
+        chosen = cell[cell["tuned"]][["lr", "rlr"]].drop_duplicates()
+        if len(pairs) < 2 or len(chosen) != 1:
+            continue
+        lr, rlr = float(chosen["lr"].iloc[0]), float(chosen["rlr"].iloc[0])
+        position = ("largest" if (lr, rlr) == pairs[-1] else
+                    "smallest" if (lr, rlr) == pairs[0] else "inside")
+        out.append((task, model, int(depth), len(pairs), float(pairs[0][0]),
+                    float(pairs[-1][0]), lr, rlr, position, position == "inside"))
+    return pd.DataFrame(out, columns=columns)
