@@ -66,8 +66,10 @@ def test_latex_is_ascii_whatever_the_text():
     _check_latex(tex, "t")
     assert r"LRU - RotRNN" in tex and r"$\lambda$ $\leq$ 1" in tex and r"$\Delta$ (pp)" in tex
     assert r"\caption{Differences. 95 \% interval, n = 5 $\pm$ s.e.}" in tex
+    # Styler's escaping covers LaTeX's special characters; the rest is spelt or refused.
+    assert _writers.latex_spelling("< 0.001 | p") == r"\textless{} 0.001 \textbar{} p"
     with pytest.raises(ValueError, match="No LaTeX spelling for '\u2603'"):
-        _writers.latex_escape("\u2603")
+        _writers.table_latex(Table("t", "Snow", "c", pd.DataFrame({"a": ["\u2603"]})))
 
 
 def test_render_writes_every_format_and_is_byte_identical(store, tmp_path):
