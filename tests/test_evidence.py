@@ -254,7 +254,7 @@ def _record(store: Store) -> None:
 def test_section_tunes_tests_and_states_findings(tmp_path):
     store = Store(tmp_path / "s.sqlite")
     _record(store)
-    artifacts = {a.name: a for a in accuracy.section(store)}
+    artifacts = {a.name: a for a in accuracy.build(store)}
     assert_printable(artifacts.values())
     tuned = artifacts["accuracy_tuned"]
     assert isinstance(tuned, Table)
@@ -319,7 +319,7 @@ def test_significance_table_recomputes_with_scipy(tmp_path):
                        "val_loss": 1.0, "test_loss": 1.0, "selection": "accuracy",
                        "params": 100, "steps": 10, "train_seconds": 1.0,
                        "baseline_test_accuracy": 0.1, "baseline_test_loss": 2.3}])
-    artifacts = {a.name: a for a in accuracy.section(store)}
+    artifacts = {a.name: a for a in accuracy.build(store)}
     table = artifacts["accuracy_significance"].frame
     labels = {"lru": "LRU", "rotrnn": "RotRNN", "s5": "S5"}
     order = ["rotrnn", "lru", "s5"]  # the report's model order (harness.report.style)

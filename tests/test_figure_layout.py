@@ -58,3 +58,19 @@ def test_markers_and_bands_under_a_legend_are_found():
     assert any("covers the FillBetweenPolyCollection" in p or "covers the PolyCollection" in p
                for p in _layout.problems(fig))
     plt.close(fig)
+
+
+def test_panels_fill_rows_and_hide_the_rest():
+    fig, axes = style.panels(5, 2.0)  # four to a row: two rows, three panels hidden
+    assert axes.shape == (2, 4)
+    assert [ax.get_visible() for ax in axes.flat] == [True] * 5 + [False] * 3
+    assert tuple(fig.get_size_inches()) == (style.FULL_WIDTH_IN, 4.0)
+    plt.close(fig)
+    fig, axes = style.panels(1, 2.0)  # one panel: a column wide, unless told otherwise
+    assert axes.shape == (1, 1) and fig.get_size_inches()[0] == style.COLUMN_WIDTH_IN
+    plt.close(fig)
+    fig, axes = style.panels(2, 1.5, ncols=3, sharey=True, width="full")
+    axes[0, 0].set_ylim(0.0, 7.0)
+    assert axes.shape == (1, 2) and axes[0, 1].get_ylim() == (0.0, 7.0)
+    assert fig.get_size_inches()[0] == style.FULL_WIDTH_IN
+    plt.close(fig)

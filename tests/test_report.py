@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from harness.report import MARKER, README_TEXT, ReportError, ReportIncomplete, Section, render
-from harness.report import _published, _writers, accuracy, style
+from harness.report import _published, _selection, _writers, accuracy, style
 from harness.report._artifacts import Figure, Table
 from harness.store import Store
 from helpers import (SYNTHETIC_ACCURACY, SYNTHETIC_PROVENANCE, assert_figure_data,
@@ -66,8 +66,10 @@ def test_latex_is_ascii_whatever_the_text():
     _check_latex(tex, "t")
     assert r"LRU - RotRNN" in tex and r"$\lambda$ $\leq$ 1" in tex and r"$\Delta$ (pp)" in tex
     assert r"\caption{Differences. 95 \% interval, n = 5 $\pm$ s.e.}" in tex
+    # Styler's escaping covers LaTeX's special characters; the rest is spelt or refused.
+    assert _writers.latex_spelling("< 0.001 | p") == r"\textless{} 0.001 \textbar{} p"
     with pytest.raises(ValueError, match="No LaTeX spelling for '\u2603'"):
-        _writers.latex_escape("\u2603")
+        _writers.table_latex(Table("t", "Snow", "c", pd.DataFrame({"a": ["\u2603"]})))
 
 
 def test_render_writes_every_format_and_is_byte_identical(store, tmp_path):
@@ -195,8 +197,8 @@ def _markdown_rows(markdown: str) -> list[list[str]]:
 
 def test_mean_se_and_bold_best_by_hand(store):
     rows, runs = store.read("accuracy"), store.runs("accuracy")
-    final = accuracy._keys(rows[rows["kind"] == "final"])
-    cells = accuracy.summarise(final, accuracy._keys(runs)).set_index(["model", "task"])
+    final = _selection._keys(rows[rows["kind"] == "final"])
+    cells = accuracy.summarise(final, _selection._keys(runs)).set_index(["model", "task"])
     for (model, task), accs in SYNTHETIC_ACCURACY.items():
         assert cells.at[(model, task), "test"] == pytest.approx(100 * sum(accs) / 3)
         assert cells.at[(model, task), "n"] == 3
@@ -209,7 +211,7 @@ def test_mean_se_and_bold_best_by_hand(store):
     assert cells.at[("lru", "adding"), "loss"] == pytest.approx(0.30)
     assert cells.at[("lru", "adding"), "loss_se"] == pytest.approx(0.05)  # s = 0.0707, n = 2
 
-    table = next(a for a in accuracy.section(store) if a.name == "accuracy_test")
+    table = next(a for a in accuracy.build(store) if a.name == "accuracy_test")
     rows_md = _markdown_rows(_writers.table_markdown(table))
     # Columns are tasks as papers name them (from the task registrations); the best mean per
     # task is bold, the other is not.
@@ -370,7 +372,7 @@ def test_one_artifact_regenerated_alone_is_byte_identical(store, tmp_path, capsy
 def test_every_figure_carries_the_numbers_it_draws(store, tmp_path):
     """Each figure's plotted numbers are a CSV beside it, listed in the provenance with its
     images, and are the numbers drawn (`helpers.assert_figure_data`)."""
-    artifacts = accuracy.section(store)
+    artifacts = accuracy.build(store)
     assert_figure_data(artifacts)
     figures = {a.name: a for a in artifacts if isinstance(a, Figure)}
     assert {"accuracy_by_task", "accuracy_curves", "accuracy_cost"} <= set(figures)
@@ -452,7 +454,7 @@ def test_depth_sweep_and_diverged_cells(tmp_path):
         config={"network": {"layer": "s5", "depth": 1}, "task": "digits", "seed": 0},
         config_hash="s5-div", seed=0, provenance=SYNTHETIC_PROVENANCE, rows=[], error="nan",
     )
-    artifacts = {a.name: a for a in accuracy.section(store)}
+    artifacts = {a.name: a for a in accuracy.build(store)}
     table = artifacts["accuracy_test"]
     assert list(table.frame.index) == ["LRU (depth 1)", "LRU (depth 4)", "S5 (depth 1)"]
     assert math.isnan(table.frame.at["S5 (depth 1)", "Sequential digits"])
@@ -480,7 +482,7 @@ def test_grid_runs_not_yet_made_keep_their_cells(tmp_path):
         rows=[{"kind": "final", "val_accuracy": 0.5, "test_accuracy": 0.4,
                "selection": "accuracy", "params": 1, "steps": 1}],
     )
-    artifacts = {a.name: a for a in accuracy.section(store)}
+    artifacts = {a.name: a for a in accuracy.build(store)}
     detail = artifacts["accuracy_detail"].frame.xs("one recipe", level="configuration")
     assert detail["n seeds"].sum() == 1
     assert detail["not run"].sum() == len(specs) - 1  # every other run of the smoke grid

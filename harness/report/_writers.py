@@ -38,7 +38,7 @@ _PDF_METADATA: dict[str, None] = {
     "CreationDate": None, "ModDate": None, "Producer": None, "Creator": None,
 }
 
-_PM = {"md": " ± ", "tex": r" $\pm$ "}
+_PM = " ± "  # between a mean and its standard error
 _MISSING_CELL = "–"  # an en dash: no value
 
 
@@ -243,29 +243,22 @@ def format_value(value: object, fmt: int | str, *, integer: bool = False,
     return format_number(value, int(fmt), integer=integer, scientific=not error)
 
 
-def _cells(table: Table, flavour: str) -> pd.DataFrame:
-    """The table's data cells as text for ``flavour`` ``"md"`` or ``"tex"`` (mean ± se, bold)."""
+def _cells(table: Table) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The table's data cells as text (``mean ± se`` in each column's format), and the mask of
+    the cells to set in bold (`best_mask`); Markdown and LaTeX each mark bold their own way."""
     frame, se = table.frame, table.stderr
-    bold = best_mask(frame, table.best)
     out = pd.DataFrame(index=frame.index, columns=frame.columns, dtype=object)
     for column in frame.columns:
         integer = _is_integer_column(frame[column])
         for row in frame.index:
             fmt = cell_format(table, row, column)
-            value = frame.at[row, column]
-            text = format_value(value, fmt, integer=integer)
-            if flavour == "tex":
-                text = latex_escape(text)
+            text = format_value(frame.at[row, column], fmt, integer=integer)
             if se is not None and column in se.columns:
                 err = se.at[row, column]
                 if not _isnull(err) and text != _MISSING_CELL:
-                    err_text = format_value(err, fmt, error=True)
-                    text += _PM[flavour] + (latex_escape(err_text) if flavour == "tex"
-                                            else err_text)
-            if bold.at[row, column]:
-                text = f"**{text}**" if flavour == "md" else rf"\textbf{{{text}}}"
+                    text += _PM + format_value(err, fmt, error=True)
             out.at[row, column] = text
-    return out
+    return out, best_mask(frame, table.best)
 
 
 def column_digits(table: Table, column: object) -> int | str:
@@ -362,7 +355,8 @@ def table_csv(table: Table) -> str:
 def table_markdown(table: Table) -> str:
     """A GitHub-flavoured Markdown table: ``mean ± se``, the best per column in bold."""
     _check_table(table)
-    cells = _index_columns(_cells(table, "md"))
+    cells, bold = _cells(table)
+    cells = _index_columns(cells.where(~bold.to_numpy(), ("**" + cells + "**").to_numpy()))
     n_index = cells.shape[1] - table.frame.shape[1]
     cells = cells.map(lambda v: str(v).replace("|", r"\|"))
     cells.columns = [str(c).replace("|", r"\|") for c in cells.columns]
@@ -372,24 +366,13 @@ def table_markdown(table: Table) -> str:
     return cells.to_markdown(index=False, colalign=align, disable_numparse=True) + "\n"
 
 
-# LaTeX's special characters, and a spelling for every non-ASCII character the report writes:
-# the .tex files are ASCII, so pdflatex takes them without inputenc or fontenc options.
-_LATEX_SPECIAL = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "|": r"\textbar{}",
-    "<": r"\textless{}",
-    ">": r"\textgreater{}",
-}
-_LATEX_UNICODE = {
+# What Styler's LaTeX escaping (`Styler.format(escape="latex")`, the ten characters special to
+# LaTeX) leaves as it is but pdflatex cannot print as written: every non-ASCII character the
+# report writes (the .tex files are ASCII, so pdflatex takes them without inputenc or fontenc
+# options), and "<", ">" and "|", which the default OT1 font encoding prints as other glyphs.
+# Applied after Styler's escaping, so the macros here are not escaped again.
+_LATEX_SPELLING = {
+    "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}",
     "–": "--", "—": "---", "−": "-", "‐": "-", "…": r"\ldots{}", "’": "'", "‘": "`",
     "“": "``", "”": "''", "\u00a0": "~", "°": r"\textdegree{}", "·": r"$\cdot$",
     "±": r"$\pm$", "×": r"$\times$", "≤": r"$\leq$", "≥": r"$\geq$", "≈": r"$\approx$",
@@ -403,56 +386,69 @@ _LATEX_UNICODE = {
 }
 
 
-def latex_escape(text: str) -> str:
-    """``text`` as ASCII LaTeX: special characters escaped, every non-ASCII character spelt
-    with a macro (`_LATEX_UNICODE`) or, for accented letters, without its accent.
+def latex_spelling(text: object) -> str:
+    """``text``, escaped by Styler already, with every character of `_LATEX_SPELLING` spelt as
+    its macro and an accented letter without its accent: ASCII that pdflatex prints as meant.
 
     Raises `ValueError` for a character with no spelling, so that a new symbol is named here
     instead of reaching a ``.tex`` file that pdflatex rejects.
     """
     out = []
     for ch in str(text):
-        if ch in _LATEX_SPECIAL:
-            out.append(_LATEX_SPECIAL[ch])
+        if ch in _LATEX_SPELLING:
+            out.append(_LATEX_SPELLING[ch])
         elif ch.isascii():
             out.append(ch)
-        elif ch in _LATEX_UNICODE:
-            out.append(_LATEX_UNICODE[ch])
         else:
             plain = "".join(c for c in unicodedata.normalize("NFKD", ch)
                             if not unicodedata.combining(c))
             if not plain.isascii() or not plain:
                 raise ValueError(
                     f"No LaTeX spelling for {ch!r} (U+{ord(ch):04X}, "
-                    f"{unicodedata.name(ch, 'unnamed')}); add one to _writers._LATEX_UNICODE."
+                    f"{unicodedata.name(ch, 'unnamed')}); add one to _writers._LATEX_SPELLING."
                 )
             out.append(plain)
     return "".join(out)
+
+
+def _latex_text(text: str) -> str:
+    """Running text (a caption, a comment) escaped as a table's cells are: Styler writes a
+    caption as given, so the text goes through a one-cell Styler's formatting instead."""
+    one = pd.DataFrame([[text]]).style.format(latex_spelling, escape="latex")
+    return one.hide(axis="index").hide(axis="columns").to_string(delimiter="").rstrip("\n")
 
 
 def table_latex(table: Table) -> str:
     """A ``table`` float holding a booktabs ``tabular`` (``\\usepackage{booktabs}``), with the
     table's title and caption as its caption and ``tab:<name>`` as its label, best per column in
     bold; ASCII only. In a paper: ``\\input{reports/tables/<name>.tex}``.
+
+    Written by `pandas.io.formats.style.Styler.to_latex`, from the cells' texts (`_cells`, as
+    in Markdown): Styler escapes them, `latex_spelling` spells what it leaves, and bold is its
+    ``textbf`` style. The index levels are the leading, left-aligned columns.
     """
     _check_table(table)
-    cells = _cells(table, "tex")
+    cells, bold = _cells(table)
     index_frame = _index_columns(pd.DataFrame(index=table.frame.index))
-    index_frame = index_frame.map(lambda v: latex_escape(str(v)))
     index_frame.index = cells.index
-    body = pd.concat([index_frame, cells], axis=1) if not index_frame.empty else cells
-    body.columns = [latex_escape(str(c)) for c in body.columns]
-    body = body.reset_index(drop=True)
+    body = pd.concat([index_frame, cells], axis=1).reset_index(drop=True)
+    # Styler's own bold (``\textbf{...}``), on the data cells only.
+    styles = np.hstack([np.full(index_frame.shape, ""),
+                        np.where(bold.to_numpy(), "textbf: --rwrap;", "")])
     spec = "l" * index_frame.shape[1] + "".join(
         "r" if _is_numeric_column(table.frame[c]) else "l" for c in table.frame.columns
     )
     title = table.title.rstrip(".")
-    caption = latex_escape(f"{title}. {table.caption}" if table.caption else title)
-    tex = body.style.hide(axis="index").to_latex(
-        hrules=True, column_format=spec, caption=caption, label=f"tab:{table.name}",
-        position="tbp", position_float="centering",
+    styler = (body.style.hide(axis="index")
+              .format(latex_spelling, escape="latex")
+              .format_index(latex_spelling, escape="latex", axis="columns")
+              .apply(lambda _: styles, axis=None))
+    tex = styler.to_latex(
+        hrules=True, column_format=spec, environment="table", position="tbp",
+        position_float="centering", label=f"tab:{table.name}",
+        caption=_latex_text(f"{title}. {table.caption}" if table.caption else title),
     )
-    return f"% {latex_escape(table.title)} (linrnn-bench table {table.name})\n{tex}"
+    return f"% {_latex_text(table.title)} (linrnn-bench table {table.name})\n{tex}"
 
 
 def write_table(table: Table, directory: Path) -> list[Path]:

@@ -21,6 +21,7 @@ Typical use in a section module::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -224,6 +225,28 @@ def figsize(width: str = "column", aspect: float = 0.75) -> tuple[float, float]:
     return (w, w * aspect)
 
 
+def panels(n: int, height: float, *, ncols: int = 4, sharey: bool = False,
+           width: str | None = None):
+    """A grid of ``n`` panels, ``ncols`` to a row (fewer when ``n`` is smaller), ``height``
+    inches per row; the unused panels of the last row hidden. ``width`` is ``"column"`` or
+    ``"full"`` (`figsize`); by default a single column of panels is column-wide, several are
+    full-width. ``sharey``: one y-axis for every panel, so they compare at a glance.
+
+    Returns:
+        ``(fig, axes)``, ``axes`` a 2-D array (rows, columns) whatever ``n``.
+    """
+    import matplotlib.pyplot as plt
+
+    ncols = max(1, min(ncols, n))
+    nrows = math.ceil(n / ncols)
+    figure_width = figsize(width or ("full" if ncols > 1 else "column"))[0]
+    fig, axes = plt.subplots(nrows, ncols, squeeze=False, sharey=sharey,
+                             figsize=(figure_width, height * nrows))
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
 def figure_legend(fig, entries=None, ncol: int | None = None) -> None:
     """One legend for the whole figure, above its panels (outside every axes, so it covers no
     data): ``entries`` ``{label: handle}``, by default every labelled artist of every axes,
@@ -251,8 +274,6 @@ def plain_log_ticks(ax, which: str = "y") -> None:
     with 2 and 5 between the powers of ten labelled too when the axis spans under two decades
     (call after plotting: it reads the axis' limits). Above that only the powers are labelled,
     so that no two labels collide."""
-    import math
-
     from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
     axis = ax.yaxis if which == "y" else ax.xaxis

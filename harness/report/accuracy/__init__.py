@@ -1,0 +1,161 @@
+"""Report section of the accuracy study: what each layer scores, against what, and how surely.
+
+Selection follows the usual protocol: each run keeps the parameters of its best validation
+step, and its test metric there is its result (select on validation, report on test). A task's
+metric is test accuracy (%) for classification and test mean squared error for regression. A
+(model, task) cell is the mean over the runs' seeds with its standard error
+
+    mean = (1/n) sum_i a_i,    se = s / sqrt(n),    s^2 = (1/(n-1)) sum_i (a_i - mean)^2,
+
+and n is stated beside it; with one seed there is no standard error. Diverged runs are not
+averaged in; they are counted in the detail table. When the grid sweeps depth, each depth is
+its own series.
+
+Two configurations per cell: the **one recipe** (the preset's shared learning rates, the same
+for every model) and the **tuned** one (on the tasks the preset tunes, the learning-rate pair
+whose mean validation metric over seeds is best, `harness.studies.accuracy.select`: validation
+only, then its test metric once per seed). Every table and figure shows the task's **trivial
+baseline** (the training split's majority class, or its mean for regression, scored on test;
+computed by the study from the data). The comparisons use `harness.stats` (on scipy.stats):
+within a task, per-seed differences with their paired t interval, d_z, the exact sign-flip
+p-value (paired t above ten seeds), Holm's correction over the task's pairs and the minimum
+detectable difference; across tasks, the Friedman test with its tie correction and pairwise
+Wilcoxon signed-rank tests with Holm, each claim checked under every way of breaking exact ties.
+
+The section is a package by role: `_data` (which runs, from `harness.report._selection`; their
+metric, baseline and labels), `_statistics` (each cell's mean; the comparisons, all from
+`harness.stats`), `tables`, `figures` and `curves`, and `findings`; this module puts them in the
+report's order.
+
+Rows read from the store: the study's, as it declares them (`harness.studies.accuracy.COLUMNS`),
+the ``kind="eval"`` rows (a learning-curve point) and the ``kind="final"`` rows (the result at
+the selected step, the cost, the trivial baseline); and the run's config: ``cfg.network.layer``
+(the model), ``cfg.network.depth``, ``cfg.task``, ``cfg.train.lr``, ``cfg.train.recurrent_lr``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ...store import Store
+from .._artifacts import Artifact, Missing, Section, all_missing
+from . import curves, figures, findings, tables
+from ._data import STUDY, TITLES, Labels, Selection, baselines, left_out, load, scale_text, \
+    tuning_text
+from ._statistics import apart, friedman_text, informative, pairs_text, ranks, significance, \
+    summarise
+
+__all__ = ["INTRO", "SECTION", "STUDY", "TITLE", "build", "summarise"]
+
+TITLE = "Accuracy"
+INTRO = (
+    "Each model is trained on each task, once per seed, with the same architecture, steps, "
+    "batch size and schedule (only what a model's paper prescribes differs). Every few steps "
+    "it is evaluated on the validation split; the parameters at the best validation metric "
+    "are evaluated once on the test split, and that is the run's result. Two configurations "
+    "are shown: the *one recipe*, the preset's shared learning rates for every model, and the "
+    "*tuned* one: on the tasks the preset tunes, every model gets the same learning-rate grid "
+    "(the shared and the recurrent rate, log-spaced), and the pair with the best mean "
+    "validation metric over seeds is selected, on validation only. Seeds are paired: a seed "
+    "fixes the data order for every model, so models are compared seed by seed. Every table "
+    "and figure shows the task's trivial baseline (majority class or training mean), computed "
+    "from the data, and a task counts as informative when some model beats it by more than "
+    "three standard errors. Differences between models are stated with their size: the mean "
+    "per-seed difference with its 95% interval, the effect size d_z, the p-value of an exact "
+    "sign-flip test over the seeds (Holm's correction per task) and the smallest difference "
+    "the design could detect; across tasks, the Friedman test and pairwise Wilcoxon "
+    "signed-rank tests with Holm's correction. The findings state only what those tests "
+    "support, and how large an effect could have been seen. These are small-scale runs on the "
+    "project's machines unless the preset says otherwise; the papers' full-scale LRA numbers "
+    "are in the next section, labelled as published."
+)
+
+
+def build(store: Store) -> list[Artifact]:
+    """The accuracy tables and figures for the largest-scale preset in the store, in the
+    report's order (a table or figure that cannot be made is a `Missing` saying why)."""
+    selection = load(store)
+    if isinstance(selection, str):
+        return all_missing({n: t for n, t in TITLES.items() if n != "accuracy_findings"},
+                           selection)
+    final, labels = selection.final, Labels(selection.runs)
+    recipe_cells = summarise(selection.recipe_final, selection.runs_at("recipe"))
+    tuned_cells = summarise(selection.tuned_final, selection.runs_at("tuned"))
+    base = baselines(final)
+    scale = scale_text(final, selection.preset)
+    tuned_tasks = selection.tuned_tasks
+    tuning = tuning_text(tuned_tasks, sorted(final["task"].unique()), labels)
+    run_ids, tuned_ids = selection.run_ids(), selection.run_ids("tuned")
+    out = _results(selection, recipe_cells, tuned_cells, base, labels, scale, tuning)
+    is_informative = informative(recipe_cells, tuned_cells, base, labels)
+    out.append(tables.informative_table(is_informative, labels, scale, run_ids))
+    differences = significance(selection.tuned_final, labels)
+    out.append(tables.significance_table(differences, labels, tuning, scale, tuned_ids))
+    across = ranks(tuned_cells, labels)
+    out += _rank_artifacts(across, scale, tuned_ids)
+    out.append(tables.detail_table(recipe_cells, tuned_cells, base, labels,
+                                   scale + selection.note, run_ids))
+    out.append(figures.by_task_figure(selection.tuned_final, tuned_cells, recipe_cells, base,
+                                      labels, tuning + " " + scale, tuned_ids))
+    out.append(curves.curves_figure(selection.evals, final, base, labels, scale))
+    out.append(curves.sensitivity_figure(final, base, labels, tuned_tasks, scale, run_ids))
+    out.append(figures.cost_figure(selection.tuned_final, base, labels, scale, tuned_ids))
+    if recipe_cells[~recipe_cells["regression"]].empty:
+        out.append(Missing("accuracy_vs_published", TITLES["accuracy_vs_published"],
+                           "no classification task was run."))
+    else:
+        out.append(tables.versus_published(tuned_cells[~tuned_cells["regression"]], base,
+                                           labels, scale, tuned_ids))
+    out.append(findings.findings(is_informative, differences, across, tuned_tasks,
+                                 left_out(selection.preset), labels, run_ids))
+    return out
+
+
+def _results(selection: Selection, recipe_cells: pd.DataFrame, tuned_cells: pd.DataFrame,
+             base: dict[str, float], labels: Labels, scale: str, tuning: str) -> list[Artifact]:
+    """The results tables: test accuracy at the one recipe and tuned, and the regression
+    tasks' test MSE (each a `Missing` where no task of its kind was run)."""
+    out: list[Artifact] = []
+    classified = recipe_cells[~recipe_cells["regression"]]
+    regression = sorted(recipe_cells.loc[recipe_cells["regression"], "task"].unique())
+    aside = (
+        f" Regression tasks ({labels.tasks_text(regression)}) have no accuracy; their test MSE "
+        "is in the regression table." if regression else ""
+    )
+    no_class = "every task run is a regression task (no accuracy); see the regression table."
+    if classified.empty:
+        out.append(Missing("accuracy_test", TITLES["accuracy_test"], no_class))
+        out.append(Missing("accuracy_tuned", TITLES["accuracy_tuned"], no_class))
+    else:
+        out.append(tables.results_table(
+            "accuracy_test", classified, base, labels,
+            "the one shared recipe. " + scale + aside + selection.note,
+            selection.run_ids("recipe")))
+        out.append(tables.results_table(
+            "accuracy_tuned", tuned_cells[~tuned_cells["regression"]], base, labels,
+            "each model's tuned learning rates. " + tuning + " " + scale + aside,
+            selection.run_ids("tuned")))
+    if regression:
+        out.append(tables.regression_table(recipe_cells, tuned_cells, base, labels, scale,
+                                           selection.run_ids()))
+    else:
+        out.append(Missing("accuracy_regression", TITLES["accuracy_regression"],
+                           "no regression task was run."))
+    return out
+
+
+def _rank_artifacts(across: dict, scale: str, run_ids: tuple[str, ...]) -> list[Artifact]:
+    """The table of ranks across tasks and its critical-difference diagram."""
+    table = across["ranks"]
+    if table.empty or table.shape[0] < 2:
+        reason = ("fewer than two tasks with every model finished: ranks across tasks need at "
+                  "least two.")
+        return [Missing("accuracy_ranks", TITLES["accuracy_ranks"], reason),
+                Missing("accuracy_cd", TITLES["accuracy_cd"], reason)]
+    rank_table = tables.ranks_table(across, scale, run_ids)
+    stats_text = f"{friedman_text(across)} {pairs_text(across)}"
+    return [rank_table, figures.cd_figure(rank_table.frame["average rank"], apart(across),
+                                          table.shape[0], stats_text, run_ids)]
+
+
+SECTION = Section(STUDY, TITLE, INTRO, build)

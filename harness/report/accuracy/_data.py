@@ -1,0 +1,299 @@
+"""What the accuracy section reads from the store, and how it names what it shows.
+
+`load` takes the runs that `harness.report._selection` picks (the preset the store holds most
+completely; per cell, the one-recipe and the tuned learning rates, on validation only), adds
+the runs of the preset's grid not made yet (status `NOT_RUN`, so a model whose runs are missing
+is visibly absent), and returns them as a `Selection`, or the reason there is nothing to show.
+`Labels` names and orders the series (a model, or a model at one depth when depth is swept) and
+the tasks as papers write them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from ...store import Store
+from ...studies import PRESET_NAMES
+from ...studies import accuracy as study
+from .. import style
+from .._selection import DEPTH, MODEL, TASK, _keys, _same, _selected, configurations
+
+log = logging.getLogger(__name__)
+
+STUDY = "accuracy"
+
+# Column names of the accuracy study's config (dotted, as the store writes a run's config; the
+# study owns the lr columns; the model's, depth's and task's are `_selection`'s) and of its
+# rows (the study's schema, `study.COLUMNS`).
+WIDTH = "cfg.network.d_model"
+STATE = "cfg.network.d_state"
+BATCH = "cfg.train.batch_size"
+C = study.COLUMNS.names
+KIND = C.kind
+STEP = C.step
+VAL = C.val_accuracy
+VAL_LOSS = C.val_loss
+BEST_VAL = C.val_accuracy  # on the final row: at the selected (best) step
+TEST = C.test_accuracy
+TEST_LOSS = C.test_loss
+SELECTION = C.selection
+PARAMS = C.params
+STEPS = C.steps
+WALL = C.train_seconds
+COMPILE = C.compile_seconds
+BASE_ACC = C.baseline_test_accuracy
+BASE_LOSS = C.baseline_test_loss
+
+NOT_RUN = "not run"  # status of a grid run the store does not hold yet
+
+TITLES = {
+    "accuracy_test": "Test accuracy (%) by task, one shared recipe",
+    "accuracy_tuned": "Test accuracy (%) by task, learning rates tuned per model",
+    "accuracy_regression": "Test mean squared error on regression tasks",
+    "accuracy_informative": "Is each task informative? The best model against the trivial baseline",
+    "accuracy_significance": "Pairwise differences between models, per task",
+    "accuracy_ranks": "Average rank across tasks",
+    "accuracy_cd": "Critical-difference diagram of the average ranks (Wilcoxon-Holm)",
+    "accuracy_detail": "Accuracy, parameters and cost per model and task",
+    "accuracy_by_task": "Test metric by task",
+    "accuracy_curves": "Validation metric during training",
+    "accuracy_sensitivity": "Validation metric against learning rate",
+    "accuracy_cost": "Test metric against training time and parameter count",
+    "accuracy_vs_published": "Our accuracy beside the published LRA numbers",
+    "accuracy_findings": "What the accuracy statistics support",
+}
+
+
+class Labels:
+    """Names and order of the series (a model, or a model at one depth when depth is swept)."""
+
+    def __init__(self, final: pd.DataFrame):
+        self.multi_depth = final["depth"].nunique() > 1
+        # Tasks as papers write them, from the runs' task options ("ucr" -> its data set).
+        self.tasks = style.task_labels(final, task="task")
+
+    def __call__(self, model: str, depth: int) -> str:
+        name = style.model_label(model)
+        return f"{name} (depth {depth})" if self.multi_depth else name
+
+    def task(self, key: str) -> str:
+        """Task ``key`` as papers write it (`harness.report.style.task_labels`)."""
+        return self.tasks.get(key) or style.task_label(key)
+
+    def tasks_text(self, keys: Iterable[str]) -> str:
+        """``keys`` as their labels, comma-separated."""
+        return ", ".join(self.task(k) for k in keys)
+
+    @staticmethod
+    def order(*frames: pd.DataFrame) -> list[tuple[str, int]]:
+        """The (model, depth) pairs of ``frames``: models in report order, then by depth."""
+        pairs = {p for frame in frames for p in zip(frame["model"], frame["depth"])}
+        rank = {m: i for i, m in enumerate(style.order_models(m for m, _ in pairs))}
+        return sorted(pairs, key=lambda p: (rank[p[0]], p[1]))
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """The runs the section shows, at one preset.
+
+    Attributes:
+        rows: every row of the shown runs (``kind`` ``"eval"`` and ``"final"``).
+        final: the ``"final"`` rows of finished runs (one per run), keyed by
+            `harness.report._selection._keys`, with the boolean columns ``recipe`` and
+            ``tuned`` of `configurations`.
+        runs: every run of the preset (any status, and `NOT_RUN` for the grid's runs the store
+            lacks), keyed likewise.
+        preset: the preset shown.
+        note: a sentence on the store's runs outside that preset ("" when none).
+    """
+
+    rows: pd.DataFrame
+    final: pd.DataFrame
+    runs: pd.DataFrame
+    preset: str | None
+    note: str
+
+    @property
+    def recipe_final(self) -> pd.DataFrame:
+        return self.final[self.final["recipe"]]
+
+    @property
+    def tuned_final(self) -> pd.DataFrame:
+        return self.final[self.final["tuned"]]
+
+    @property
+    def evals(self) -> pd.DataFrame:
+        """The learning-curve rows (``kind="eval"``)."""
+        rows = self.rows
+        return rows[rows[KIND] == "eval"] if KIND in rows.columns else rows.iloc[0:0]
+
+    @property
+    def tuned_tasks(self) -> list[str]:
+        """The tasks trained at more than one learning-rate pair."""
+        return sorted(t for t, of_task in self.final.groupby("task")
+                      if of_task[["lr", "rlr"]].drop_duplicates().shape[0] > 1)
+
+    def run_ids(self, configuration: str | None = None) -> tuple[str, ...]:
+        """The finished runs shown, or those at ``configuration`` (``"recipe"``, ``"tuned"``)."""
+        final = self.final if configuration is None else self.final[self.final[configuration]]
+        return tuple(sorted(final["run_id"].unique()))
+
+    def runs_at(self, configuration: str) -> pd.DataFrame:
+        """The runs (any status) at a cell's ``configuration`` rates.
+
+        A finished run is kept when `configurations` marked it; an unfinished one (diverged,
+        failed, not run) when its rates are those of a finished run so marked in its cell, so
+        that its cell counts it; in a cell with no finished run, every unfinished run is kept.
+        """
+        final, runs = self.final, self.runs
+        marked = set(final.loc[final[configuration], "run_id"])
+        pairs = {(t, m, d, a, b) for t, m, d, a, b in
+                 final.loc[final[configuration], ["task", "model", "depth", "lr", "rlr"]]
+                 .itertuples(index=False)}
+        finished_cells = set(zip(final["task"], final["model"], final["depth"]))
+        keep = []
+        for run_id, status, task, model, depth, a, b in runs[
+                ["run_id", "status", "task", "model", "depth", "lr", "rlr"]
+        ].itertuples(index=False):
+            if status == "done":
+                keep.append(run_id in marked)
+            elif (task, model, depth) not in finished_cells:
+                keep.append(True)
+            else:
+                keep.append(any(_same(a, pa) and _same(b, pb) for t, m, d, pa, pb in pairs
+                                if (t, m, d) == (task, model, depth)))
+        return runs[np.asarray(keep, dtype=bool)] if len(runs) else runs
+
+
+def load(store: Store) -> Selection | str:
+    """The shown runs of ``store``, or why the section has nothing to show."""
+    rows, runs, preset, note = _selected(store)
+    if runs.empty:
+        return ("no runs of the accuracy study in the store "
+                "(make report, or python -m harness report --run).")
+    final = rows[rows[KIND] == "final"] if KIND in rows.columns else rows.iloc[0:0]
+    if final.empty:
+        counts = runs["status"].value_counts().to_dict()
+        return (f"no finished accuracy run at preset {preset} (runs by status: "
+                f"{', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}).")
+    lacking = [c for c in (MODEL, TASK, TEST, BEST_VAL) if c not in final.columns]
+    if lacking:
+        return (f"the accuracy study's rows lack the columns {lacking} that this section reads "
+                "(the study and harness/report/accuracy/ disagree on the row format).")
+    final = configurations(_keys(final).reset_index(drop=True))
+    runs = _keys(runs)
+    pending = _pending(preset, set(store.recorded(STUDY)))
+    if not pending.empty:
+        runs = pd.concat([runs, pending], ignore_index=True)
+    return Selection(rows, final, runs, preset, note)
+
+
+def _pending(preset: str | None, recorded: set[str]) -> pd.DataFrame:
+    """The runs of ``preset``'s grid that the store does not hold yet, with status `NOT_RUN`.
+
+    They keep their cells in the tables (counted, shown as a dash), so a model whose runs have
+    not been made is visibly absent rather than silently left out.
+    """
+    columns = ["run_id", "status", "model", "task", "depth", "lr", "rlr", "cfg.task_options"]
+    if preset not in PRESET_NAMES:
+        return pd.DataFrame(columns=columns)
+    from ... import studies
+
+    try:
+        grid_study = studies.get(STUDY)
+        specs = grid_study.grid(grid_study.config(preset))
+        records = [
+            (grid_study.run_id(s), NOT_RUN, s.network.layer, s.task, int(s.network.depth),
+             float(s.train.lr), float(s.train.recurrent_lr), [list(o) for o in s.task_options])
+            for s in specs
+        ]
+    except Exception as e:  # the tables still render; only the "not run" counts are lost
+        log.warning("the accuracy grid at preset %r cannot be built (%s: %s); runs not yet "
+                    "made are not counted", preset, type(e).__name__, e)
+        return pd.DataFrame(columns=columns)
+    return pd.DataFrame([r for r in records if r[0] not in recorded], columns=columns)
+
+
+def left_out(preset: str | None) -> list[tuple[str, str]]:
+    """The (task, reason) pairs the preset's grid leaves out, as the preset states them."""
+    if preset not in PRESET_NAMES:
+        return []
+    from ... import studies
+
+    try:
+        return list(studies.get(STUDY).config(preset).left_out)
+    except Exception as e:
+        log.warning("the accuracy preset %r cannot be built (%s: %s)", preset, type(e).__name__,
+                    e)
+        return []
+
+
+# --------------------------------------------------------------------------------------------
+# A task's metric, its trivial baseline, and the sentences every caption shares
+
+
+def is_regression(of_task: pd.DataFrame) -> bool:
+    """Whether a task's runs were selected on loss (a regression task: no accuracy)."""
+    return (SELECTION in of_task.columns and not of_task.empty
+            and bool((of_task[SELECTION] == "loss").all()))
+
+
+def metric(rows: pd.DataFrame, regression: bool, split: str = "test") -> np.ndarray:
+    """Each run's metric on ``split`` (``"test"``, or ``"val"`` at the selected step) in its
+    table's units: the loss (MSE) for a regression task, else the accuracy in percent."""
+    accuracy, loss = (TEST, TEST_LOSS) if split == "test" else (BEST_VAL, VAL_LOSS)
+    if regression:
+        return pd.to_numeric(rows[loss], errors="coerce").to_numpy(dtype=float)
+    return 100.0 * pd.to_numeric(rows[accuracy], errors="coerce").to_numpy(dtype=float)
+
+
+def baselines(final: pd.DataFrame) -> dict[str, float]:
+    """``{task: trivial baseline}`` in the task's units (accuracy % or MSE), from the runs'
+    final rows (every run of a task computes the same number from the same data)."""
+    out = {}
+    for task, of_task in final.groupby("task"):
+        column, scale = (BASE_LOSS, 1.0) if is_regression(of_task) else (BASE_ACC, 100.0)
+        if column in of_task.columns:
+            values = pd.to_numeric(of_task[column], errors="coerce").dropna()
+            if not values.empty:
+                out[task] = float(values.median()) * scale
+    return out
+
+
+def _distinct_ints(frame: pd.DataFrame, column: str) -> list[int]:
+    if column not in frame.columns:
+        return []
+    return sorted({int(v) for v in pd.to_numeric(frame[column], errors="coerce").dropna()})
+
+
+def scale_text(final: pd.DataFrame, preset: str | None) -> str:
+    """One sentence: the preset and the sizes that make it small or large."""
+    parts = []
+    for column, what in ((DEPTH, "depth"), (WIDTH, "width H"), (STATE, "state size"),
+                         (STEPS, "training steps"), (BATCH, "batch size")):
+        values = _distinct_ints(final, column)
+        if values:
+            parts.append(f"{what} {'/'.join(map(str, values))}")
+    seeds = _distinct_ints(final, "seed")
+    sizes = f" ({', '.join(parts)})" if parts else ""
+    return (
+        f"Preset {preset}{sizes}; seeds {', '.join(map(str, seeds)) or 'none recorded'} "
+        "(n per cell in the detail table)."
+    )
+
+
+def tuning_text(tuned: list[str], every: list[str], labels: Labels) -> str:
+    """Which tasks were tuned, in a sentence."""
+    if not tuned:
+        return ("No task of this preset is tuned: every model runs at the one recipe, so the "
+                "tuned configuration is the one recipe.")
+    rest = [t for t in every if t not in tuned]
+    text = (f"Learning rates tuned per model on {labels.tasks_text(tuned)} (the same grid for "
+            "every model, selected on the mean validation metric over seeds)")
+    return text + (f"; {labels.tasks_text(rest)} at the one recipe (not tuned at this preset)."
+                   if rest else ".")
