@@ -196,7 +196,8 @@ def test_select_uses_validation_only():
 def test_grid_tunes_the_named_tasks_at_every_pair():
     full = accuracy_study.STUDY.config("cpu-full")
     for config, pairing in ((accuracy_study.STUDY.config("cpu"), "paired"), (full, "paired"),
-                            (dataclasses.replace(full, lr_pairing="product"), "product")):
+                            (dataclasses.replace(full, lr_pairing="product", lr_extend=0),
+                             "product")):
         assert config.lr_pairing == pairing
         specs = accuracy_study.grid(config)
         recipe = (config.train.lr, config.train.recurrent_lr)

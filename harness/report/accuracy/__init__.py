@@ -39,9 +39,10 @@ import pandas as pd
 
 from ...store import Store
 from .._artifacts import Artifact, Missing, Section, all_missing
+from .._selection import bracketing
 from . import curves, figures, findings, tables
-from ._data import STUDY, TITLES, Labels, Selection, baselines, left_out, load, scale_text, \
-    tuning_text
+from ._data import (STUDY, TITLES, Labels, Selection, baselines, bracketing_text, left_out, load,
+                    scale_text, tuning_text)
 from ._statistics import apart, friedman_text, informative, pairs_text, ranks, significance, \
     summarise
 
@@ -84,7 +85,8 @@ def build(store: Store) -> list[Artifact]:
     base = baselines(final)
     scale = scale_text(final, selection.preset)
     tuned_tasks = selection.tuned_tasks
-    tuning = tuning_text(tuned_tasks, sorted(final["task"].unique()), labels)
+    bracketed = bracketing(store)
+    tuning = tuning_text(tuned_tasks, sorted(final["task"].unique()), labels, bracketed)
     run_ids, tuned_ids = selection.run_ids(), selection.run_ids("tuned")
     out = _results(selection, recipe_cells, tuned_cells, base, labels, scale, tuning)
     is_informative = informative(recipe_cells, tuned_cells, base, labels)
@@ -107,7 +109,8 @@ def build(store: Store) -> list[Artifact]:
         out.append(tables.versus_published(tuned_cells[~tuned_cells["regression"]], base,
                                            labels, scale, tuned_ids))
     out.append(findings.findings(is_informative, differences, across, tuned_tasks,
-                                 left_out(selection.preset), labels, run_ids))
+                                 left_out(selection.preset), labels, run_ids,
+                                 bracketing_text(bracketed, labels)))
     return out
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 from ...store import Store
 from ...studies import PRESET_NAMES
 from ...studies import accuracy as study
-from .. import style
+from .. import _provenance, style
 from .._selection import DEPTH, MODEL, TASK, _keys, _same, _selected, configurations
 
 log = logging.getLogger(__name__)
@@ -206,7 +206,8 @@ def _pending(preset: str | None, recorded: set[str]) -> pd.DataFrame:
 
     try:
         grid_study = studies.get(STUDY)
-        specs = grid_study.grid(grid_study.config(preset))
+        # The grid as its runs were made: grown where the store's selections asked for it.
+        specs = grid_study.grid(_provenance._config_at(grid_study, preset))
         records = [
             (grid_study.run_id(s), NOT_RUN, s.network.layer, s.task, int(s.network.depth),
              float(s.train.lr), float(s.train.recurrent_lr), [list(o) for o in s.task_options])
@@ -287,13 +288,31 @@ def scale_text(final: pd.DataFrame, preset: str | None) -> str:
     )
 
 
-def tuning_text(tuned: list[str], every: list[str], labels: Labels) -> str:
-    """Which tasks were tuned, in a sentence."""
+def tuning_text(tuned: list[str], every: list[str], labels: Labels,
+                bracketing: pd.DataFrame | None = None) -> str:
+    """Which tasks were tuned, and whether each selected pair lies inside the rates tried
+    (``bracketing``: `harness.report._selection.bracketing`), in sentences."""
     if not tuned:
         return ("No task of this preset is tuned: every model runs at the one recipe, so the "
                 "tuned configuration is the one recipe.")
     rest = [t for t in every if t not in tuned]
     text = (f"Learning rates tuned per model on {labels.tasks_text(tuned)} (the same grid for "
             "every model, selected on the mean validation metric over seeds)")
-    return text + (f"; {labels.tasks_text(rest)} at the one recipe (not tuned at this preset)."
-                   if rest else ".")
+    text += (f"; {labels.tasks_text(rest)} at the one recipe (not tuned at this preset)."
+             if rest else ".")
+    return text + bracketing_text(bracketing, labels)
+
+
+def bracketing_text(bracketing: pd.DataFrame | None, labels: Labels) -> str:
+    """Whether every tuned cell's selected pair lies inside the pairs it was trained at; the
+    cells at an end named, with the end. Empty without tuned cells."""
+    if bracketing is None or bracketing.empty:
+        return ""
+    ends = bracketing[~bracketing["bracketed"].astype(bool)]
+    if ends.empty:
+        return (" Every selected pair lies inside the rates its model was tried at (the "
+                "optimum is bracketed; the grid grows at an end a model selects).")
+    named = "; ".join(
+        f"{labels(r.model, r.depth)} on {labels.task(r.task)} at the {r.position} of "
+        f"{r.pairs} pairs (shared rate {r.lr:g})" for r in ends.itertuples())
+    return (f" Not bracketed, the optimum may lie beyond the rates tried: {named}.")

@@ -14,9 +14,10 @@ from ._statistics import Z_INFORMATIVE, friedman_text
 
 def findings(informative: pd.DataFrame, significance: pd.DataFrame, ranks: dict,
              tuned_tasks: list[str], left_out: list[tuple[str, str]], labels: Labels,
-             run_ids: tuple[str, ...]) -> Finding:
+             run_ids: tuple[str, ...], bracketed: str = "") -> Finding:
     """What the statistics support: which tasks are informative, each informative task's
-    pairwise comparisons, the ranking across tasks, and what the preset leaves out."""
+    pairwise comparisons, the ranking across tasks, whether the tuning bracketed each
+    optimum (``bracketed``: `bracketing_text`), and what the preset leaves out."""
     regression_tasks = set(informative.loc[informative["metric"].str.startswith("test MSE"),
                                            "task"])
     verdicts = dict(zip(informative["task"], informative["informative"]))
@@ -28,6 +29,8 @@ def findings(informative: pd.DataFrame, significance: pd.DataFrame, ranks: dict,
         lines.append(_task_finding(labels.task(task), of_task,
                                    regression=task in regression_tasks))
     lines += _rank_findings(ranks)
+    if tuned_tasks and bracketed:
+        lines.append(bracketed.strip())
     if not tuned_tasks:
         lines.append("No task was tuned at this preset, so these comparisons use one shared "
                      "recipe, which may favour one model's preferred learning rate.")
