@@ -115,16 +115,16 @@ def step_speedup(model: str, task: str, *, repeats: int = 10) -> dict:
     and their ratio; the check that both compute the same loss."""
     import jax
 
-    from harness import roofline
+    from harness.measure import timing
 
     ours, theirs = training_step(model, task), training_step(model, task, baseline=True)
     ours_s, theirs_s = [], []
     for _ in range(repeats):
-        ours_s.extend(roofline.time_calls(lambda: ours.call("step"), warmup=0,
+        ours_s.extend(timing.time_calls(lambda: ours.call("step"), warmup=0,
+                                        repeats=1).times_s)
+        theirs_s.extend(timing.time_calls(lambda: theirs.call("step"), warmup=0,
                                           repeats=1).times_s)
-        theirs_s.extend(roofline.time_calls(lambda: theirs.call("step"), warmup=0,
-                                            repeats=1).times_s)
-    ours_t, theirs_t = roofline.Timing(tuple(ours_s)), roofline.Timing(tuple(theirs_s))
+    ours_t, theirs_t = timing.Timing(tuple(ours_s)), timing.Timing(tuple(theirs_s))
     jax.block_until_ready(ours.stepper.carry())
     return {
         "step_median_s": ours_t.median_s,
@@ -224,12 +224,12 @@ class TrackNetworkCompile(_StepCell):
 def step_roofline(model: str, task: str, *, repeats: int = 5) -> dict:
     """The whole step's roofline columns (`harness.studies.throughput.step_counts`), peaks
     measured in this process around the timing."""
-    from harness import roofline
+    from harness.measure import roofline, timing
     from harness.studies.throughput import step_counts
 
     step = training_step(model, task)
     before = roofline.measure_peaks()
-    median = roofline.time_calls(lambda: step.call("step"), warmup=1, repeats=repeats).median_s
+    median = timing.time_calls(lambda: step.call("step"), warmup=1, repeats=repeats).median_s
     peaks = roofline.Peaks.best(before, roofline.measure_peaks())
     return roofline.roofline_columns(step_counts(step, run_spec(model, task).network), peaks,
                                      median)
@@ -238,19 +238,14 @@ def step_roofline(model: str, task: str, *, repeats: int = 5) -> dict:
 def step_compile_seconds(model: str, task: str) -> float:
     """XLA compile seconds of the step (tracing and lowering excluded), caches off (the
     persistent one, and the process's: the step was compiled once already)."""
-    import time
-
     import jax
 
-    from harness import roofline
+    from harness.measure import timing
 
     step = training_step(model, task)
     lowered = step.stepper.lowered(step.batches[0], step.key)
     jax.clear_caches()
-    with roofline.no_compilation_cache():
-        start = time.perf_counter()
-        lowered.compile()
-        return time.perf_counter() - start
+    return timing.compile_lowered(lambda: lowered)[2]
 
 
 # --------------------------------------------------------------------------------------------
@@ -260,12 +255,14 @@ def step_compile_seconds(model: str, task: str) -> float:
 def _module_at(revision: str, path: str, name: str, replace: tuple[tuple[str, str], ...] = ()):
     """``path`` as it was at git ``revision``, imported as module ``name`` of its package
     (relative imports resolve to this checkout's modules)."""
-    import subprocess
     import sys
     import types
 
-    source = subprocess.run(["git", "show", f"{revision}:{path}"], check=True,
-                            capture_output=True, text=True).stdout
+    from harness.measure import processes
+
+    source = processes.command_output(["git", "show", f"{revision}:{path}"])
+    if source is None:
+        raise RuntimeError(f"git show {revision}:{path} failed: no such revision or path.")
     for old, new in replace:
         source = source.replace(old, new)
     module = types.ModuleType(name)
@@ -290,14 +287,14 @@ def before_after(revision: str, models: tuple[str, ...], task: str, *, repeats: 
       unless the environment switches it on).
     """
     import dataclasses
-    import time
 
     import equinox as eqx
     import jax
     import jax.random as jr
     import numpy as np
 
-    from harness import roofline, train as after
+    from harness import train as after
+    from harness.measure import timing
 
     _module_at(revision, "models/network.py", "models._network_before")  # imported by the next
     before = _module_at(revision, "harness/train.py", "harness._train_before", replace=(
@@ -314,9 +311,9 @@ def before_after(revision: str, models: tuple[str, ...], task: str, *, repeats: 
             config = dataclasses.replace(recipe, lr=lr)
             seconds = {}
             for label, T in (("before", before), ("after", after)):
-                start = time.perf_counter()
+                clock = timing.Stopwatch()
                 T.train(spec.network, the_task, config, seed=seed)
-                seconds[label] = time.perf_counter() - start
+                seconds[label] = clock.elapsed()
             rows.append({"model": model, "what": f"run {point + 1} (lr {lr:g}, seed {seed}, "
                          f"{run_steps} steps, compile included)",
                          "before_s": seconds["before"], "after_s": seconds["after"],
@@ -360,8 +357,8 @@ def before_after(revision: str, models: tuple[str, ...], task: str, *, repeats: 
         times = {"before": [], "after": []}
         for _ in range(repeats):
             for label in ("before", "after"):
-                times[label].extend(roofline.time_calls(loops[label], warmup=0,
-                                                        repeats=1).times_s)
+                times[label].extend(timing.time_calls(loops[label], warmup=0,
+                                                      repeats=1).times_s)
         sampler = after.BatchSampler(split, spec.train.batch_size, spec.seed, trim=False)
         real = float(np.mean([np.sum(np.asarray(sampler(s).lengths)) for s in range(repeats)]))
         b, a = (float(np.median(times[k])) for k in ("before", "after"))

@@ -14,13 +14,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from . import config as _config
+from .measure.timing import Stopwatch
 from .provenance import now, provenance
 from .store import Store
 from .errors import Diverged
@@ -43,14 +43,14 @@ class Outcome:
 
 def execute(study: Study, spec: Any) -> Outcome:
     """Execute one run of ``study``; never raises for a failing or diverging run."""
-    started, t0 = now(), time.perf_counter()
+    started, clock = now(), Stopwatch()
     try:
         result: list[dict[str, Any]] | Exception = study.run(spec)
     except KeyboardInterrupt:
         raise
     except Exception as e:  # a failed run is a row with its error; the grid goes on
         result = e
-    return _outcome(study, spec, result, started, time.perf_counter() - t0,
+    return _outcome(study, spec, result, started, clock.elapsed(),
                     {**provenance(), "seed_group": 1})
 
 
@@ -58,7 +58,7 @@ def execute_group(study: Study, specs: tuple[Any, ...] | list[Any]) -> list[Outc
     """Execute a seed group (`Study.run_group`): one outcome per run, as `execute` would give
     it, each run's provenance saying it was trained in a group of k (``seed_group``) and its
     ``seconds`` the group's divided by k. Never raises for failing or diverging runs."""
-    started, t0 = now(), time.perf_counter()
+    started, clock = now(), Stopwatch()
     assert study.run_group is not None
     try:
         results: list[Any] = list(study.run_group(list(specs)))
@@ -68,7 +68,7 @@ def execute_group(study: Study, specs: tuple[Any, ...] | list[Any]) -> list[Outc
         raise
     except Exception as e:  # the whole group failed: every run is recorded as failed
         results = [e] * len(specs)
-    seconds = (time.perf_counter() - t0) / len(specs)
+    seconds = clock.elapsed() / len(specs)
     where = {**provenance(), "seed_group": len(specs)}
     return [_outcome(study, spec, result, started, seconds, where)
             for spec, result in zip(specs, results)]
@@ -166,7 +166,7 @@ def run_study(
 ) -> Summary:
     """Run every pending run of ``study`` at ``config`` (bound to ``store``, `Study.bind`) and
     record each as it completes."""
-    t0 = time.perf_counter()
+    clock = Stopwatch()
     # A grid that reads the store (`Study.from_store`) reads the one its runs go to.
     specs = study.grid(study.bind(config, store))
     check_seeds(specs)
@@ -205,7 +205,7 @@ def run_study(
     finally:
         bar.close()
     return Summary(study.name, len(specs), len(specs) - len(todo), counts,
-                   time.perf_counter() - t0)
+                   clock.elapsed())
 
 
 def _with_specs(outcomes: Iterable[Outcome], study: Study, specs: list[Any]):

@@ -2,7 +2,7 @@
 
 For every (scope, model, size, mode, L, batch) one run measures, in this order and one process:
 
-1. the machine's peaks (`harness.roofline.measure_peaks`: matmul FLOP/s, memory bytes/s);
+1. the machine's peaks (`harness.measure.roofline.measure_peaks`: matmul FLOP/s, memory bytes/s);
 2. the computation, compiled ahead of time so that compile time is reported apart: layer scope
    uses ``jax.jit(...).lower(...).compile()`` (``lower_s``, ``compile_s``); network scope uses
    the project's training step (`harness.train.Stepper`, the step `harness.train.train` runs),
@@ -19,7 +19,7 @@ random target; for the network, the project's training step on a synthetic token
 Tokens per second are B L / median time.
 
 The roofline fraction of a row is t_bound / t_median with t_bound = max(F / peak FLOP/s,
-Q / peak bytes/s) from our analytic count (`harness.roofline.layer_counts`: model FLOPs of the
+Q / peak bytes/s) from our analytic count (`harness.measure.roofline.layer_counts`: model FLOPs of the
 recurrence form, minimum bytes). XLA's own cost analysis is recorded beside it (``xla_flops``,
 ``xla_bytes``); the network's rows carry the layers' count only (``count_source`` says so), so
 their fraction is an upper bound on how close the whole network runs to its roofline.
@@ -43,19 +43,18 @@ its roofline columns are empty (``count_source`` says why), as the counts need t
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any, Literal
 
 import models
 from models._validate import non_negative_int, positive_int
 
-from .. import roofline
+from ..measure import roofline, timing
+from ..measure.memory import compiled_memory
 from ..programs import (
     DEFAULT_MATCHED_PARAMS,
     SIZES,
     Size,
     choices,
-    compiled_memory,
     layer_program,
     measured_models,
     paper_size,
@@ -257,15 +256,15 @@ def _measure_layer(spec: ThroughputRun, d_state: int) -> dict[str, Any]:
         layer, mode=spec.mode, batch=spec.batch, seq_len=spec.seq_len, d_model=spec.d_model,
         key=jr.fold_in(key, 1),
     )
-    compiled, lower_s, compile_s = roofline.compile_timed(function, *args, donate_argnums=donate)
+    compiled, lower_s, compile_s = timing.compile_timed(function, *args, donate_argnums=donate)
     before = _peaks(spec)
-    timing = roofline.time_calls(make_call(compiled), warmup=spec.warmup, repeats=spec.repeats)
+    times = timing.time_calls(make_call(compiled), warmup=spec.warmup, repeats=spec.repeats)
     peaks = roofline.Peaks.best(before, _peaks(spec))
     if shape is not None:
         counts = roofline.layer_counts(
             shape, length=spec.seq_len, batch=spec.batch, mode=spec.mode, params=params
         )
-        bound = roofline.roofline_columns(counts, peaks, timing.median_s)
+        bound = roofline.roofline_columns(counts, peaks, times.median_s)
     else:
         bound = _no_roofline(peaks)
     return {
@@ -276,7 +275,7 @@ def _measure_layer(spec: ThroughputRun, d_state: int) -> dict[str, Any]:
         "lower_s": lower_s,
         "compile_s": compile_s,
         "compile_method": "aot",
-        **timing.summary(),
+        **times.summary(),
         **bound,
         **roofline.xla_costs(compiled),
         **{f"compiled_{k}": v for k, v in compiled_memory(compiled).items()},
@@ -349,12 +348,9 @@ def _measure_network(spec: ThroughputRun, d_state: int) -> dict[str, Any]:
             f"mode={spec.mode!r} is not measured for the network; accepted: forward, train."
         )
 
-    start = time.perf_counter()
-    with roofline.no_compilation_cache():  # a real compile, not a load from the disk cache
-        jax.block_until_ready(call())
-    first_s = time.perf_counter() - start
+    first_s = timing.time_first_call(call)  # a real compile, not a load from the disk cache
     before = _peaks(spec)
-    timing = roofline.time_calls(call, warmup=spec.warmup, repeats=spec.repeats)
+    times = timing.time_calls(call, warmup=spec.warmup, repeats=spec.repeats)
     peaks = roofline.Peaks.best(before, _peaks(spec))
     # The layers' share of the work: depth times one layer (encoder, norms, GLU and head are
     # not counted, so the fraction is an upper bound).
@@ -370,10 +366,10 @@ def _measure_network(spec: ThroughputRun, d_state: int) -> dict[str, Any]:
         "structure": shape.structure,
         "params": count_parameters(network),
         "lower_s": None,
-        "compile_s": max(first_s - timing.median_s, 0.0),
+        "compile_s": max(first_s - times.median_s, 0.0),
         "compile_method": "first_call",
-        **timing.summary(),
-        **roofline.roofline_columns(counts, peaks, timing.median_s),
+        **times.summary(),
+        **roofline.roofline_columns(counts, peaks, times.median_s),
         "xla_flops": None,
         "xla_bytes": None,
         "xla_transcendentals": None,
@@ -533,18 +529,16 @@ class TrainingStep:
         return self.stepper.compiled(self.batches[0], self.key)
 
     def time_parts(self, *, warmup: int, repeats: int) -> dict[str, Any]:
-        """`harness.roofline.Timing` of each part, calls alternating between the parts so that
-        the machine's load falls on all alike."""
-        from .. import roofline
-
+        """`harness.measure.timing.Timing` of each part, calls alternating between the parts
+        so that the machine's load falls on all alike."""
         times: dict[str, list[float]] = {part: [] for part in STEP_PARTS}
         for part in STEP_PARTS:
-            roofline.time_calls(lambda: self.call(part), warmup=warmup, repeats=1)
+            timing.time_calls(lambda: self.call(part), warmup=warmup, repeats=1)
         for _ in range(repeats):
             for part in STEP_PARTS:
                 times[part].extend(
-                    roofline.time_calls(lambda: self.call(part), warmup=0, repeats=1).times_s)
-        return {part: roofline.Timing(tuple(t)) for part, t in times.items()}
+                    timing.time_calls(lambda: self.call(part), warmup=0, repeats=1).times_s)
+        return {part: timing.Timing(tuple(t)) for part, t in times.items()}
 
 
 def training_step(network_config: Any, task: Any, train_config: Any, *, seed: int
@@ -614,18 +608,17 @@ def _measure_step(spec: StepRun) -> dict[str, Any]:
     from models.network import count_parameters
 
     task = tasks.build(spec.task, **dict(spec.task_options))
-    start = time.perf_counter()
+    clock = timing.Stopwatch()
     step = training_step(spec.network, task, spec.train, seed=spec.seed)
-    with roofline.no_compilation_cache():  # compiles, not loads from the disk cache
+    with timing.no_compilation_cache():  # compiles, not loads from the disk cache
         jax.block_until_ready(step.call("step"))
-        first_s = time.perf_counter() - start
-        start = time.perf_counter()
+        first_s = clock.lap()
         step.call("evaluation")
-        first_eval_s = time.perf_counter() - start
+        first_eval_s = clock.lap()
     before = _peaks(spec)
-    timing = step.time_parts(warmup=spec.warmup, repeats=spec.repeats)
+    parts = step.time_parts(warmup=spec.warmup, repeats=spec.repeats)
     peaks = roofline.Peaks.best(before, _peaks(spec))
-    median = {part: t.median_s for part, t in timing.items()}
+    median = {part: t.median_s for part, t in parts.items()}
     counts = step_counts(step, spec.network)
     layer = step.stepper.carry()[0].blocks[0].layer
     shape = roofline.SystemShape.of(eqx.filter_eval_shape(layer.discrete_system))
@@ -651,7 +644,7 @@ def _measure_step(spec: StepRun) -> dict[str, Any]:
         "lower_s": None,
         "compile_s": compile_s,
         "compile_method": "first_call",
-        **timing["step"].summary(),
+        **parts["step"].summary(),
         **{f"{part}_median_s": median[part] for part in STEP_PARTS if part != "step"},
         "rest_median_s": max(median["step"] - median["layers"] - median["optimiser"], 0.0),
         "run_estimate_s": run_s + compile_s,
@@ -708,7 +701,7 @@ def run(spec: ThroughputRun | StepRun) -> list[dict[str, Any]]:
 _TIME = "of the timed calls, s (a timing)"
 _ROOFLINE: dict[str, Column] = {
     "flops": Column(float, "our analytic count of the model FLOPs of one call "
-                           "(`harness.roofline`); None without a discrete system", nullable=True),
+                           "(`harness.measure.roofline`); None without a discrete system", nullable=True),
     "bytes": Column(float, "our analytic count of its minimum memory traffic, bytes; None "
                            "without a discrete system", nullable=True),
     "count_source": Column(str, "what the count covers, or why there is none"),
