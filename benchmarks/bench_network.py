@@ -2,8 +2,8 @@
 
 The step is `harness.train`'s, on the batches a run draws (the same sampler, the same cut to
 length buckets), at the accuracy study's ``cpu`` preset: 2 blocks, H = 32, d_state = 32, batch
-32, BatchNorm, half-GLU (`harness.studies.throughput.TrainingStep`). The in-run baseline network
-is the same network, parameters and step with each block's layer computed in the public
+32, BatchNorm, half-GLU (`harness.studies.throughput_step.TrainingStep`). The in-run baseline
+network is the same network, parameters and step with each block's layer computed in the public
 references' style (`benchmarks.common.reference_forward`: lambda broadcast over time, B u
 before a `jax.lax.associative_scan`, or the Annotated S4's Vandermonde kernel and FFT
 convolution), so the network-level ratio is measured side by side in one process, calls
@@ -96,7 +96,7 @@ def training_step(model: str, task: str, baseline: bool = False) -> Any:
     import jax.random as jr
 
     from harness import train as training
-    from harness.studies.throughput import TrainingStep
+    from harness.studies.throughput_step import TrainingStep
 
     spec = run_spec(model, task)
     the_task = built_task(spec.task, spec.task_options)
@@ -222,10 +222,10 @@ class TrackNetworkCompile(_StepCell):
 
 
 def step_roofline(model: str, task: str, *, repeats: int = 5) -> dict:
-    """The whole step's roofline columns (`harness.studies.throughput.step_counts`), peaks
+    """The whole step's roofline columns (`harness.studies.throughput_step.step_counts`), peaks
     measured in this process around the timing."""
     from harness.measure import roofline, timing
-    from harness.studies.throughput import step_counts
+    from harness.studies.throughput_step import step_counts
 
     step = training_step(model, task)
     before = roofline.measure_peaks()

@@ -6,7 +6,7 @@ they compile: a layer's batched call, a network's training step, an evaluation p
 For each program it gives
 
 - its FLOPs and bytes: our analytic count (`harness.measure.roofline.layer_counts`, and for a network's
-  training step `harness.studies.throughput.step_counts`) and XLA's cost analysis beside it;
+  training step `harness.studies.throughput_step.step_counts`) and XLA's cost analysis beside it;
 - its compiled memory: XLA's memory analysis of the program compiled at the preset's real
   shapes from `jax.ShapeDtypeStruct` inputs (nothing of that size is allocated), as the memory
   study does (`harness.measure.memory.compiled_memory`); a program whose working set exceeds the
@@ -417,16 +417,16 @@ def train_step_program(network_config: Any, info: Any, train_config: Any, batch:
 
 
 def _step_counts(network: Any, network_config: Any, info: Any) -> Callable[[int], Any]:
-    """`harness.studies.throughput.step_counts` of a batch of shapes: it reads the task's info,
-    the batch's inputs (shape, size, dtype) and the network from what it is given."""
-    from .studies import throughput
+    """`harness.studies.throughput_step.step_counts` of a batch of shapes: it reads the task's
+    info, the batch's inputs (shape, size, dtype) and the network from what it is given."""
+    from .studies import throughput_step
 
     def counts(batch: int) -> Any:
         inputs = network_batch(info, batch, abstract=True).inputs
         step = types.SimpleNamespace(
             task=types.SimpleNamespace(info=info), batches=[types.SimpleNamespace(inputs=inputs)],
             stepper=types.SimpleNamespace(carry=lambda: (network,)))
-        return throughput.step_counts(step, network_config)
+        return throughput_step.step_counts(step, network_config)
 
     return counts
 
@@ -710,11 +710,11 @@ def _plan_throughput(study: Any, config: Any) -> list[RunPlan]:
     from tasks._base import TaskInfo
 
     from .programs import resolved_d_state
-    from .studies import throughput
+    from .studies import throughput, throughput_step
 
     runs = []
     for spec in study.grid(config):
-        if isinstance(spec, throughput.StepRun):
+        if isinstance(spec, throughput_step.StepRun):
             facts = task_facts(spec.task, spec.task_options)
             step = train_step_program(spec.network, facts.info, spec.train,
                                       spec.train.batch_size, (spec.task, spec.task_options))

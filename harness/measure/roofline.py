@@ -39,7 +39,7 @@ import functools
 import math
 import os
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from models import _validate
 
@@ -47,6 +47,7 @@ from .timing import time_calls
 
 Mode = Literal["forward", "forward_backward", "train"]
 MODES: tuple[str, ...] = ("forward", "forward_backward", "train")
+T = TypeVar("T")
 
 # Real FLOPs of one complex multiply-add h <- lam * h + b: a complex product is 4 multiplies and
 # 2 adds, the sum 2 adds.
@@ -129,6 +130,17 @@ def measure_peaks(*, matmul_size: int = 1024, stream_mib: int = 128, repeats: in
         matmul_size=n,
         stream_bytes=4 * count,
     )
+
+
+def peaks_around(measure: Callable[[], T], *, matmul_size: int, stream_mib: int,
+                 repeats: int) -> tuple[T, Peaks]:
+    """``measure()`` between two measurements of the peaks (`measure_peaks`, with these
+    arguments): its result and the better of the two, so that the peaks are measured under the
+    load the measured call saw."""
+    options = {"matmul_size": matmul_size, "stream_mib": stream_mib, "repeats": repeats}
+    before = measure_peaks(**options)
+    result = measure()
+    return result, Peaks.best(before, measure_peaks(**options))
 
 
 @functools.cache
