@@ -228,9 +228,8 @@ def step_roofline(model: str, task: str, *, repeats: int = 5) -> dict:
     from harness.studies.throughput_step import step_counts
 
     step = training_step(model, task)
-    before = roofline.measure_peaks()
-    median = timing.time_calls(lambda: step.call("step"), warmup=1, repeats=repeats).median_s
-    peaks = roofline.Peaks.best(before, roofline.measure_peaks())
+    median, peaks = roofline.peaks_around(
+        lambda: timing.time_calls(lambda: step.call("step"), warmup=1, repeats=repeats).median_s)
     return roofline.roofline_columns(step_counts(step, run_spec(model, task).network), peaks,
                                      median)
 

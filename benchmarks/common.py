@@ -319,9 +319,7 @@ def _against_roofline(
     from harness.measure import roofline
     from models.network import count_parameters
 
-    before = roofline.measure_peaks()
-    median = median_seconds(program, repeats=repeats)
-    peaks = roofline.Peaks.best(before, roofline.measure_peaks())
+    median, peaks = roofline.peaks_around(lambda: median_seconds(program, repeats=repeats))
     the_layer = layer(model)
     shape = roofline.SystemShape.of(eqx.filter_eval_shape(the_layer.discrete_system))
     counts = roofline.layer_counts(
@@ -427,9 +425,7 @@ def scan_bandwidth_fraction(
     from harness.measure import roofline
 
     program, states = scan_program(length, variant)
-    before = roofline.measure_peaks()
-    median = median_seconds(program, repeats=repeats)
-    peaks = roofline.Peaks.best(before, roofline.measure_peaks())
+    median, peaks = roofline.peaks_around(lambda: median_seconds(program, repeats=repeats))
     counts = roofline.scan_counts(states, length=length, batch=BATCH)
     return {**roofline.roofline_columns(counts, peaks, median), "scan_variant": variant}
 

@@ -132,11 +132,11 @@ def measure_peaks(*, matmul_size: int = 1024, stream_mib: int = 128, repeats: in
     )
 
 
-def peaks_around(measure: Callable[[], T], *, matmul_size: int, stream_mib: int,
-                 repeats: int) -> tuple[T, Peaks]:
+def peaks_around(measure: Callable[[], T], *, matmul_size: int = 1024, stream_mib: int = 128,
+                 repeats: int = 5) -> tuple[T, Peaks]:
     """``measure()`` between two measurements of the peaks (`measure_peaks`, with these
-    arguments): its result and the better of the two, so that the peaks are measured under the
-    load the measured call saw."""
+    arguments and its defaults): its result and the better of the two, so that the peaks are
+    measured under the load the measured call saw."""
     options = {"matmul_size": matmul_size, "stream_mib": stream_mib, "repeats": repeats}
     before = measure_peaks(**options)
     result = measure()
