@@ -24,7 +24,7 @@ def flax_program(model: str, length: int, mode: str, frontend: str) -> common.Pr
     import jax
     from flax import nnx
 
-    from harness import roofline
+    from harness.measure import timing
     from models.flax import linen, to_flax_params
     from models.flax import nnx as flax_nnx
 
@@ -53,13 +53,13 @@ def flax_program(model: str, length: int, mode: str, frontend: str) -> common.Pr
         raise NotImplementedError(f"frontend={frontend!r}; accepted: {list(FRONTENDS)}.")
     u, dy = common.inputs(length)
     if mode == "forward":
-        compiled, lower_s, compile_s = roofline.compile_timed(forward, state, u)
+        compiled, lower_s, compile_s = timing.compile_timed(forward, state, u)
         return common.Program(compiled, (state, u), lower_s, compile_s)
 
     def forward_backward(s: Any, u: Any, dy: Any) -> Any:
         return jax.vjp(forward, s, u)[1](dy)
 
-    compiled, lower_s, compile_s = roofline.compile_timed(forward_backward, state, u, dy)
+    compiled, lower_s, compile_s = timing.compile_timed(forward_backward, state, u, dy)
     return common.Program(compiled, (state, u, dy), lower_s, compile_s)
 
 

@@ -2,8 +2,8 @@
 
 The step is `harness.train`'s, on the batches a run draws (the same sampler, the same cut to
 length buckets), at the accuracy study's ``cpu`` preset: 2 blocks, H = 32, d_state = 32, batch
-32, BatchNorm, half-GLU (`harness.studies.throughput.TrainingStep`). The in-run baseline network
-is the same network, parameters and step with each block's layer computed in the public
+32, BatchNorm, half-GLU (`harness.studies.throughput_step.TrainingStep`). The in-run baseline
+network is the same network, parameters and step with each block's layer computed in the public
 references' style (`benchmarks.common.reference_forward`: lambda broadcast over time, B u
 before a `jax.lax.associative_scan`, or the Annotated S4's Vandermonde kernel and FFT
 convolution), so the network-level ratio is measured side by side in one process, calls
@@ -107,7 +107,7 @@ def training_step(model: str, task: str, baseline: bool = False) -> Any:
     import jax.random as jr
 
     from harness import train as training
-    from harness.studies.throughput import TrainingStep
+    from harness.studies.throughput_step import TrainingStep
 
     spec = run_spec(model, task)
     the_task = built_task(spec.task, spec.task_options)
@@ -126,16 +126,16 @@ def step_speedup(model: str, task: str, *, repeats: int = 10) -> dict:
     and their ratio; the check that both compute the same loss."""
     import jax
 
-    from harness import roofline
+    from harness.measure import timing
 
     ours, theirs = training_step(model, task), training_step(model, task, baseline=True)
     ours_s, theirs_s = [], []
     for _ in range(repeats):
-        ours_s.extend(roofline.time_calls(lambda: ours.call("step"), warmup=0,
+        ours_s.extend(timing.time_calls(lambda: ours.call("step"), warmup=0,
+                                        repeats=1).times_s)
+        theirs_s.extend(timing.time_calls(lambda: theirs.call("step"), warmup=0,
                                           repeats=1).times_s)
-        theirs_s.extend(roofline.time_calls(lambda: theirs.call("step"), warmup=0,
-                                            repeats=1).times_s)
-    ours_t, theirs_t = roofline.Timing(tuple(ours_s)), roofline.Timing(tuple(theirs_s))
+    ours_t, theirs_t = timing.Timing(tuple(ours_s)), timing.Timing(tuple(theirs_s))
     jax.block_until_ready(ours.stepper.carry())
     return {
         "step_median_s": ours_t.median_s,
@@ -233,15 +233,14 @@ class TrackNetworkCompile(_StepCell):
 
 
 def step_roofline(model: str, task: str, *, repeats: int = 5) -> dict:
-    """The whole step's roofline columns (`harness.studies.throughput.step_counts`), peaks
+    """The whole step's roofline columns (`harness.studies.throughput_step.step_counts`), peaks
     measured in this process around the timing."""
-    from harness import roofline
-    from harness.studies.throughput import step_counts
+    from harness.measure import roofline, timing
+    from harness.studies.throughput_step import step_counts
 
     step = training_step(model, task)
-    before = roofline.measure_peaks()
-    median = roofline.time_calls(lambda: step.call("step"), warmup=1, repeats=repeats).median_s
-    peaks = roofline.Peaks.best(before, roofline.measure_peaks())
+    median, peaks = roofline.peaks_around(
+        lambda: timing.time_calls(lambda: step.call("step"), warmup=1, repeats=repeats).median_s)
     return roofline.roofline_columns(step_counts(step, run_spec(model, task).network), peaks,
                                      median)
 
@@ -249,19 +248,14 @@ def step_roofline(model: str, task: str, *, repeats: int = 5) -> dict:
 def step_compile_seconds(model: str, task: str) -> float:
     """XLA compile seconds of the step (tracing and lowering excluded), caches off (the
     persistent one, and the process's: the step was compiled once already)."""
-    import time
-
     import jax
 
-    from harness import roofline
+    from harness.measure import timing
 
     step = training_step(model, task)
     lowered = step.stepper.lowered(step.batches[0], step.key)
     jax.clear_caches()
-    with roofline.no_compilation_cache():
-        start = time.perf_counter()
-        lowered.compile()
-        return time.perf_counter() - start
+    return timing.compile_lowered(lambda: lowered)[2]
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,7 +24,6 @@ The results are recorded in benchmarks/README.md; ``asv`` tracks the warm ratio 
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any
 
 from .bench_network import PRESET, TASKS, built_task, run_spec
@@ -48,14 +47,15 @@ def _timed(fn) -> tuple[float, float]:
     import jax
 
     from harness import train
+    from harness.measure.timing import Stopwatch
 
     compiling = [0.0]
     listener = train._compile_listener(compiling)
     jax.monitoring.register_event_duration_secs_listener(listener)
     try:
-        t0 = time.perf_counter()
+        clock = Stopwatch()
         fn()
-        wall = time.perf_counter() - t0
+        wall = clock.elapsed()
     finally:
         jax.monitoring.unregister_event_duration_listener(listener)
     return wall, compiling[0]

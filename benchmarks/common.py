@@ -64,7 +64,7 @@ def enable_compilation_cache() -> None:
     """The project's persistent XLA cache (`harness.runner.enable_compilation_cache`), shared by
     asv's benchmark processes (one process per benchmark), which would otherwise compile the
     same programs again. `Program.compile_s` is measured with the cache off
-    (`harness.roofline.compile_timed`), so compile times stay compile times.
+    (`harness.measure.timing.compile_timed`), so compile times stay compile times.
     """
     from harness.runner import enable_compilation_cache as enable
 
@@ -127,9 +127,9 @@ def _check_mode(mode: str) -> None:
 
 
 def _compile(function: Callable, *args: Any) -> Program:
-    from harness import roofline
+    from harness.measure import timing
 
-    compiled, lower_s, compile_s = roofline.compile_timed(function, *args)
+    compiled, lower_s, compile_s = timing.compile_timed(function, *args)
     return Program(compiled, args, lower_s, compile_s)
 
 
@@ -256,22 +256,22 @@ def reference_error(model: str, length: int) -> float:
 
 
 def median_seconds(program: Program, *, repeats: int = 5) -> float:
-    from harness import roofline
+    from harness.measure import timing
 
-    return roofline.time_calls(program.call, warmup=1, repeats=repeats).median_s
+    return timing.time_calls(program.call, warmup=1, repeats=repeats).median_s
 
 
 def _alternate(first: Program, second: Program, repeats: int) -> tuple[Any, Any]:
-    """The `harness.roofline.Timing` of each program, their calls alternating (so that machine
-    load falls on both alike), after one untimed call each."""
-    from harness import roofline
+    """The `harness.measure.timing.Timing` of each program, their calls alternating (so that
+    machine load falls on both alike), after one untimed call each."""
+    from harness.measure import timing
 
     first.run(), second.run()
     first_s, second_s = [], []
     for _ in range(repeats):
-        first_s.extend(roofline.time_calls(first.call, warmup=0, repeats=1).times_s)
-        second_s.extend(roofline.time_calls(second.call, warmup=0, repeats=1).times_s)
-    return roofline.Timing(tuple(first_s)), roofline.Timing(tuple(second_s))
+        first_s.extend(timing.time_calls(first.call, warmup=0, repeats=1).times_s)
+        second_s.extend(timing.time_calls(second.call, warmup=0, repeats=1).times_s)
+    return timing.Timing(tuple(first_s)), timing.Timing(tuple(second_s))
 
 
 def speedup_over_reference(model: str, length: int, mode: str, *, repeats: int = 5) -> dict:
@@ -316,12 +316,10 @@ def _against_roofline(
     this process just before and after the timing (the better of the two)."""
     import equinox as eqx
 
-    from harness import roofline
+    from harness.measure import roofline
     from models.network import count_parameters
 
-    before = roofline.measure_peaks()
-    median = median_seconds(program, repeats=repeats)
-    peaks = roofline.Peaks.best(before, roofline.measure_peaks())
+    median, peaks = roofline.peaks_around(lambda: median_seconds(program, repeats=repeats))
     the_layer = layer(model)
     shape = roofline.SystemShape.of(eqx.filter_eval_shape(the_layer.discrete_system))
     counts = roofline.layer_counts(
@@ -332,7 +330,7 @@ def _against_roofline(
 
 def roofline_fraction(model: str, length: int, mode: str, *, repeats: int = 5) -> dict:
     """The layer's median time against its roofline bound, peaks measured in this process."""
-    from harness import roofline
+    from harness.measure import roofline
 
     program = layer_program(model, length, mode)
     median, counts, peaks = _against_roofline(program, model, length, mode, repeats)
@@ -349,7 +347,7 @@ def speedup_ceiling(model: str, length: int, mode: str, *, repeats: int = 5) -> 
     fraction of the roofline that the in-run target needs; above 1 the target cannot be met with
     the layer's FLOPs on this machine.
     """
-    from harness import roofline
+    from harness.measure import roofline
 
     program = reference_program(model, length, mode)
     reference_s, counts, peaks = _against_roofline(program, model, length, mode, repeats)
@@ -412,9 +410,9 @@ def scan_program(length: int = SCAN_LENGTH, variant: str = "engine") -> tuple[Pr
     def scan_in_place(lam, b):
         return jax.vmap(lambda x: _native.planar_scan(*lam, x, reverse=False, in_place=True))(b)
 
-    from harness import roofline
+    from harness.measure import timing
 
-    compiled, lower_s, compile_s = roofline.compile_timed(
+    compiled, lower_s, compile_s = timing.compile_timed(
         scan_in_place, lam, b, donate_argnums=(1,)
     )
     return InPlaceProgram(compiled, (lam, jnp.array(b)), lower_s, compile_s), states
@@ -424,12 +422,10 @@ def scan_bandwidth_fraction(
     length: int = SCAN_LENGTH, *, repeats: int = 5, variant: str = "engine"
 ) -> dict:
     """The scan alone: its memory-bound roofline (b read, h written) against its median time."""
-    from harness import roofline
+    from harness.measure import roofline
 
     program, states = scan_program(length, variant)
-    before = roofline.measure_peaks()
-    median = median_seconds(program, repeats=repeats)
-    peaks = roofline.Peaks.best(before, roofline.measure_peaks())
+    median, peaks = roofline.peaks_around(lambda: median_seconds(program, repeats=repeats))
     counts = roofline.scan_counts(states, length=length, batch=BATCH)
     return {**roofline.roofline_columns(counts, peaks, median), "scan_variant": variant}
 
@@ -444,7 +440,8 @@ def working_memory(
     """
     import equinox as eqx
 
-    from harness.programs import COMPLEX_BYTES, compiled_memory
+    from harness.measure.memory import compiled_memory
+    from harness.programs import COMPLEX_BYTES
 
     program = layer_program(model, length, mode, algorithm)
     memory = compiled_memory(program.compiled)
@@ -473,7 +470,7 @@ def activation_memory(model: str, algorithm: str = "auto") -> dict:
     that `jax.vmap` makes before summing them (B x 4PH numbers), a parametrisation's
     intermediates (RotRNN's matrix exponential) and the like.
     """
-    from harness.studies.memory import fit_linear
+    from harness.measure.memory import fit_linear
 
     points = [working_memory(model, n, algorithm=algorithm) for n in LENGTHS]
     fit = fit_linear([float(n) for n in LENGTHS], [float(p["temp_bytes"]) for p in points])
@@ -488,7 +485,7 @@ def activation_memory(model: str, algorithm: str = "auto") -> dict:
 def environment(model: str | None = None) -> dict:
     """Allocator, XLA flags, backend and device of this process (recorded with every result),
     and the engine algorithm the layer runs (``models.resolve_algorithm``)."""
-    from harness import roofline
+    from harness.measure import roofline
 
     out = roofline.environment_columns()
     if model is not None:

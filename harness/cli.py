@@ -251,7 +251,7 @@ def _cmd_plan(args) -> int:
 
 
 def _cmd_rehearse(args) -> int:
-    import time
+    from .measure.timing import Stopwatch
 
     from . import plan
 
@@ -260,13 +260,13 @@ def _cmd_rehearse(args) -> int:
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive integer.")
-    start = time.perf_counter()
+    clock = Stopwatch()
     programs, tasks_, _ = plan.rehearse(
         args.preset, names=args.study, match=args.match, limit=args.limit,
         task_examples=args.task_examples, with_tasks=not args.no_tasks,
         progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(plan.rehearsal_text(programs, tasks_, preset=args.preset,
-                              seconds=time.perf_counter() - start))
+                              seconds=clock.elapsed()))
     return 0 if all(r.ok for r in (*programs, *tasks_)) else 1
 
 

@@ -17,7 +17,7 @@ wall time (e.g. the accuracy study's training seconds) is longer when it shared 
 
 Ray is optional (``pip install 'linrnn-bench[ray]'``, pinned to ray 2.60.0); it is imported
 only when the Ray executor is asked for. Worker processes, and the processes of a Ray started
-here, end with the driver however it ends (`harness.lifetime`).
+here, end with the driver however it ends (`harness.measure.lifetime`).
 """
 
 from __future__ import annotations
@@ -28,11 +28,10 @@ import re
 import socket
 import threading
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import as_completed
 from typing import Any
 
-from . import lifetime
+from .measure import lifetime, processes
 from .errors import ExecutorError as ExecutorError  # re-exported: its old import place
 from .runner import Executor, Outcome, enable_compilation_cache, execute_unit, local_executor
 from .studies import Study, lead
@@ -72,9 +71,9 @@ def make_executor(
 
 
 def _worker_init() -> None:
-    """Runs once in each worker process, before its first run (after `lifetime.tie_to_driver`,
-    which ends the worker with its driver): the driver's compiled programs on disk serve the
-    worker too."""
+    """Runs once in each worker process, before its first run (after
+    `harness.measure.lifetime.tie_to_driver`, which ends the worker with its driver): the
+    driver's compiled programs on disk serve the worker too."""
     enable_compilation_cache()
 
 
@@ -125,7 +124,7 @@ class ProcessExecutor:
     finished so far are already recorded and the grid stops with an `ExecutorError`; rerunning
     resumes it. If the driver is interrupted (Ctrl-C, SIGTERM through `harness.cli`), it ends
     its workers before it exits; if it is killed outright, the workers end with it
-    (`harness.lifetime.tie_to_driver`). Either way no worker outlives the grid.
+    (`harness.measure.lifetime.tie_to_driver`). Either way no worker outlives the grid.
     """
 
     def __init__(self, workers: int):
@@ -135,7 +134,7 @@ class ProcessExecutor:
         if not _validate.is_integer(workers) or workers < 1:
             raise ExecutorError(f"workers must be a positive integer, got {workers!r}.")
         self.workers = workers
-        self._kept: ProcessPoolExecutor | None = None  # the pool of a ``with`` block
+        self._kept: processes.WorkerPool | None = None  # the pool of a ``with`` block
         self._keep = False
 
     @property
@@ -154,12 +153,12 @@ class ProcessExecutor:
             if kind is None:
                 pool.shutdown(wait=True)
             else:
-                lifetime.end_pool(pool)
+                processes.end_pool(pool)
 
-    def _pool(self, runs: int) -> ProcessPoolExecutor:
+    def _pool(self, runs: int) -> processes.WorkerPool:
         if self._kept is not None:
             return self._kept
-        pool = lifetime.worker_pool(
+        pool = processes.worker_pool(
             self.workers if self._keep else min(self.workers, runs), _worker_init)
         if self._keep:
             self._kept = pool
@@ -176,7 +175,7 @@ class ProcessExecutor:
             for future in as_completed(futures):
                 try:
                     yield from future.result()
-                except BrokenProcessPool:
+                except processes.BrokenWorkerPool:
                     raise ExecutorError(
                         f"A worker process of the {study.name} grid died (killed or out of "
                         "memory); the finished runs are recorded, rerun the command to resume."
@@ -185,7 +184,7 @@ class ProcessExecutor:
         finally:
             if not finished:
                 self._kept = None
-                lifetime.end_pool(pool)
+                processes.end_pool(pool)
             elif pool is not self._kept:
                 pool.shutdown(wait=True)
 
@@ -294,8 +293,8 @@ class RayExecutor:
 
     Without an address it starts Ray on this machine (no dashboard), tied to the driver's life:
     every process that Ray starts is killed when the driver dies, however it dies
-    (`harness.lifetime.marked`, `harness.lifetime.reap_holders`). With an address it connects to that cluster, checked first:
-    a malformed address is an `ExecutorError` at once, before Ray is imported; one that does
+    (`harness.measure.lifetime.marked`, `harness.measure.lifetime.reap_holders`). With an
+    address it connects to that cluster, checked first: a malformed address is an `ExecutorError` at once, before Ray is imported; one that does
     not answer within ``connect_timeout`` seconds (`RAY_CONNECT_TIMEOUT_S`) is one when the
     first grid starts.
     """

@@ -5,14 +5,14 @@ grid makes (per model and task, and what the store already holds) and every *dis
 they compile: a layer's batched call, a network's training step, an evaluation pass, a probe.
 For each program it gives
 
-- its FLOPs and bytes: our analytic count (`harness.roofline.layer_counts`, and for a network's
-  training step `harness.studies.throughput.step_counts`) and XLA's cost analysis beside it;
+- its FLOPs and bytes: our analytic count (`harness.measure.roofline.layer_counts`, and for a network's
+  training step `harness.studies.throughput_step.step_counts`) and XLA's cost analysis beside it;
 - its compiled memory: XLA's memory analysis of the program compiled at the preset's real
   shapes from `jax.ShapeDtypeStruct` inputs (nothing of that size is allocated), as the memory
-  study does (`harness.programs.compiled_memory`); a program whose working set exceeds the
+  study does (`harness.measure.memory.compiled_memory`); a program whose working set exceeds the
   device's usable memory is flagged, with the largest batch that would fit;
 - the roofline bound of one call, max(FLOPs / peak FLOP/s, bytes / bandwidth), on this machine
-  (peaks measured by `harness.roofline.measure_peaks`, as the throughput study measures them) or
+  (peaks measured by `harness.measure.roofline.measure_peaks`, as the throughput study measures them) or
   on an accelerator from `DEVICES` (published peaks) or ``--peak-flops/--bandwidth``.
 
 A run's predicted time is the sum over its programs of calls x bound. **The bound is a lower
@@ -44,13 +44,13 @@ import contextlib
 import dataclasses
 import math
 import os
-import time
 import traceback
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from . import roofline
+from .measure import roofline, timing
+from .measure.memory import compiled_memory
 from . import studies as _studies
 
 # The share of a device's memory a JAX process may use by default: JAX preallocates 75% of an
@@ -417,16 +417,16 @@ def train_step_program(network_config: Any, info: Any, train_config: Any, batch:
 
 
 def _step_counts(network: Any, network_config: Any, info: Any) -> Callable[[int], Any]:
-    """`harness.studies.throughput.step_counts` of a batch of shapes: it reads the task's info,
-    the batch's inputs (shape, size, dtype) and the network from what it is given."""
-    from .studies import throughput
+    """`harness.studies.throughput_step.step_counts` of a batch of shapes: it reads the task's
+    info, the batch's inputs (shape, size, dtype) and the network from what it is given."""
+    from .studies import throughput_step
 
     def counts(batch: int) -> Any:
         inputs = network_batch(info, batch, abstract=True).inputs
         step = types.SimpleNamespace(
             task=types.SimpleNamespace(info=info), batches=[types.SimpleNamespace(inputs=inputs)],
             stepper=types.SimpleNamespace(carry=lambda: (network,)))
-        return throughput.step_counts(step, network_config)
+        return throughput_step.step_counts(step, network_config)
 
     return counts
 
@@ -713,11 +713,11 @@ def _plan_throughput(study: Any, config: Any) -> list[RunPlan]:
     from tasks._base import TaskInfo
 
     from .programs import resolved_d_state
-    from .studies import throughput
+    from .studies import throughput, throughput_step
 
     runs = []
     for spec in study.grid(config):
-        if isinstance(spec, throughput.StepRun):
+        if isinstance(spec, throughput_step.StepRun):
             facts = task_facts(spec.task, spec.task_options)
             step = train_step_program(spec.network, facts.info, spec.train,
                                       spec.train.batch_size, (spec.task, spec.task_options))
@@ -840,10 +840,8 @@ class Priced:
 def compile_abstract(program: Program, batch: int | None = None) -> tuple[Any, Built, float]:
     """``(compiled, built, seconds)``: the program compiled from shapes at ``batch``."""
     built = program.build(program.batch if batch is None else batch, True)
-    start = time.perf_counter()
-    with roofline.no_compilation_cache():
-        compiled = built.lower().compile()
-    return compiled, built, time.perf_counter() - start
+    compiled, lower_s, compile_s = timing.compile_lowered(built.lower)
+    return compiled, built, lower_s + compile_s
 
 
 def _jax_compiled(compiled: Any) -> Any:
@@ -853,8 +851,6 @@ def _jax_compiled(compiled: Any) -> Any:
 def price(program: Program, target: Target, *, compile: bool = True,
           backend: str | None = "gpu") -> Priced:
     """Counts, XLA's costs and memory, the bound of one call and whether it fits."""
-    from .programs import compiled_memory
-
     out = Priced(program)
     try:
         out.counts = program.counts(program.batch)
@@ -884,8 +880,6 @@ def price(program: Program, target: Target, *, compile: bool = True,
 def _largest_batch(program: Program, total_at_batch: int, budget: float) -> int:
     """The largest batch whose working set fits ``budget``, on the line through the working
     sets at batch 1 and at the program's batch (0: not even one example fits)."""
-    from .programs import compiled_memory
-
     B = program.batch
     if B <= 1:
         return 0
@@ -987,7 +981,7 @@ def plan_text(plans: list[StudyPlan], target: Target, *, preset: str, compile: b
                          _gib(p.memory.get("total_bytes")), fit, _si(p.bound_s, "s"),
                          _duration(total_s), p.error or ""))
         lines.append(f"  {len(programs)} distinct programs (FLOPs/bytes per call; ours = "
-                     "harness.roofline's count, XLA = its cost analysis):")
+                     "harness.measure.roofline's count, XLA = its cost analysis):")
         lines += _table(("program", "B", "algorithm", "calls", "FLOPs ours", "FLOPs XLA",
                          "bytes ours", "bytes XLA", "memory GiB", "fits", "bound/call",
                          "bound total", "error"), rows)
@@ -1049,31 +1043,25 @@ def rehearse_program(program: Program, *, budget: float, steps: int = 2,
                      backend: str | None = "gpu") -> Rehearsed:
     """Compile ``program`` at its shapes, halving the batch until its working set fits
     ``budget`` bytes, then run it ``steps`` times on random data; the last call is timed."""
-    import jax
-
-    from .programs import compiled_memory
-
     out = Rehearsed(program.label, False, planned_batch=program.batch)
     try:
         with accelerator_path(backend):
             batch = program.batch
-            start = time.perf_counter()
+            clock = timing.Stopwatch()
             while True:
                 compiled, built, _ = compile_abstract(program, batch)
                 memory = compiled_memory(_jax_compiled(compiled))["total_bytes"]
                 if memory <= budget or batch == 1:
                     break
                 batch = max(1, batch // 2)
-            out.compile_s = time.perf_counter() - start
+            out.compile_s = clock.elapsed()
             out.batch, out.memory_bytes, out.algorithm = batch, memory, built.algorithm
             if memory > budget:
                 raise MemoryError(f"{memory / 2**30:.1f} GiB at batch 1 exceeds this "
                                   f"machine's {budget / 2**30:.1f} GiB")
             call = program.build(batch, False).make_call(compiled)
-            for i in range(steps):
-                start = time.perf_counter()
-                jax.block_until_ready(call())
-                out.step_s = time.perf_counter() - start
+            if steps:  # the last call timed, the others warm it up
+                out.step_s = timing.time_calls(call, warmup=steps - 1, repeats=1).min_s
         out.ok = True
     except Exception as e:  # noqa: BLE001 - collected; the rehearsal goes on
         out.error = _one_line(e)
@@ -1113,11 +1101,11 @@ def rehearse_task(task: str, options: tuple, *, examples: int | None = None) -> 
     out = Rehearsed(what, False)
     try:
         small = reduced_options(task, given, examples)
-        start = time.perf_counter()
+        clock = timing.Stopwatch()
         built = tasks.build(task, use_cache=False, **small)
         for split in tasks.SPLITS:
             built.split(split)  # decoded and checked against the array conventions
-        seconds = time.perf_counter() - start
+        seconds = clock.elapsed()
         made = sum(len(built.split(s)) for s in tasks.SPLITS)
         full = sum(task_facts(task, options).sizes.values())
         out.ok, out.compile_s = True, seconds

@@ -1,5 +1,5 @@
 """What the throughput and memory studies and the layer benchmarks share: which layers and sizes
-they measure, the layer's compiled programs, parameter counts and XLA's memory analysis.
+they measure, the layer's compiled programs and parameter counts.
 
 Sizes. ``"paper"`` is a layer at the width and state size of one published configuration (its
 registration's `models.PaperSize`); ``"matched"`` keeps the paper's options and picks the
@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import models
 
-from . import roofline
+from .measure import roofline
 
 Size = Literal["paper", "matched"]
 SIZES: tuple[str, ...] = ("paper", "matched")
@@ -194,9 +194,10 @@ def layer_program(
     """``(function, args, donate, make_call)`` of the layer's computation in ``mode``, on
     ``(batch, seq_len, d_model)`` float32 inputs drawn from ``key``.
 
-    ``make_call(compiled)`` returns the zero-argument call that `roofline.time_calls` times; a
-    training step threads its parameters and optimiser state through its closure, donating
-    them (as a training loop does) so that no step allocates fresh parameter buffers.
+    ``make_call(compiled)`` returns the zero-argument call that
+    `harness.measure.timing.time_calls` times; a training step threads its parameters and
+    optimiser state through its closure, donating them (as a training loop does) so that no
+    step allocates fresh parameter buffers.
 
     ``abstract=True`` gives the inputs as shapes alone (`jax.ShapeDtypeStruct`), for a program
     that is compiled and never run (the memory study's analysis): drawing them would compile a
@@ -256,27 +257,3 @@ def layer_program(
         return step, (params, opt_state, u, other), (0, 1), make_call
     else:
         raise ValueError(f"mode={mode!r}; accepted values: {list(roofline.MODES)}.")
-
-
-def compiled_memory(compiled: Any) -> dict[str, int]:
-    """XLA's memory analysis of a compiled executable as flat integer columns: argument,
-    output, temporary and aliased bytes, generated code, and the working set
-    ``total_bytes = argument + output + temp - alias`` (`harness.studies.memory`)."""
-    stats = compiled.memory_analysis()
-    if stats is None:
-        raise RuntimeError(
-            "This backend's compiled executables give no memory analysis; the memory study "
-            "needs XLA's buffer assignment (CPU and GPU provide it)."
-        )
-    argument = int(stats.argument_size_in_bytes)
-    output = int(stats.output_size_in_bytes)
-    temp = int(stats.temp_size_in_bytes)
-    alias = int(stats.alias_size_in_bytes)
-    return {
-        "argument_bytes": argument,
-        "output_bytes": output,
-        "temp_bytes": temp,
-        "alias_bytes": alias,
-        "generated_code_bytes": int(stats.generated_code_size_in_bytes),
-        "total_bytes": argument + output + temp - alias,
-    }

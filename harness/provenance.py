@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 import os
 import platform
-import subprocess
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from .measure.processes import command_output
 
 _ROOT = Path(__file__).resolve().parent.parent
 _LIBRARIES = ("jax", "jaxlib", "equinox", "flax", "optax", "numpy", "pandas")
@@ -19,13 +20,7 @@ SETTINGS = ("GLIBC_TUNABLES", "OPENBLAS_NUM_THREADS", "XLA_FLAGS", "LD_PRELOAD")
 
 
 def _git(*args: str) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", *args], cwd=_ROOT, capture_output=True, text=True, timeout=10, check=True
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip()
+    return command_output(["git", *args], cwd=_ROOT, timeout_s=10)
 
 
 @functools.cache

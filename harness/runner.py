@@ -14,13 +14,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from . import config as _config
+from .measure.timing import Stopwatch
 from .provenance import now, provenance
 from .store import Store
 from .errors import Diverged
@@ -43,14 +43,14 @@ class Outcome:
 
 def execute(study: Study, spec: Any) -> Outcome:
     """Execute one run of ``study``; never raises for a failing or diverging run."""
-    started, t0 = now(), time.perf_counter()
+    started, clock = now(), Stopwatch()
     try:
         result: list[dict[str, Any]] | Exception = study.run(spec)
     except KeyboardInterrupt:
         raise
     except Exception as e:  # a failed run is a row with its error; the grid goes on
         result = e
-    return _outcome(study, spec, result, started, time.perf_counter() - t0,
+    return _outcome(study, spec, result, started, clock.elapsed(),
                     {**provenance(), "seed_group": 1})
 
 
@@ -58,7 +58,7 @@ def execute_group(study: Study, specs: tuple[Any, ...] | list[Any]) -> list[Outc
     """Execute a seed group (`Study.run_group`): one outcome per run, as `execute` would give
     it, each run's provenance saying it was trained in a group of k (``seed_group``) and its
     ``seconds`` the group's divided by k. Never raises for failing or diverging runs."""
-    started, t0 = now(), time.perf_counter()
+    started, clock = now(), Stopwatch()
     assert study.run_group is not None
     try:
         results: list[Any] = list(study.run_group(list(specs)))
@@ -68,7 +68,7 @@ def execute_group(study: Study, specs: tuple[Any, ...] | list[Any]) -> list[Outc
         raise
     except Exception as e:  # the whole group failed: every run is recorded as failed
         results = [e] * len(specs)
-    seconds = (time.perf_counter() - t0) / len(specs)
+    seconds = clock.elapsed() / len(specs)
     where = {**provenance(), "seed_group": len(specs)}
     return [_outcome(study, spec, result, started, seconds, where)
             for spec, result in zip(specs, results)]
@@ -171,7 +171,7 @@ def run_study(
     recorded, and the runs it has gained are run in turn (the accuracy study's grid grows where
     a cell's selected learning rates lie at its end), until it gains none; each run is tried
     once per call."""
-    t0 = time.perf_counter()
+    clock = Stopwatch()
     counts: dict[str, int] = {}
     tried: set[str] = set()
     first_total = first_todo = None
@@ -190,7 +190,7 @@ def run_study(
         if study.from_store is None:
             break
     done_before = first_total - first_todo
-    return Summary(study.name, len(specs), done_before, counts, time.perf_counter() - t0)
+    return Summary(study.name, len(specs), done_before, counts, clock.elapsed())
 
 
 def _run_pending(study: Study, config: Any, todo: list[Any], store: Store, executor: Executor,

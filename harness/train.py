@@ -39,7 +39,6 @@ import functools
 import json
 import math
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -57,6 +56,7 @@ from models.network import Network, NetworkConfig, count_parameters, recurrent_m
 from tasks._base import Split, Task, TaskInfo
 
 from . import config as _config
+from .measure.timing import Stopwatch
 from .runner import progress_bar
 from .errors import Diverged
 
@@ -774,7 +774,7 @@ def train(
     compiling = [0.0]  # seconds XLA spends compiling in this run (the first shapes it meets)
     listener = _compile_listener(compiling)
     jax.monitoring.register_event_duration_secs_listener(listener)
-    t0 = time.perf_counter()
+    clock = Stopwatch()
     losses: list[jax.Array] = []
     pending: tuple[int, jax.Array] | None = None
     bar = progress_bar(config.steps, f"{network_config.layer}/{info.name}", enabled=progress)
@@ -815,12 +815,12 @@ def train(
             if path is not None and step != config.steps:
                 header = {"format": _CHECKPOINT_FORMAT, "identity": identity, "step": step,
                           "rows": rows, "best": best,
-                          "seconds": seconds + time.perf_counter() - t0}
+                          "seconds": seconds + clock.elapsed()}
                 save_checkpoint(path, header, (network, state, opt_state, best_network, best_state))
     finally:
         bar.close()
         jax.monitoring.unregister_event_duration_listener(listener)
-    seconds += time.perf_counter() - t0
+    seconds += clock.elapsed()
 
     assert best is not None  # the last step is always evaluated
     test = evaluate(best_network.rescaled(info.timescale), best_state, task.split("test"),
@@ -1055,7 +1055,7 @@ def _train_members(
     compiling = [0.0]
     listener = _compile_listener(compiling)
     jax.monitoring.register_event_duration_secs_listener(listener)
-    t0 = time.perf_counter()
+    clock = Stopwatch()
     losses: list[jax.Array] = []
     pending: tuple[int, jax.Array] | None = None
     bar = progress_bar(config.steps, f"{network_config.layer}/{info.name} x{k}",
@@ -1109,7 +1109,7 @@ def _train_members(
             best_network, best_state = _select(improved, (network, state),
                                                (best_network, best_state))
             callback(step)
-            elapsed = (time.perf_counter() - t0) / k
+            elapsed = clock.elapsed() / k
             for i in np.flatnonzero(active):
                 member = members[i]
                 if member.path is not None and step != config.steps:
@@ -1122,7 +1122,7 @@ def _train_members(
     finally:
         bar.close()
         jax.monitoring.unregister_event_duration_listener(listener)
-    share = (time.perf_counter() - t0) / k
+    share = clock.elapsed() / k
     if active.any():
         network, state, _ = stepper.carry()
         tests = evaluate_group(_rescaled_group(best_network, info.timescale), best_state,

@@ -73,7 +73,7 @@ def held_figure_worker_init() -> None:
     """The report's figure-worker initialiser, then a pause of ``LINRNN_FAULT_SLEEP`` seconds
     that holds the render with both workers alive (so that its driver can be killed then);
     each worker first writes a file ``worker-<pid>`` into ``LINRNN_FAULT_FILES`` (it runs
-    after `harness.lifetime.tie_to_driver`, so the worker is tied to its driver by then)."""
+    after `harness.measure.lifetime.tie_to_driver`, so the worker is tied to its driver by then)."""
     (Path(os.environ["LINRNN_FAULT_FILES"]) / f"worker-{os.getpid()}").write_text("")
     from harness.report import _writers
 

@@ -212,7 +212,7 @@ def test_sigterm_stops_the_grid_cleanly_and_keeps_finished_runs(tmp_path, uninte
 def test_end_pool_ends_workers_busy_with_a_long_call():
     import multiprocessing
 
-    from harness import lifetime
+    from harness.measure import lifetime
 
     pool = lifetime.worker_pool(2)
     before = set(multiprocessing.active_children())
@@ -226,7 +226,7 @@ def test_end_pool_ends_workers_busy_with_a_long_call():
 
 _MARKED_DRIVER = """
 import subprocess, sys, time
-from harness import lifetime
+from harness.measure import lifetime
 with lifetime.marked():  # as a local Ray is started: its processes carry the mark
     subprocess.Popen(["sleep", "300"])  # no parent-death signal: orphaned if not reaped
 subprocess.Popen(["sleep", "301"])  # started outside the block: not the reaper's to kill
@@ -268,7 +268,7 @@ def test_a_driver_holding_a_reaped_folder_keeps_its_exit_status(tmp_path):
     # the reaper sweeps that folder and must not kill the driver (its status would be 137).
     script = (
         "import sys\n"
-        "from harness import lifetime\n"
+        "from harness.measure import lifetime\n"
         "held = open(sys.argv[1] + '/log.txt', 'w')\n"
         "lifetime.reap_holders(sys.argv[1])\n"
         "sys.exit(3)\n"
@@ -306,7 +306,7 @@ def test_kill_9_of_a_rendering_report_leaves_no_figure_worker(tmp_path):
 def test_kill_9_of_a_ray_driver_leaves_no_ray_process(tmp_path):
     # A study on a local Ray, killed while a run is in flight: Ray's servers, agents and
     # workers all end with the driver (Ray starts its agents from its raylet, out of reach of
-    # a parent-death signal: the reaper of `harness.lifetime` kills them).
+    # a parent-death signal: the reaper of `harness.measure.lifetime` kills them).
     token = uuid.uuid4().hex
     driver, _, files = _start_driver(tmp_path, token, "ray", LINRNN_FAULT_SLEEP="120")
     try:

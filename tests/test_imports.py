@@ -107,3 +107,36 @@ def test_imports_flow_one_way():
         and b.split(".")[0] not in ALLOWED[a.split(".")[0]]
     )
     assert not wrong, f"imports against harness -> models, tasks: {wrong}"
+
+
+# What reads a clock or starts a process (DESIGN.md: one measuring module): the standard
+# library's modules and names for it, allowed in `harness.measure` alone.
+_MEASURING_PACKAGE = "harness.measure"
+_CLOCK_OR_PROCESS = {"time", "subprocess", "multiprocessing", "concurrent.futures.process",
+                     "concurrent.futures.ProcessPoolExecutor"}
+
+
+def _clock_or_process_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        found.update(n for n in names if n in _CLOCK_OR_PROCESS
+                     or n.split(".")[0] in {"subprocess", "multiprocessing"})
+    return found
+
+
+def test_only_the_measuring_package_reads_clocks_or_starts_processes():
+    outside = {
+        name: sorted(found) for name, path in _modules().items()
+        if name.startswith("harness") and not (
+            name == _MEASURING_PACKAGE or name.startswith(_MEASURING_PACKAGE + "."))
+        and (found := _clock_or_process_imports(path))
+    }
+    assert not outside, f"clocks or processes outside {_MEASURING_PACKAGE}: {outside}"
+    inside = _clock_or_process_imports(ROOT / "harness" / "measure" / "processes.py")
+    assert "subprocess" in inside  # the check reads what it is meant to read

@@ -162,7 +162,7 @@ COMPILE_SCRIPT = textwrap.dedent('''
     import jax
     import jax.numpy as jnp
     from jax._src import monitoring
-    from harness import roofline
+    from harness.measure import timing
 
     hits = []
     monitoring.register_event_listener(
@@ -179,7 +179,7 @@ COMPILE_SCRIPT = textwrap.dedent('''
     x = jnp.ones((8, 8))
     jax.jit(f)(x).block_until_ready()  # the cache is now in use, and holds f's program
     before = len(hits)
-    roofline.compile_timed(f, x)
+    timing.compile_timed(f, x)
     loads = len(hits) - before
     jax.jit(lambda y: f(y) + 1.0)(x).block_until_ready()
     print(loads, jax.config.jax_enable_compilation_cache)

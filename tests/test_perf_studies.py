@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 
 import models
-from harness import programs, roofline
+from harness import programs
+from harness.measure import memory as measure_memory
+from harness.measure import roofline, timing
 from harness.config import ConfigError
 from harness.runner import run_study
 from harness.store import Store
@@ -143,18 +145,18 @@ def test_bad_inputs_are_errors():
 
 
 def test_timing_statistics():
-    timing = roofline.Timing((4.0, 1.0, 3.0, 2.0))
-    assert (timing.median_s, timing.min_s, timing.max_s) == (2.5, 1.0, 4.0)
-    assert (timing.q25_s, timing.q75_s) == (1.75, 3.25)  # numpy's linear interpolation
-    assert timing.q25_s == np.quantile([4.0, 1.0, 3.0, 2.0], 0.25)
+    times = timing.Timing((4.0, 1.0, 3.0, 2.0))
+    assert (times.median_s, times.min_s, times.max_s) == (2.5, 1.0, 4.0)
+    assert (times.q25_s, times.q75_s) == (1.75, 3.25)  # numpy's linear interpolation
+    assert times.q25_s == np.quantile([4.0, 1.0, 3.0, 2.0], 0.25)
     calls = []
-    timed = roofline.time_calls(lambda: calls.append(1) or jnp.zeros(()), warmup=2, repeats=3)
+    timed = timing.time_calls(lambda: calls.append(1) or jnp.zeros(()), warmup=2, repeats=3)
     assert len(calls) == 5 and len(timed.times_s) == 3
 
 
 def test_compile_timed_compiles_and_restores_the_cache_setting():
     before = jax.config.jax_enable_compilation_cache
-    compiled, lower_s, compile_s = roofline.compile_timed(lambda x: 2.0 * x, jnp.ones(3))
+    compiled, lower_s, compile_s = timing.compile_timed(lambda x: 2.0 * x, jnp.ones(3))
     assert jax.config.jax_enable_compilation_cache == before
     assert lower_s > 0 and compile_s > 0
     np.testing.assert_array_equal(compiled(jnp.ones(3)), np.full(3, 2.0, np.float32))
@@ -172,7 +174,7 @@ def test_measured_peaks_are_positive():
 
 def test_linear_fit_recovers_a_known_slope():
     x = [1024.0, 4096.0, 16384.0, 65536.0]
-    fit = memory.fit_linear(x, [1000.0 + 37.0 * v for v in x])
+    fit = measure_memory.fit_linear(x, [1000.0 + 37.0 * v for v in x])
     assert fit.slope == pytest.approx(37.0, rel=1e-12)
     assert fit.intercept == pytest.approx(1000.0, rel=1e-9)
     assert fit.r2 == pytest.approx(1.0) and fit.max_rel_residual < 1e-12
@@ -183,17 +185,17 @@ def test_linear_fit_recovers_a_known_slope():
 
 def test_linear_fit_rejects_quadratic_growth():
     x = [1024.0, 4096.0, 16384.0, 65536.0]
-    fit = memory.fit_linear(x, [5.0 * v * v for v in x])
+    fit = measure_memory.fit_linear(x, [5.0 * v * v for v in x])
     assert not fit.linear(0.05)
     assert fit.max_rel_residual > 0.05 and fit.increment_spread > 0.05
     # L log L grows only a little faster than a line, and is still told apart.
-    fit = memory.fit_linear(x, [v * math.log(v) for v in x])
+    fit = measure_memory.fit_linear(x, [v * math.log(v) for v in x])
     assert not fit.linear(0.05) and fit.superlinear(0.05)
     # A shrinking increment (a fixed cost amortised) is not linear, but not superlinear either.
-    fit = memory.fit_linear(x, [math.sqrt(v) + v for v in x])
+    fit = measure_memory.fit_linear(x, [math.sqrt(v) + v for v in x])
     assert fit.increment_growth < 0 and not fit.superlinear(0.05)
     with pytest.raises(ValueError, match="two distinct"):
-        memory.fit_linear([1.0, 1.0], [2.0, 3.0])
+        measure_memory.fit_linear([1.0, 1.0], [2.0, 3.0])
 
 
 def test_linear_fit_is_least_squares_with_its_r2_on_noisy_data():
@@ -201,7 +203,7 @@ def test_linear_fit_is_least_squares_with_its_r2_on_noisy_data():
     # its definition, the residual and increments from theirs.
     x = [1024.0, 4096.0, 4096.0, 16384.0, 65536.0]
     y = [2.1e5, 7.7e5, 7.9e5, 3.1e6, 1.24e7]
-    fit = memory.fit_linear(x, y)
+    fit = measure_memory.fit_linear(x, y)
     slope, intercept = np.polyfit(x, y, 1)
     assert fit.slope == pytest.approx(slope, rel=1e-10)
     assert fit.intercept == pytest.approx(intercept, rel=1e-8)
@@ -215,7 +217,7 @@ def test_linear_fit_is_least_squares_with_its_r2_on_noisy_data():
                                                  rel=1e-9)
     assert fit.loglog_slope == pytest.approx(
         math.log((1.24e7 - intercept) / (2.1e5 - intercept)) / math.log(64), rel=1e-9)
-    flat = memory.fit_linear([1.0, 2.0, 3.0], [5.0, 5.0, 5.0])  # on a line: R^2 is 1
+    flat = measure_memory.fit_linear([1.0, 2.0, 3.0], [5.0, 5.0, 5.0])  # on a line: R^2 is 1
     assert (flat.slope, flat.r2, flat.max_rel_residual) == (0.0, 1.0, 0.0)
 
 
@@ -368,7 +370,7 @@ def test_a_compile_only_program_has_the_memory_of_the_drawn_one():
         function, args, donate, _ = programs.layer_program(
             layer, mode="train", batch=2, seq_len=64, d_model=4, key=jax.random.PRNGKey(1),
             abstract=abstract)
-        compiled[abstract] = programs.compiled_memory(
+        compiled[abstract] = measure_memory.compiled_memory(
             jax.jit(function, donate_argnums=donate).lower(*args).compile())
     assert compiled[True] == compiled[False]
     assert compiled[True]["alias_bytes"] > 0

@@ -20,7 +20,7 @@ import pandas as pd
 
 from models import _validate
 
-from .. import lifetime
+from ..measure import processes
 from . import style
 from ._artifacts import Figure, Table
 
@@ -513,8 +513,8 @@ def _figure_worker_init() -> None:
 
 class FigureWriters:
     """Writes figures in ``workers`` processes (spawned, so never a copy of a process running
-    JAX's threads, and ended with this one however it ends: `harness.lifetime.worker_pool`),
-    or in this process when ``workers`` is 1.
+    JAX's threads, and ended with this one however it ends:
+    `harness.measure.processes.worker_pool`), or in this process when ``workers`` is 1.
 
     Drawing a figure into PNG and PDF is most of a report's rendering, and each figure is
     independent: `submit` sends one away at once and returns a function that waits for its
@@ -533,7 +533,7 @@ class FigureWriters:
         self._pool = None
         if workers > 1:
             # Workers that end with this process, even when it is killed outright.
-            self._pool = lifetime.worker_pool(workers, _figure_worker_init)
+            self._pool = processes.worker_pool(workers, _figure_worker_init)
 
     def submit(self, figure: Figure, directory: Path):
         """Start writing ``figure``; returns a call that waits for its paths."""
@@ -566,7 +566,7 @@ class FigureWriters:
             self.close()
         else:  # interrupted or failed: the figures in flight are not wanted, end them now
             pool, self._pool = self._pool, None
-            lifetime.end_pool(pool)
+            processes.end_pool(pool)
 
 
 def _write_pickled(payload: bytes, directory: Path) -> list[Path]:

@@ -267,7 +267,7 @@ def _training_step(frame: pd.DataFrame, preset: str | None) -> Artifact:
             "one validation pass. Compile: the step's and the evaluation's first call minus "
             "their medians; its share of a run estimated as steps x (step + host) + passes x "
             "evaluation + compile. Roofline: the whole step's analytic count "
-            "(harness.studies.throughput.step_counts) against the peaks measured in the run."
+            "(harness.studies.throughput_step.step_counts) against the peaks measured in the run."
         ),
         frame=table,
         digits="g",

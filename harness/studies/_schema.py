@@ -187,7 +187,8 @@ TRAINING_KINDS: dict[str, tuple[str, ...]] = {
 
 
 # --------------------------------------------------------------------------------------------
-# How the process ran (`harness.roofline.environment_columns`), on the measuring studies' rows
+# How the process ran (`harness.measure.roofline.environment_columns`), on the measuring
+# studies' rows
 
 ENVIRONMENT: dict[str, Column] = {
     "allocator": Column(str, "the process's heap allocator ('glibc', 'tcmalloc', ...)"),

@@ -3,7 +3,7 @@
 For one (model, size, batch, mode) a run compiles the layer's computation (the same programs as
 the throughput study: ``"forward"``, ``"forward_backward"``, ``"train"``) at every sequence
 length L of the config and records XLA's compiled memory analysis
-(`harness.programs.compiled_memory`):
+(`harness.measure.memory.compiled_memory`):
 
     argument_bytes   the inputs (parameters, optimiser state, u, target)
     output_bytes     the outputs
@@ -38,23 +38,20 @@ the largest L whose working set fits ``budget_bytes``: floor((budget - a) / b).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
-import subprocess
-import sys
 from typing import Any, Literal
 
 from models._validate import positive_int
 
-from .. import roofline
+from ..measure import memory as measure_memory
+from ..measure import processes, roofline
+from ..measure.memory import fit_linear
 from ..programs import (
     COMPLEX_BYTES,
     DEFAULT_MATCHED_PARAMS,
     SIZES,
     Size,
     choices,
-    compiled_memory,
     layer_program,
     measured_models,
     paper_size,
@@ -68,67 +65,6 @@ from ._study import Study
 
 Isolate = Literal["auto", "process", "none"]
 ISOLATES: tuple[str, ...] = ("auto", "process", "none")
-
-@dataclasses.dataclass(frozen=True)
-class LinearFit:
-    """y = intercept + slope x by least squares, and how linear the data are."""
-
-    slope: float
-    intercept: float
-    r2: float
-    max_rel_residual: float
-    loglog_slope: float
-    increment_spread: float
-    increment_growth: float
-
-    def linear(self, tolerance: float) -> bool:
-        """The increments agree within ``tolerance`` and the log-log slope is within it of 1.
-
-        The relative residual is reported but not tested: a small constant misfit is a large
-        fraction of the shortest sequence's bytes without saying anything about growth.
-        """
-        return self.increment_spread <= tolerance and abs(self.loglog_slope - 1.0) <= tolerance
-
-    def superlinear(self, tolerance: float) -> bool:
-        """The increments rise by more than ``tolerance`` from the shortest to the longest L."""
-        return self.increment_growth > tolerance
-
-
-def fit_linear(x: list[float] | tuple[float, ...], y: list[float] | tuple[float, ...]) -> LinearFit:
-    """Least-squares line through (x, y), at least two distinct x.
-
-    ``loglog_slope`` is d log(y - a) / d log x between the smallest and largest x, with a the
-    fitted intercept: 1 exactly for data on a line, 2 for quadratic growth.
-    ``increment_spread`` is (largest - smallest) / slope of the increments dy / dx between
-    consecutive x: 0 on a line, growing for L log L or quadratic growth whose increments rise;
-    ``increment_growth`` is (last - first increment) / slope, signed: negative when growth slows.
-    """
-    if len(x) != len(y) or len(x) < 2 or len(set(x)) < 2:
-        raise ValueError(
-            f"fit_linear needs at least two distinct x with one y each, got {x!r}, {y!r}."
-        )
-    import numpy as np
-    import scipy.stats
-
-    xs, ys = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    fit = scipy.stats.linregress(xs, ys)
-    slope, intercept = float(fit.slope), float(fit.intercept)
-    residual = np.abs(ys - (intercept + slope * xs))
-    # Constant y lie on the flat line exactly (linregress's r is undefined there).
-    r2 = float(fit.rvalue) ** 2 if np.ptp(ys) > 0 else 1.0
-    max_rel = float(np.max(residual / np.where(ys != 0, np.abs(ys), 1.0)))
-    lo, hi = int(np.argmin(xs)), int(np.argmax(xs))
-    y_lo, y_hi = ys[lo] - intercept, ys[hi] - intercept
-    if y_lo > 0 and y_hi > 0:
-        loglog = math.log(y_hi / y_lo) / math.log(xs[hi] / xs[lo])
-    else:
-        loglog = math.nan
-    order = np.lexsort((ys, xs))
-    dx, dy = np.diff(xs[order]), np.diff(ys[order])
-    increments = dy[dx != 0] / dx[dx != 0]
-    spread = float(np.ptp(increments)) / abs(slope) if slope else math.inf
-    growth = float(increments[-1] - increments[0]) / abs(slope) if slope else math.inf
-    return LinearFit(slope, intercept, r2, max_rel, loglog, spread, growth)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,71 +212,27 @@ def probe(p: Probe) -> dict[str, Any]:
     row: dict[str, Any] = {
         "algorithm": resolved_algorithm(layer),
         "states": state_count(p.model, layer, p.d_model),
-        **compiled_memory(compiled),
+        **measure_memory.compiled_memory(compiled),
         "device_peak_bytes": None,
         "process_peak_bytes": None,
     }
     if p.execute:
-        call = make_call(compiled)
-        device = jax.devices()[0]
-        stats = device.memory_stats()
-        if stats is not None:
-            jax.block_until_ready(call())
-            row["device_peak_bytes"] = int(device.memory_stats().get("peak_bytes_in_use", -1))
-        else:
-            before = _resident_bytes(reset_peak=True)
-            jax.block_until_ready(call())
-            peak = _peak_resident_bytes()
-            if before is not None and peak is not None:
-                row["process_peak_bytes"] = peak - before
+        row.update(measure_memory.peak_of_one_call(make_call(compiled)))
     return row
 
 
-def _resident_bytes(*, reset_peak: bool) -> int | None:
-    """The process's resident bytes now (Linux), after resetting its high-water mark."""
-    try:
-        if reset_peak:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")  # 5: reset the peak resident set size (proc(5))
-        return _status_bytes("VmRSS")
-    except OSError:
-        return None
-
-
-def _peak_resident_bytes() -> int | None:
-    try:
-        return _status_bytes("VmHWM")
-    except OSError:
-        return None
-
-
-def _status_bytes(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise OSError(f"/proc/self/status has no {field}")
+def probe_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """`probe` of a `Probe` given as its JSON fields (a fresh process's entry)."""
+    return probe(Probe(**{**fields, "options": tuple(tuple(pair) for pair in fields["options"])}))
 
 
 def probe_in_process(p: Probe, *, xla_flags: str = "", timeout_s: float = 1800.0) -> dict[str, Any]:
     """`probe` in a fresh Python process (its own device peak, its own ``XLA_FLAGS``)."""
-    env = dict(os.environ)
-    if xla_flags:
-        env["XLA_FLAGS"] = xla_flags
-    payload = json.dumps(dataclasses.asdict(p))
-    done = subprocess.run(
-        [sys.executable, "-m", "harness.studies.memory", payload],
-        capture_output=True, text=True, env=env, timeout=timeout_s, check=False,
+    return processes.call_in_fresh_process(
+        f"{__name__}:probe_fields", dataclasses.asdict(p),
+        env={"XLA_FLAGS": xla_flags} if xla_flags else None, timeout_s=timeout_s,
+        what=f"the memory probe {p}",
     )
-    if done.returncode != 0:
-        raise RuntimeError(
-            f"The memory probe process failed (exit {done.returncode}) for {p}:\n"
-            f"{done.stderr[-4000:]}"
-        )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        raise RuntimeError(f"The memory probe process printed no result for {p}:\n{done.stdout}")
-    return json.loads(lines[-1])
 
 
 # --------------------------------------------------------------------------------------------
@@ -523,14 +415,3 @@ STUDY = Study(
     skip_reason=without_paper_size,
 )
 
-
-def _main(argv: list[str]) -> int:
-    """Probe process entry: one JSON `Probe` in, one JSON row out on the last line."""
-    fields = json.loads(argv[0])
-    fields["options"] = tuple(tuple(pair) for pair in fields["options"])
-    print(json.dumps(probe(Probe(**fields))))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

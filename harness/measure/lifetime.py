@@ -1,10 +1,11 @@
-"""Processes that end with their driver: the harness's one place for starting long-lived
-helper processes (a command run to its end, such as ``git`` or a compiler, is not one).
+"""Processes that end with their driver: what guarantees that no long-lived helper process of
+the harness outlives it (`harness.measure.processes` starts every process; a command run to its
+end, such as ``git``, needs no guarantee).
 
 Whatever starts such processes for the harness (the ``processes`` executor's workers, the
-report's figure writers, a local Ray instance) starts them here, so that none outlives the
-process that started it (the driver), even when the driver is killed outright (``kill -9``, out
-of memory):
+report's figure writers, a fresh process's probe, a local Ray instance) ties them here, so that
+none outlives the process that started it (the driver), even when the driver is killed outright
+(``kill -9``, out of memory):
 
 - `worker_pool`: a pool of spawned worker processes, each tied to the driver by `tie_to_driver`
   (on Linux the kernel kills a worker the moment the driver dies; elsewhere, and as a second

@@ -34,20 +34,20 @@ numbers beside ours for comparison.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import math
 import os
-import statistics
-import time
-from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 from models import _validate
 
+from .timing import time_calls
+
 Mode = Literal["forward", "forward_backward", "train"]
 MODES: tuple[str, ...] = ("forward", "forward_backward", "train")
+T = TypeVar("T")
 
 # Real FLOPs of one complex multiply-add h <- lam * h + b: a complex product is 4 multiplies and
 # 2 adds, the sum 2 adds.
@@ -132,6 +132,17 @@ def measure_peaks(*, matmul_size: int = 1024, stream_mib: int = 128, repeats: in
     )
 
 
+def peaks_around(measure: Callable[[], T], *, matmul_size: int = 1024, stream_mib: int = 128,
+                 repeats: int = 5) -> tuple[T, Peaks]:
+    """``measure()`` between two measurements of the peaks (`measure_peaks`, with these
+    arguments and its defaults): its result and the better of the two, so that the peaks are
+    measured under the load the measured call saw."""
+    options = {"matmul_size": matmul_size, "stream_mib": stream_mib, "repeats": repeats}
+    before = measure_peaks(**options)
+    result = measure()
+    return result, Peaks.best(before, measure_peaks(**options))
+
+
 @functools.cache
 def _peak_programs() -> tuple[Callable, Callable]:
     """The matmul and the streaming pass, jitted once per process: a study measures the peaks
@@ -145,120 +156,6 @@ def _peak_programs() -> tuple[Callable, Callable]:
 
 def _add_one(x: Any) -> Any:
     return x + 1.0
-
-
-# --------------------------------------------------------------------------------------------
-# Timing
-
-
-@dataclasses.dataclass(frozen=True)
-class Timing:
-    """Wall-clock times of repeated calls, in seconds, with their median and spread."""
-
-    times_s: tuple[float, ...]
-
-    def __post_init__(self):
-        if not self.times_s:
-            raise ValueError("Timing needs at least one time.")
-
-    @property
-    def median_s(self) -> float:
-        return statistics.median(self.times_s)
-
-    @property
-    def min_s(self) -> float:
-        return min(self.times_s)
-
-    @property
-    def max_s(self) -> float:
-        return max(self.times_s)
-
-    @property
-    def q25_s(self) -> float:
-        import numpy as np
-
-        return float(np.quantile(self.times_s, 0.25))  # linear between order statistics
-
-    @property
-    def q75_s(self) -> float:
-        import numpy as np
-
-        return float(np.quantile(self.times_s, 0.75))
-
-    def summary(self, prefix: str = "time") -> dict[str, float | int]:
-        """Flat row columns ``<prefix>_median_s``, ``_min_s``, ``_q25_s``, ``_q75_s``, ``_max_s``
-        and ``_repeats``."""
-        return {
-            f"{prefix}_median_s": self.median_s,
-            f"{prefix}_min_s": self.min_s,
-            f"{prefix}_q25_s": self.q25_s,
-            f"{prefix}_q75_s": self.q75_s,
-            f"{prefix}_max_s": self.max_s,
-            f"{prefix}_repeats": len(self.times_s),
-        }
-
-
-def time_calls(call: Callable[[], Any], *, warmup: int, repeats: int) -> Timing:
-    """Time ``call()`` (which must return the arrays it produced) ``repeats`` times.
-
-    Each timing runs from the call to `jax.block_until_ready` on its result, so asynchronous
-    dispatch cannot hide work. ``warmup`` untimed calls come first (caches, page mappings).
-    A call that threads state (a training step) keeps it in its own closure.
-    """
-    import jax
-
-    _validate.integer("time_calls: warmup", warmup, low=0)
-    _validate.positive_int("time_calls: repeats", repeats)
-    for _ in range(warmup):
-        jax.block_until_ready(call())
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(call())
-        times.append(time.perf_counter() - start)
-    return Timing(tuple(times))
-
-
-def compile_timed(
-    function: Callable, *args: Any, donate_argnums: tuple[int, ...] = ()
-) -> tuple[Any, float, float]:
-    """``(compiled, lower_s, compile_s)``: ``jax.jit(function)`` lowered and compiled for ``args``.
-
-    Tracing and lowering to StableHLO (Python work) and XLA's compilation are timed separately;
-    neither is part of a run's time. The persistent compilation cache (which the command line
-    switches on) is off during the compile, so ``compile_s`` is a compile, not a cache load.
-    ``donate_argnums`` as `jax.jit`'s.
-    """
-    import jax
-
-    start = time.perf_counter()
-    lowered = jax.jit(function, donate_argnums=donate_argnums).lower(*args)
-    lowered_at = time.perf_counter()
-    with no_compilation_cache():
-        compiled = lowered.compile()
-    return compiled, lowered_at - start, time.perf_counter() - lowered_at
-
-
-@contextlib.contextmanager
-def no_compilation_cache() -> Iterator[None]:
-    """The persistent compilation cache off inside the block (restored after): compiles made
-    here are timed as compiles, never as loads from disk.
-
-    jax decides once per process whether the cache is used (at the first compile), so the
-    setting alone would not stop a later load: the cache's state is reset on the way in, so
-    that the setting is read again, and on the way out, so that it is used again after.
-    """
-    import jax
-    from jax.experimental.compilation_cache import compilation_cache
-
-    enabled = jax.config.jax_enable_compilation_cache
-    jax.config.update("jax_enable_compilation_cache", False)
-    compilation_cache.reset_cache()
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_compilation_cache", enabled)
-        compilation_cache.reset_cache()
 
 
 # --------------------------------------------------------------------------------------------
