@@ -118,9 +118,9 @@ def _trained(frame: pd.DataFrame) -> pd.Series:
     return frame["cfg.train.steps"].notna()
 
 
-def _panels(n: int, height: float = 1.8):
+def _panels(n: int, height: float = 1.8, columns: int = 4):
     """Panels sharing one y-axis, so that the variants compare at a glance."""
-    ncols = min(4, n)
+    ncols = min(columns, n)
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(
         nrows, ncols, figsize=(style.FULL_WIDTH_IN, height * nrows), squeeze=False,
@@ -159,7 +159,7 @@ def _no_empty_bounds(data: pd.DataFrame | None) -> pd.DataFrame | None:
     not drawn is not a column of NaN."""
     if data is None:
         return None
-    empty = [c for c in ("ci95_low", "ci95_high") if c in data and data[c].isna().all()]
+    empty = [c for c in data.columns if "ci95_" in c and data[c].isna().all()]
     return data.drop(columns=empty)
 
 
@@ -346,50 +346,89 @@ def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artif
     if not variants:
         return Missing(name, title, "no measured layer declares a discrete system")
     fig, axes = _panels(len(variants))
-    data: list[pd.DataFrame] = []
-    for ax, variant in zip(axes.flat, variants):
+    statistics = (("lam_max", "-", "max |lambda|"), ("lam_median", "--", "median"),
+                  ("lam_min", ":", "min"))
+    curves: dict[tuple[str, str], pd.DataFrame] = {}
+    for variant in variants:
         rows = trained[trained["cfg.variant"] == variant]
-        colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
-        # Over the network's layers: the modulus closest to 1, the median, the farthest.
+        # Per seed, over the network's layers: the modulus closest to 1, the median, the
+        # farthest; then their mean over seeds with its 95 % t interval, per step.
         per_seed = rows.groupby(["seed", C.step]).agg(
             lam_max=(C.lam_max, "max"), lam_median=(C.lam_median, "median"),
             lam_min=(C.lam_min, "min"),
         )
-        mean = per_seed.groupby(C.step).mean()
-        for column, linestyle, what in (
-            ("lam_max", "-", "max |lambda|"),
-            ("lam_median", "--", "median"),
-            ("lam_min", ":", "min"),
-        ):
+        for column, _, _ in statistics:
+            values = pd.to_numeric(per_seed[column], errors="coerce")
+            curves[variant, column] = pd.DataFrame.from_dict(
+                {step: inference.mean_interval(group)
+                 for step, group in values.groupby(level=C.step)},
+                orient="index", columns=["mean", "low", "high", "n"]).sort_index()
+    # 1 - |lambda| on a log axis: an interval reaching |lambda| = 1 has no lower end there; its
+    # band runs to the axis' bottom, half the smallest positive distance drawn.
+    positive = np.concatenate([1.0 - c[["mean", "low", "high"]].to_numpy(dtype=float).ravel()
+                               for c in curves.values()])
+    positive = positive[np.isfinite(positive) & (positive > 0)]
+    floor = 0.5 * positive.min() if positive.size else None
+    data: list[pd.DataFrame] = []
+    unit_circle: list[str] = []
+    for ax, variant in zip(axes.flat, variants):
+        rows = trained[trained["cfg.variant"] == variant]
+        colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
+        for column, linestyle, what in statistics:
+            curve = curves[variant, column]
             line = pd.DataFrame({
                 "variant": _label(variant), "statistic": column.replace("lam_", ""),
-                "step": mean.index.to_numpy(), "modulus": mean[column].to_numpy(),
-                "one_minus_modulus": (1.0 - mean[column]).to_numpy()})
+                "step": curve.index.to_numpy(), "modulus": curve["mean"].to_numpy(),
+                "modulus_ci95_low": curve["low"].to_numpy(),
+                "modulus_ci95_high": curve["high"].to_numpy(),
+                "one_minus_modulus": (1.0 - curve["mean"]).to_numpy(),
+                "n": curve["n"].to_numpy()})
             data.append(line)
-            ax.plot(line["step"], line["one_minus_modulus"], color=colour,
-                    linestyle=linestyle, label=what)
+            beyond = line.loc[line["one_minus_modulus"] <= 0, "step"]
+            if len(beyond):
+                unit_circle.append(f"{_label(variant)}'s {what} from step {int(beyond.min())}")
+            lower = (1.0 - curve["high"]).to_numpy(dtype=float)
+            if floor is not None:
+                lower = np.where(lower > 0, lower, floor)
+            ax.fill_between(line["step"].to_numpy(dtype=float), lower,
+                            (1.0 - curve["low"]).to_numpy(dtype=float), color=colour,
+                            alpha=0.18, linewidth=0)
+            ax.plot(line["step"], line["one_minus_modulus"].where(line["one_minus_modulus"] > 0),
+                    color=colour, linestyle=linestyle, label=what)
         ax.set_title(_label(variant))
         ax.set_yscale("log")
-        style.plain_log_ticks(ax)
         ax.set_xlabel("training step")
+    # After every panel is drawn: a limit set earlier would stop the shared axis autoscaling.
+    if floor is not None:
+        axes.flat[0].set_ylim(bottom=floor)
+    for ax in axes.flat[:len(variants)]:
+        style.plain_log_ticks(ax)
     for row in axes:
         row[0].set_ylabel("1 - |lambda|")
     _grey_legend(fig)
+    counts = [n for frame in data for n in frame["n"]]
     return Figure(
         name=name,
         title=title,
         caption=(
             f"Distance of the eigenvalue moduli from the unit circle, 1 - |lambda|, over all "
-            f"{depth} layers of the trained networks on {style.task_label(task)} (preset {preset}): the largest "
-            f"modulus over layers (solid), the median of the layers' medians (dashed) and the "
-            f"smallest (dotted), averaged over seeds. A solid line falling towards zero is drift "
-            f"towards instability. Log scale."
+            f"{depth} layers of the trained networks on {style.task_label(task)} (preset "
+            f"{preset}): per seed the largest modulus over layers (solid), the median of the "
+            f"layers' medians (dashed) and the smallest (dotted); the line is their mean over "
+            f"seeds, the band its 95 % t interval over {style.n_seeds_text(counts)} per point "
+            f"(the t interval of the mean modulus, mapped through 1 - |lambda|; a band that "
+            f"reaches the axis' bottom is an interval reaching |lambda| = 1, none is drawn "
+            f"where it lies wholly beyond 1). A solid line "
+            f"falling towards zero is drift towards instability. Log scale."
+            + (f" Where the mean modulus reaches 1 ({'; '.join(unit_circle)}), 1 - |lambda| "
+               "has no logarithm and the line stops; the CSV keeps those points."
+               if unit_circle else "")
             + "".join(f" {_label(v)}: not drawn, its registration declares no discrete system "
                       "(no fixed eigenvalues)." for v in blank)
         ),
         figure=fig,
         runs=_run_ids(trained),
-        data=_concat(data),
+        data=_no_empty_bounds(_concat(data)),
     )
 
 
@@ -410,15 +449,16 @@ def _depth_figure(layer: pd.DataFrame, task: str, preset: str | None) -> Artifac
 
     style.apply_style()
     variants = _variant_order(layer["cfg.variant"].unique())
-    fig, axes = _panels(len(variants))
+    # Three panels a row: room for the depths side by side at each layer index.
+    fig, axes = _panels(len(variants), height=1.7, columns=3)
     depths = sorted(int(d) for d in layer["cfg.network.depth"].unique())
     colours = dict(zip(depths, _depth_colours(len(depths))))
     markers = {d: style.MARKERS[i % len(style.MARKERS)] for i, d in enumerate(depths)}
     trained_mask = _trained(layer)
     trained_depths = sorted(int(d) for d in layer.loc[trained_mask, "cfg.network.depth"].unique())
-    # The depths side by side about each layer index (0.7 of a layer between the outermost),
+    # The depths side by side about each layer index (0.75 of a layer between the outermost),
     # a trained series a little right of its depth's initialisation (they differ in y).
-    gap = 0.7 / max(len(depths) - 1, 1)
+    gap = 0.75 / max(len(depths) - 1, 1)
     offsets = {(d, when): (i - (len(depths) - 1) / 2) * gap + (0.4 * gap if when == "trained"
                                                                 else 0.0)
                for i, d in enumerate(depths) for when in ("initialisation", "trained")}
