@@ -484,7 +484,8 @@ def _depth_figure(layer: pd.DataFrame, task: str, preset: str | None) -> Artifac
                 curve = _interval_rows(values[C.norm_mean], values[C.layer])
                 data.append(pd.DataFrame({
                     "variant": _label(variant), "network_depth": depth, "when": when,
-                    "layer": curve.index.to_numpy(), "mean_norm": curve["centre"].to_numpy(),
+                    "layer": curve.index.to_numpy().astype(int),
+                    "mean_norm": curve["centre"].to_numpy(),
                     "ci95_low": curve["ci95_low"].to_numpy(),
                     "ci95_high": curve["ci95_high"].to_numpy(), "n": curve["n"].to_numpy()}))
                 centre = curve["centre"].to_numpy(dtype=float)
