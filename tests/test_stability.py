@@ -330,6 +330,45 @@ def test_cpu_grid():
     assert {s.variant for s in trained} == set(config.variants)
 
 
+def test_geometric_interval_is_the_t_interval_of_the_logs_exponentiated():
+    # Logs 0, 1, 2: mean 1, s.d. 1, so the 95 % t interval of the log mean is
+    # 1 +- t(0.975, 2) / sqrt(3); the geometric mean e, the bounds its exponentials.
+    from scipy import stats as scipy_stats
+
+    from harness.report._stats import geometric_interval
+
+    centre, low, high, n = geometric_interval([1.0, np.e, np.e ** 2, np.nan, -1.0])
+    half = scipy_stats.t.ppf(0.975, 2) / np.sqrt(3.0)
+    assert n == 3  # NaN and the non-positive value have no logarithm: left out
+    np.testing.assert_allclose([centre, low, high], np.exp([1.0, 1.0 - half, 1.0 + half]))
+    assert np.isnan(geometric_interval([2.0])[1]) and geometric_interval([2.0])[0] == 2.0
+
+
+def test_profile_leaves_out_points_on_few_examples_and_says_so():
+    # Seeds 0 and 1 of one variant, profile over t = 1, 2, 3 on 8, 8 and 3 of 8 examples: the
+    # t = 3 point rests on fewer than half the batch and is not drawn, but kept in the data with
+    # its count; the caption gives every t's count and what was left out.
+    import pandas as pd
+
+    records = [
+        {"run_id": f"r{seed}", "seed": seed, "kind": "profile", "step": 0, "layer": 1,
+         "t": float(t), "norm": norm * (1.0 + seed), "examples": examples,
+         "cfg.network.depth": 1, "cfg.variant": "lru", "cfg.network.layer": "lru",
+         "cfg.train.steps": None}
+        for seed in (0, 1) for t, norm, examples in ((1, 1.0, 8), (2, 2.0, 8), (3, 3.0, 3))]
+    figure = stability_report._profile_figure(pd.DataFrame.from_records(records), "listops",
+                                              "smoke")
+    data = figure.data.set_index("t")
+    assert list(data["examples"]) == [8, 8, 3] and list(data["drawn"]) == [True, True, False]
+    assert (data["n"] == 2).all()
+    np.testing.assert_allclose(data["mean_norm"], np.array([1.0, 2.0, 3.0]) * np.sqrt(2.0))
+    drawn = [line for line in figure.figure.axes[0].get_lines() if line.get_label() != "_nolegend_"]
+    assert [list(line.get_xdata()) for line in drawn] == [[1.0, 2.0]]
+    assert "8 examples at t = 1-2, 3 at t = 3" in figure.caption
+    assert "fewer than 4 of the 8 examples" in figure.caption and "(t = 3)" in figure.caption
+    assert_printable([figure])
+
+
 def test_report_section(smoke, tmp_path):
     store, _, _ = smoke
     artifacts = stability_report.section(store)
@@ -367,13 +406,19 @@ def test_report_section(smoke, tmp_path):
     assert list(init.frame["seeds"]) == [1, 1] and (init.frame["norm"] > 0).all()
     figure = next(a for a in artifacts if a.name == "stability_stationary_listops_depth1")
     assert _layout.problems(figure.figure) == []
-    seeds = figure.data[figure.data["line"] == "seed"]
-    assert set(seeds["seed"]) == {0} and len(seeds) == 2 * 3  # variants x evals
-    assert set(seeds["variant"]) == {"RotRNN", "LRU"}
-    # One seed: its geometric mean is itself, drawn bold over it and in the data beside it.
-    means = figure.data[figure.data["line"] == "geometric mean"]
-    assert means["seed"].isna().all()
-    assert np.allclose(means["norm_stationary"].to_numpy(), seeds["norm_stationary"].to_numpy())
+    data = figure.data
+    assert len(data) == 2 * 3 and set(data["variant"]) == {"RotRNN", "LRU"}  # variants x evals
+    # One seed: the geometric mean over seeds is that seed's norm, with n = 1 and no interval
+    # (no bound columns, no band).
+    assert (data["n"] == 1).all() and "ci95_low" not in data.columns
+    rows = store.read("stability")
+    rows = rows[(rows["kind"] == "stationary") & rows["cfg.train.steps"].notna()
+                & (rows["cfg.network.depth"] == 1)]
+    assert np.allclose(sorted(data["norm_stationary"]), sorted(rows["norm_stationary"]))
+    assert "95 % t interval over n = 1 seed per point" in figure.caption
+    profile = next(a for a in artifacts if a.name == "stability_profile_listops")
+    assert {"examples", "drawn", "n"} <= set(profile.data.columns)
+    assert "examples at t = " in profile.caption
     finding = next(a for a in artifacts if a.name == "stability_findings_listops")
     # One seed: the verdict ranks the layers and says no difference can be tested.
     assert len(finding.lines) == 1 and "from lowest: " in finding.lines[0]

@@ -4,6 +4,9 @@
   baseline by more than ``z`` standard errors (`beats_baseline`): a screening margin, not a test.
 - Per-task ranks of the models, 1 = best (`average_ranks`), and the spread of a run's norms
   (`coefficient_of_variation`).
+- The geometric mean of positive values with its 95 % interval (`geometric_interval`): the t
+  interval of the mean of their logarithms (`harness.stats.mean_interval`), exponentiated, for
+  quantities drawn on a log axis (norms, ratios).
 
 The comparisons themselves (paired and unpaired tests, Holm, Friedman, Wilcoxon across tasks,
 minimum detectable differences) are `harness.stats`, on scipy.stats, calibrated by
@@ -20,6 +23,7 @@ import pandas as pd
 from scipy import stats
 
 from ..stats import ALPHA, LEVEL  # noqa: F401  (the report's levels, re-exported)
+from ..stats import mean_interval
 
 
 def mean_se(values: Sequence[float] | pd.Series | np.ndarray) -> tuple[float, float, int]:
@@ -68,6 +72,19 @@ def average_ranks(scores: pd.DataFrame, higher_is_better: Mapping[str, bool]) ->
         sign = -1.0 if higher_is_better[task] else 1.0
         ranks[task] = stats.rankdata(sign * row.to_numpy(dtype=float), method="average")
     return pd.DataFrame.from_dict(ranks, orient="index", columns=scores.columns)
+
+
+def geometric_interval(values: Sequence[float] | pd.Series | np.ndarray, level: float = LEVEL
+                       ) -> tuple[float, float, float, int]:
+    """``(geometric mean, low, high, n)`` of the finite positive values: the t interval of the
+    mean of their natural logarithms (`harness.stats.mean_interval`, t with n - 1 degrees of
+    freedom) mapped back by exp, so that it is the interval of the geometric mean and stays
+    positive. NaN bounds below 2 values; non-positive values have no logarithm and are left out
+    (n counts the values used)."""
+    x = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype=float)
+    x = x[np.isfinite(x) & (x > 0)]
+    centre, low, high, n = mean_interval(np.log(x), level)
+    return math.exp(centre) if n else math.nan, math.exp(low), math.exp(high), n
 
 
 def coefficient_of_variation(values: Sequence[float]) -> float:

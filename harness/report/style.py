@@ -260,6 +260,17 @@ def figure_legend(fig, entries=None, ncol: int | None = None) -> None:
                    ncol=min(len(entries), ncol or (3 if narrow else 6)))
 
 
+def n_seeds_text(counts: Iterable[int]) -> str:
+    """"n = 5 seeds" or "n = 3 to 5 seeds" for the seed counts behind a figure's drawn points
+    (a caption's words for the n of its intervals); "no finished seed" when there are none."""
+    found = sorted({int(n) for n in counts if n > 0})
+    if not found:
+        return "no finished seed"
+    if found[0] == found[-1]:
+        return f"n = {found[0]} seed{'s' if found[0] != 1 else ''}"
+    return f"n = {found[0]} to {found[-1]} seeds"
+
+
 def legend_entries(fig) -> dict:
     """``{label: handle}`` of every labelled artist of ``fig``'s axes, each label once."""
     entries: dict = {}
