@@ -275,8 +275,9 @@ def _layer_panel(ax, rows: pd.DataFrame, variant: str, depth: int, column: str, 
                  reference: float | None = None) -> list[pd.DataFrame]:
     """One variant's panel through training, on a log axis: per layer (darker and a marker of
     its own per layer, deeper darker), the geometric mean over seeds of ``column`` with its 95 %
-    interval as a band (`_interval_rows`), a dotted line at ``reference``; the plotted numbers,
-    the centre named ``name``."""
+    interval as a band (`_interval_rows`) over a faint line per seed, a dotted line at
+    ``reference``; the plotted numbers, the centre named ``name``, a ``seed_<s>`` column per
+    seed."""
     colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
     data = []
     for k in range(1, depth + 1):
@@ -285,10 +286,18 @@ def _layer_panel(ax, rows: pd.DataFrame, variant: str, depth: int, column: str, 
         if at_k.empty:
             continue
         curve = _interval_rows(at_k[column], at_k[C.step])
+        # Every seed stays visible: a faint line each, under the band (and a column each).
+        seeds = (at_k.assign(value=pd.to_numeric(at_k[column], errors="coerce"))
+                 .pivot_table(index=C.step, columns="seed", values="value", aggfunc="mean")
+                 .reindex(curve.index))
+        for seed in seeds.columns:
+            ax.plot(seeds.index.to_numpy(dtype=float), seeds[seed].to_numpy(dtype=float),
+                    color=shade, linewidth=0.4, alpha=0.45, zorder=1)
         data.append(pd.DataFrame({
             "variant": _label(variant), "layer": int(k), "step": curve.index.to_numpy(),
             name: curve["centre"].to_numpy(), "ci95_low": curve["ci95_low"].to_numpy(),
-            "ci95_high": curve["ci95_high"].to_numpy(), "n": curve["n"].to_numpy()}))
+            "ci95_high": curve["ci95_high"].to_numpy(), "n": curve["n"].to_numpy(),
+            **{f"seed_{int(seed)}": seeds[seed].to_numpy() for seed in seeds.columns}}))
         _band(ax, curve.index, curve, shade, marker=style.MARKERS[(k - 1) % len(style.MARKERS)],
               markersize=2.5, label=f"layer {k}")
     if reference is not None:
@@ -323,7 +332,8 @@ def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth
             f"Mean over the probe batch and time of the state norm ||h_t|| of each layer of a "
             f"{depth}-block network trained on {style.task_label(task)} (preset {preset}), at every evaluation "
             f"step, divided by the same layer's value at initialisation (1 = no drift; dotted). "
-            f"Per layer, {_interval_text(counts)}; darker shades are deeper layers. One panel "
+            f"Per layer, {_interval_text(counts)}; the faint lines are the seeds one by one; "
+            f"darker shades are deeper layers. One panel "
             f"per layer variant, all on one log-scale y-axis, so the variants' drifts compare "
             f"directly. The absolute norms are in the stationary figures and the summary table."
         ),
@@ -1274,8 +1284,9 @@ def _stationary_figure(stationary: pd.DataFrame, task: str, preset: str | None,
             f"trained on {style.task_label(task)} (preset {preset}), averaged over the last steps of long probe "
             f"sequences ({int(rows[C.t_from].min())}-{int(rows[C.t_to].max())} steps, drawn by "
             f"the task's generator), at every evaluation step. Per layer, "
-            f"{_interval_text(counts)}; darker shades are deeper layers. One panel per layer "
-            f"variant, all on one log-scale y axis."),
+            f"{_interval_text(counts)}; the faint lines are the seeds one by one; darker "
+            f"shades are deeper layers. One panel per layer variant, all on one log-scale y "
+            f"axis."),
         figure=fig, runs=_run_ids(rows), data=_no_empty_bounds(_concat(data)),
     )
 
