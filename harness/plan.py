@@ -576,11 +576,11 @@ def _plan_accuracy(study: Any, config: Any) -> list[RunPlan]:
 
 def probe_programs(network_config: Any, facts: TaskFacts, probe_size: int, statistics: str,
                    gradients: bool, task_key: tuple) -> list[Program]:
-    """The stability probe's programs (`harness.studies.stability.Probe`): the state norms and
-    eigenvalue moduli, and (trained runs) the probe loss and per-layer gradient norms."""
+    """The stability probe's programs (`harness.studies._stability_probe.Probe`): the state
+    norms and eigenvalue moduli, and (trained runs) the probe loss and per-layer gradient norms."""
     import jax.numpy as jnp
 
-    from .studies import stability
+    from .studies import _stability_probe as probe
 
     info = facts.info
 
@@ -590,17 +590,17 @@ def probe_programs(network_config: Any, facts: TaskFacts, probe_size: int, stati
         network, state = _network(network_config, info)
         data = network_batch(info, b, abstract)
         sequences, lengths = data.inputs, data.lengths
-        if info.pair:  # the probe reads a pair's first sequence (`stability.Probe`)
+        if info.pair:  # the probe reads a pair's first sequence (`_stability_probe.Probe`)
             shape = (b, *data.inputs.shape[2:])
             sequences = (jax.ShapeDtypeStruct(shape, data.inputs.dtype) if abstract
                          else data.inputs[:, 0])
             lengths = (jax.ShapeDtypeStruct((b,), jnp.int32) if abstract else data.lengths[:, 0])
-        return _jitted(lambda n, s, x, n_: stability._norms_and_moduli(n, s, x, n_, statistics),
+        return _jitted(lambda n, s, x, n_: probe._norms_and_moduli(n, s, x, n_, statistics),
                        network, state, sequences, lengths, algorithm=_algorithm(network))
 
     def grads(b: int, abstract: bool) -> Built:
         network, state = _network(network_config, info)
-        return _jitted(stability._gradient_norms, network, state,
+        return _jitted(probe._gradient_norms, network, state,
                        network_batch(info, b, abstract), algorithm=_algorithm(network))
 
     network, _ = _network(network_config, info)

@@ -20,7 +20,7 @@ from harness.report import _layout
 from harness.report._artifacts import Figure, Finding, Missing, Table
 from harness.runner import run_study
 from harness.store import Store
-from harness.studies import stability
+from harness.studies import _stability_probe, stability
 
 SMOKE = stability.STUDY.config("smoke")
 F32 = tol(np.float32)
@@ -181,9 +181,9 @@ def test_rotrnn_norm_is_the_norm_of_its_real_state(smoke, getkey):
     spec = next(s for s in stability.grid(SMOKE) if s.variant == "rotrnn")
     task, inputs, lengths = _probe_inputs(spec)
     network, state = training.build_network(spec.network, task.info, key=getkey())
-    probe = stability.Probe(task, spec.probe_size, spec.profile_points)
+    probe = _stability_probe.Probe(task, spec.probe_size, spec.profile_points)
     # The smoke study compiled this measurement for this structure: a fresh draw reuses it.
-    norms = stability._norms_and_moduli(
+    norms = _stability_probe._norms_and_moduli(
         network, state, probe.sequences, jnp.asarray(probe.lengths), "batch"
     )[0]
     norms = np.asarray(norms)[0, 0]
@@ -222,7 +222,7 @@ def test_running_statistics_measure_in_inference_mode(getkey):
     network, state = training.build_network(spec.network, task.info, key=getkey())
     inputs, lengths = inputs[:2], lengths[:2]
     # Compiled: one compilation costs less than the many small eager ones.
-    norms = np.asarray(eqx.filter_jit(stability.state_norms)(
+    norms = np.asarray(eqx.filter_jit(_stability_probe.state_norms)(
         network, state, jnp.asarray(inputs), jnp.asarray(lengths), "running"
     ))
     block = network.blocks[0]
@@ -236,7 +236,8 @@ def test_running_statistics_measure_in_inference_mode(getkey):
         h = _recurrence(lam, B, u[i])
         np.testing.assert_allclose(norms[i, 0], np.sqrt(np.sum(np.abs(h) ** 2, axis=-1)), **F32)
     with pytest.raises(ValueError, match="accepted"):
-        stability.state_norms(network, state, jnp.asarray(inputs), jnp.asarray(lengths), "ema")
+        _stability_probe.state_norms(network, state, jnp.asarray(inputs), jnp.asarray(lengths),
+                                     "ema")
 
 
 def test_initialisation_only_runs_measure_the_trained_runs_start(smoke):
@@ -275,7 +276,7 @@ def test_summarise_excludes_padding():
     # Two examples, one layer, L = 4; the second example's last two steps are padding.
     norms = np.array([[[1.0, 2.0, 3.0, 4.0]], [[10.0, 20.0, 99.0, 99.0]]])
     lengths = np.array([4, 2])
-    rows = stability.summarise(
+    rows = _stability_probe.summarise(
         7, norms, lengths, np.array([[0.1, 0.5, 0.9]]), np.array([1, 3]),
         grad_norms=np.array([0.5]), loss=1.25,
     )

@@ -1,7 +1,8 @@
 """The stationary-regime metric on cases whose answer theory gives (EVIDENCE.md, section 3).
 
 Synthetic layers: diagonal systems with real decays gamma driven by unit white noise, measured
-through the study's own row maker (`stability.stationary_rows`) and the report's components.
+through the study's own row maker (`harness.studies._stability_probe.stationary_rows`) and the
+report's components.
 "Normalised" scales each state's input by sqrt(1 - gamma^2) (RotRNN's xi): its stationary norm
 is sqrt(P) whatever the decays. "Unnormalised" does not: its stationary norm
 sqrt(sum 1 / (1 - gamma^2)) moves with every decay, across layers, seeds and training.
@@ -17,7 +18,7 @@ import pytest
 import tasks
 from harness import state_norm
 from harness.report import stability as report
-from harness.studies import stability
+from harness.studies import _stability_probe, stability
 from models import DiscreteSystem
 
 P, SEEDS, STEPS, LAYERS, EXAMPLES = 8, 4, 4, 3, 64
@@ -52,8 +53,8 @@ def _rows(normalised: bool, length: int, rng: np.random.Generator) -> pd.DataFra
     for s in range(SEEDS):
         for i, step in enumerate(EVALS):
             systems = [_system(gamma[s, i, k], scale[s, i, k]) for k in range(LAYERS)]
-            rows = stability.stationary_rows(int(step), norms[s, i], lengths, 0.25,
-                                             energy[s, i], systems, lengthened=True)
+            rows = _stability_probe.stationary_rows(int(step), norms[s, i], lengths, 0.25,
+                                                    energy[s, i], systems, lengthened=True)
             records += [{**r, "run_id": f"{normalised}-{s}", "seed": s,
                          "cfg.variant": "normalised" if normalised else "unnormalised",
                          "cfg.network.layer": "synthetic", "cfg.network.depth": LAYERS,
@@ -111,7 +112,7 @@ def test_the_regime_check_tells_a_transient_probe(synthetic):
 
 
 def test_window_mask_and_pairs():
-    mask = stability.window_mask(np.array([10, 4]), 10, 0.2)
+    mask = _stability_probe.window_mask(np.array([10, 4]), 10, 0.2)
     assert mask[0].nonzero()[0].tolist() == [8, 9] and mask[1].nonzero()[0].tolist() == [3]
     names = ("lru-no-gamma", "rotrnn", "lru", "rotrnn-no-xi", "s5")
     assert report.comparison_pairs(names) == [
@@ -123,7 +124,7 @@ def test_a_task_that_cannot_lengthen_falls_back_to_the_probe_batch():
     options = tasks.preset_options("digits", "smoke")
     assert tasks.lengthened("digits", options, 500, 4) is None
     fallback = (np.zeros((2, 64), np.int32), np.array([64, 64]))
-    probe = stability.LongProbe("digits", options, 500, 4, 0.1, fallback=fallback)
+    probe = _stability_probe.LongProbe("digits", options, 500, 4, 0.1, fallback=fallback)
     assert not probe.lengthened and probe.sequences is fallback[0]
     longer = tasks.lengthened("listops", tasks.preset_options("listops", "cpu"), 500, 16)
     assert (longer["min_length"], longer["max_length"], longer["num_val"]) == (500, 1000, 16)

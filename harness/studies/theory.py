@@ -59,8 +59,8 @@ from models._validate import integer, non_negative_int, positive_int
 from ..state_norm import closed_form_energy, stationary_energy
 from ..variants import build_options, check_variants, variant, variants
 from ._schema import Column, Schema
+from ._stability_probe import time_grid
 from ._study import Study, requires
-from .stability import time_grid
 
 Check = Literal["white_noise", "equivalence"]
 
