@@ -12,7 +12,7 @@ from .. import style
 from .._artifacts import Artifact, Figure, Missing
 from .._selection import _keys
 from ._data import STEP, TITLES, VAL, VAL_LOSS, Labels, is_regression, metric
-from .figures import baseline_line, n_seeds_text
+from .figures import baseline_line
 
 _LINESTYLES = ("-", "--", ":", "-.")
 
@@ -65,7 +65,7 @@ def curves_figure(evals: pd.DataFrame, final: pd.DataFrame, baselines: dict[str,
             "Validation metric (accuracy %, or MSE for regression) at each evaluation step at "
             "the tuned learning rates: the mean over seeds (line) and its 95 % confidence "
             "interval (band: Student's t with n - 1 degrees of freedom, "
-            f"{n_seeds_text(counts)} per point; drawn within the metric's range, the CSV "
+            f"{style.n_seeds_text(counts)} per point; drawn within the metric's range, the CSV "
             "keeps it whole); dashed: the task's trivial baseline (scored "
             "on test). " + scale
         ),

@@ -9,7 +9,7 @@ and the task's trivial baseline, and returns the numbers it draws as the figure'
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -33,16 +33,6 @@ def baseline_line(ax, baseline: float | None, label: bool = True) -> None:
     if baseline is not None and math.isfinite(baseline):
         ax.axhline(baseline, color="black", linestyle="--", linewidth=0.8,
                    label="trivial baseline" if label else None)
-
-
-def n_seeds_text(counts: Iterable[int]) -> str:
-    """"n = 5 seeds" or "n = 3 to 5 seeds" for the seed counts of the drawn means."""
-    found = sorted({int(n) for n in counts if n > 0})
-    if not found:
-        return "no finished seed"
-    if found[0] == found[-1]:
-        return f"n = {found[0]} seed{'s' if found[0] != 1 else ''}"
-    return f"n = {found[0]} to {found[-1]} seeds"
 
 
 def _zoom(ax, values: Sequence[float], baseline: float | None, regression: bool,
@@ -133,7 +123,7 @@ def by_task_figure(final: pd.DataFrame, cells: pd.DataFrame, recipe: pd.DataFram
         caption=(
             "Test metric per task at the tuned learning rates: the mean over seeds (filled "
             "marker) with its 95 % confidence interval (whiskers: Student's t with n - 1 "
-            f"degrees of freedom, {n_seeds_text(counts)} per model; none where n = 1), the "
+            f"degrees of freedom, {style.n_seeds_text(counts)} per model; none where n = 1), the "
             "individual seeds (open markers, right) and, where it differs, the mean at the one "
             "shared recipe (black dash, left). Each panel's axis is zoomed to its data: the "
             "trivial baseline (majority class, or the training mean for MSE) is the dashed line "
@@ -264,7 +254,7 @@ def cost_figure(final: pd.DataFrame, baselines: dict[str, float], labels: Labels
             "report` runs two at once, so they shared the cores) and against the network's "
             "parameter count (bottom): each seed's run (faint markers) and the mean over seeds "
             "with its 95 % confidence interval (bold marker and whiskers, at the mean time: "
-            f"Student's t with n - 1 degrees of freedom, {n_seeds_text(counts)} per model). "
+            f"Student's t with n - 1 degrees of freedom, {style.n_seeds_text(counts)} per model). "
             "Dashed: the trivial baseline, or its value and side in the title where it is far "
             "from the data (the axes are zoomed to the data). Up and to the left is better per "
             "second or per parameter (down for MSE). " + scale
