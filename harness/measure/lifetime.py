@@ -31,6 +31,7 @@ import atexit
 import contextlib
 import ctypes
 import multiprocessing
+import multiprocessing.connection
 import multiprocessing.context
 import multiprocessing.process
 import os
@@ -153,12 +154,28 @@ def end_pool(pool: ProcessPoolExecutor) -> None:
     for process in workers:
         process.terminate()
     # Wait for them, so that none outlives the driver's exit (a run in a C++ kernel finishes
-    # its call before SIGTERM's default action can end it).
-    for process in workers:
-        process.join(timeout=5.0)
-        if process.is_alive():
-            process.kill()
-            process.join(timeout=5.0)
+    # its call before SIGTERM's default action can end it). Each worker's sentinel, a pipe its
+    # exit closes, says it has ended: `is_alive` cannot, as the executor's own thread reaps
+    # the same processes, and a poll that loses that race reads "alive".
+    left = _still_running(workers, timeout=5.0)
+    for process in left:
+        process.kill()
+    _still_running(left, timeout=5.0)
+
+
+def _still_running(
+        processes: list[Any], timeout: float) -> list[Any]:
+    """The processes among ``processes`` that have not ended within ``timeout`` seconds."""
+    sentinels = {process.sentinel: process for process in processes
+                 if getattr(process, "_popen", None) is not None}
+    deadline = time.monotonic() + timeout
+    while sentinels:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        for ended in multiprocessing.connection.wait(list(sentinels), timeout=remaining):
+            del sentinels[ended]
+    return list(sentinels.values())
 
 
 # ---------------------------------------------------------------------------------------------
