@@ -1,6 +1,7 @@
 """The stability section's figures: the norm through training (relative to initialisation, and
 the long probe's stationary norm), the eigenvalue moduli, the norm by layer and depth, and the
-norm over time; one panel per layer variant on one shared y-axis."""
+norm over time; one panel per layer variant on one shared y-axis, so that the variants compare
+at a glance (`style.panels`, full-width whatever the number of panels)."""
 
 from __future__ import annotations
 
@@ -41,19 +42,6 @@ def _shade(colour: str, k: int, depth: int) -> tuple[float, float, float]:
     weight = 0.35 + 0.65 * (k / depth if depth > 1 else 1.0)
     rgb = np.array(mcolors.to_rgb(colour))
     return tuple(weight * rgb + (1.0 - weight) * np.ones(3))
-
-
-def _panels(n: int, height: float = 1.8, columns: int = 4):
-    """Panels sharing one y-axis, so that the variants compare at a glance."""
-    ncols = min(columns, n)
-    nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(
-        nrows, ncols, figsize=(style.FULL_WIDTH_IN, height * nrows), squeeze=False,
-        sharey=True,
-    )
-    for ax in axes.flat[n:]:
-        ax.set_visible(False)
-    return fig, axes
 
 
 def _band(ax, x, curve: pd.DataFrame, colour, **line) -> None:
@@ -130,7 +118,7 @@ def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth
     style.apply_style()
     trained = relative_norms(trained[trained["cfg.network.depth"] == depth])
     variants = _variant_order(trained["cfg.variant"].unique())
-    fig, axes = _panels(len(variants))
+    fig, axes = style.panels(len(variants), 1.8, sharey=True, width="full")
     data: list[pd.DataFrame] = []
     for ax, variant in zip(axes.flat, variants):
         rows = trained[trained["cfg.variant"] == variant]
@@ -171,7 +159,7 @@ def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artif
     title = f"Eigenvalue moduli through training ({style.task_label(task)})"
     if not variants:
         return Missing(name, title, "no measured layer declares a discrete system")
-    fig, axes = _panels(len(variants))
+    fig, axes = style.panels(len(variants), 1.8, sharey=True, width="full")
     statistics = (("lam_max", "-", "max |lambda|"), ("lam_median", "--", "median"),
                   ("lam_min", ":", "min"))
     curves: dict[tuple[str, str], pd.DataFrame] = {}
@@ -276,7 +264,7 @@ def _depth_figure(layer: pd.DataFrame, task: str, preset: str | None) -> Artifac
     style.apply_style()
     variants = _variant_order(layer["cfg.variant"].unique())
     # Three panels a row: room for the depths side by side at each layer index.
-    fig, axes = _panels(len(variants), height=1.7, columns=3)
+    fig, axes = style.panels(len(variants), 1.7, ncols=3, sharey=True, width="full")
     depths = sorted(int(d) for d in layer["cfg.network.depth"].unique())
     colours = dict(zip(depths, _depth_colours(len(depths))))
     markers = {d: style.MARKERS[i % len(style.MARKERS)] for i, d in enumerate(depths)}
@@ -402,7 +390,7 @@ def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Art
     batch = int(examples.max()) if examples.notna().any() else 0
     minimum = math.ceil(PROFILE_MIN_SHARE * batch)
     variants = _variant_order(source["cfg.variant"].unique())
-    fig, axes = _panels(len(variants))
+    fig, axes = style.panels(len(variants), 1.8, sharey=True, width="full")
     data: list[pd.DataFrame] = []
     for ax, variant in zip(axes.flat, variants):
         rows = source[source["cfg.variant"] == variant]
@@ -478,7 +466,7 @@ def _stationary_figure(stationary: pd.DataFrame, task: str, preset: str | None,
     style.apply_style()
     rows = stationary[stationary["cfg.network.depth"] == depth]
     names = _variant_order(rows["cfg.variant"].unique())
-    fig, axes = _panels(len(names))
+    fig, axes = style.panels(len(names), 1.8, sharey=True, width="full")
     data = []
     for ax, variant in zip(axes.flat, names):
         at = rows[rows["cfg.variant"] == variant]
