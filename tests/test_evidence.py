@@ -375,6 +375,7 @@ def _trained_rows(spreads: dict[str, tuple[float, ...]]) -> pd.DataFrame:
 
 def test_stability_verdict_is_computed_for_whichever_layers_are_present():
     from harness.report import stability as report
+    from harness.report.stability.findings import _finding
 
     rng = np.random.default_rng(0)
     eight = lambda centre: tuple(centre * (1 + 0.1 * rng.standard_normal(8)))  # noqa: E731
@@ -389,7 +390,7 @@ def test_stability_verdict_is_computed_for_whichever_layers_are_present():
     values = 1.0 + trained.loc[trained["run_id"] == "lru-0", "norm_mean"].to_numpy()[::2] - 1.0
     assert cv["lru-0"] == pytest.approx(np.std(values) / np.mean(values))
     assert lru0["drift"] == pytest.approx(values[-1])
-    finding = report._finding(spread, "listops", "cpu", ())
+    finding = _finding(spread, "listops", "cpu", ())
     verdict, ablations = finding.lines
     assert "from lowest: S5" in verdict or "from lowest: RotRNN" in verdict
     # Eight seeds, three pairs: each LRU pair has p = 2/256, Holm 3x that: significant.
@@ -399,10 +400,10 @@ def test_stability_verdict_is_computed_for_whichever_layers_are_present():
     assert "d_z = " in verdict and "MDD " in verdict
     assert ablations.startswith("Ablations on ListOps at depth 2: LRU, gamma off")
     # The same code says the opposite when the data do.
-    flipped = report._finding(report.spread_by_run(_trained_rows(
+    flipped = _finding(report.spread_by_run(_trained_rows(
         {"rotrnn": eight(1.0), "lru": eight(0.015)})), "listops", "cpu", ())
     assert "significant: LRU over RotRNN." in flipped.lines[0]
     # Three seeds cannot reach 5% with the exact test, and the verdict says so.
-    few = report._finding(report.spread_by_run(_trained_rows(
+    few = _finding(report.spread_by_run(_trained_rows(
         {"rotrnn": (0.01, 0.02, 0.015), "lru": (0.9, 1.0, 1.1)})), "listops", "cpu", ())
     assert "n = 3 cannot reach alpha = 0.05 with an exact test" in few.lines[0]

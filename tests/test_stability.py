@@ -16,6 +16,7 @@ from helpers import assert_printable, assert_rows_declared, tol
 from harness import train as training
 from harness.config import ConfigError
 from harness.report import stability as stability_report
+from harness.report.stability import figures as stability_figures
 from harness.report import _layout
 from harness.report._artifacts import Figure, Finding, Missing, Table
 from harness.runner import run_study
@@ -357,8 +358,8 @@ def test_profile_leaves_out_points_on_few_examples_and_says_so():
          "cfg.network.depth": 1, "cfg.variant": "lru", "cfg.network.layer": "lru",
          "cfg.train.steps": None}
         for seed in (0, 1) for t, norm, examples in ((1, 1.0, 8), (2, 2.0, 8), (3, 3.0, 3))]
-    figure = stability_report._profile_figure(pd.DataFrame.from_records(records), "listops",
-                                              "smoke")
+    figure = stability_figures._profile_figure(pd.DataFrame.from_records(records), "listops",
+                                               "smoke")
     data = figure.data.set_index("t")
     assert list(data["examples"]) == [8, 8, 3] and list(data["drawn"]) == [True, True, False]
     assert (data["n"] == 2).all()

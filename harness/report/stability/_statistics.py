@@ -1,0 +1,201 @@
+"""The stability section's statistics: the geometric mean over seeds with its interval, the
+spread of the norm per run, and the stationary norm's four components per seed (depth, seed,
+drift, settle step, from `harness.state_norm`) with the pairs a verdict compares
+(`harness.stats`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ... import state_norm
+from ... import stats as inference
+from ...variants import variants
+from .. import _stats
+from ._data import C, _label, _variant_order, relative_norms
+
+
+def _interval_rows(values: pd.Series, by: pd.Series) -> pd.DataFrame:
+    """Per value of ``by`` (index, sorted): the geometric mean of ``values`` over seeds and its
+    95 % t interval (`_stats.geometric_interval`: the t interval of the log values,
+    exponentiated), as columns ``centre``, ``ci95_low``, ``ci95_high``, ``n``."""
+    records = {key: _stats.geometric_interval(group) for key, group in values.groupby(by)}
+    return pd.DataFrame.from_dict(records, orient="index",
+                                  columns=["centre", "ci95_low", "ci95_high", "n"]).sort_index()
+
+
+def _cv(values: pd.Series) -> float:
+    values = values.dropna()
+    if len(values) < 2 or values.mean() == 0:
+        return float("nan")
+    return float(values.std(ddof=0) / values.mean())
+
+
+def spread_by_run(trained: pd.DataFrame) -> pd.DataFrame:
+    """One line per trained run: variant, model, depth, seed, its spread ``cv`` (coefficient of
+    variation of the per-layer mean norm over every layer and evaluation step of the run:
+    through training and across depth) and ``drift`` (geometric mean over layers of the last
+    evaluation's norm over the initial one)."""
+    rel = relative_norms(trained)
+    records = []
+    for run_id, run in rel.groupby("run_id"):
+        last = run[run[C.step] == run[C.step].max()]
+        records.append({
+            "run_id": run_id,
+            "variant": run["cfg.variant"].iloc[0],
+            "model": run["cfg.network.layer"].iloc[0],
+            "depth": int(run["cfg.network.depth"].iloc[0]),
+            "seed": int(run["seed"].iloc[0]),
+            "cv": _stats.coefficient_of_variation(run[C.norm_mean]),
+            "drift": float(np.exp(np.mean(np.log(last["relative"])))),
+        })
+    return pd.DataFrame.from_records(
+        records, columns=["run_id", "variant", "model", "depth", "seed", "cv", "drift"])
+
+
+def _spread_summary(spread: pd.DataFrame) -> pd.DataFrame:
+    """Per (depth, variant): seeds, the mean spread with its t interval, the drift."""
+    records = []
+    for (depth, variant), runs in spread.groupby(["depth", "variant"]):
+        _, low, high, _ = inference.mean_interval(runs["cv"])
+        records.append({
+            "depth": int(depth), "variant": variant, "model": runs["model"].iloc[0],
+            "seeds": len(runs), "cv": float(runs["cv"].mean()), "cv_low": low, "cv_high": high,
+            "drift": float(np.exp(np.mean(np.log(runs["drift"])))),
+        })
+    return pd.DataFrame.from_records(records)
+
+
+BAND = 0.1  # settle: within a factor 1 +- BAND of the final norm (`state_norm.settle_step`)
+
+# (key, column label, what it is, in words)
+COMPONENTS = (
+    ("depth", "depth", "the s.d. of log stationary norm across layers, averaged over "
+                       "evaluation steps"),
+    ("seed", "seed", "the RMS over steps and layers of a seed's log stationary norm minus the "
+                     "mean over seeds"),
+    ("drift", "drift", "the s.d. of log stationary norm over training steps within one layer, "
+                       "averaged over layers"),
+    ("settle", "settle step", f"the first evaluation step after which every layer's stationary "
+                              f"norm stays within {BAND:.0%} of its final value"),
+)
+
+
+def stationary_arrays(stationary: pd.DataFrame) -> dict[tuple[int, str], dict]:
+    """Per (depth, variant) of trained runs' ``kind="stationary"`` rows: ``norms`` ``(seeds,
+    steps, layers)`` of the stationary norm, ``seeds``, ``steps``, ``run_ids``, and
+    ``dropped``: runs without every evaluation step (diverged), left out of the components."""
+    out = {}
+    for (depth, variant), rows in stationary.groupby(["cfg.network.depth", "cfg.variant"]):
+        steps = np.sort(rows[C.step].unique()).astype(int)
+        depth = int(depth)
+        arrays, seeds, run_ids, dropped = [], [], [], 0
+        for run_id, run in rows.groupby("run_id"):
+            table = run.pivot_table(index=C.step, columns=C.layer, values=C.norm_stationary)
+            table = table.reindex(index=steps, columns=range(1, depth + 1))
+            if table.isna().any().any() or not np.all(table.to_numpy() > 0):
+                dropped += 1
+                continue
+            arrays.append(table.to_numpy(dtype=float))
+            seeds.append(int(run["seed"].iloc[0]))
+            run_ids.append(run_id)
+        order = np.argsort(seeds)
+        out[(depth, variant)] = dict(
+            norms=np.stack(arrays)[order] if arrays else np.zeros((0, len(steps), depth)),
+            seeds=[seeds[i] for i in order], steps=steps, run_ids=tuple(run_ids),
+            dropped=dropped)
+    return out
+
+
+def components_by_seed(norms: np.ndarray, steps: np.ndarray) -> pd.DataFrame:
+    """One row per seed (in ``norms``' order), one column per component (`COMPONENTS`); NaN
+    where a component is not defined (seed: one seed; drift: one step)."""
+    n = norms.shape[0]
+    nan = np.full(n, np.nan)
+    return pd.DataFrame({
+        "depth": state_norm.depth_component(norms),
+        "seed": state_norm.seed_component(norms) if n >= 2 else nan,
+        "drift": state_norm.drift_component(norms) if norms.shape[1] >= 2 else nan,
+        "settle": state_norm.settle_step(norms, steps, BAND).astype(float),
+    })
+
+
+def comparison_pairs(names) -> list[tuple[str, str]]:
+    """The pairs a verdict compares: every two models' own variants (in the registry's order),
+    then each model's own variant against each of its ablations (normalised against not)."""
+    known = variants()
+    bases = [v for v in _variant_order(names) if v in known and known[v].model == v]
+    pairs = [(a, b) for i, a in enumerate(bases) for b in bases[i + 1:]]
+    for base in bases:
+        pairs += [(base, v) for v in _variant_order(names)
+                  if v != base and v in known and known[v].model == base]
+    return pairs
+
+
+def _components_summary(arrays: dict) -> pd.DataFrame:
+    """Per (depth, variant): seeds, and each component's mean over seeds with its 95 % t
+    interval (`harness.stats.mean_interval`)."""
+    records = []
+    for (depth, variant), a in arrays.items():
+        if not a["seeds"]:
+            continue
+        by_seed = components_by_seed(a["norms"], a["steps"])
+        record = {"network_depth": depth, "variant": variant, "seeds": len(a["seeds"])}
+        for key, _, _ in COMPONENTS:
+            mean, low, high, _ = inference.mean_interval(by_seed[key])
+            record.update({key: mean, f"{key}_low": low, f"{key}_high": high})
+        records.append(record)
+    return pd.DataFrame.from_records(records)
+
+
+def _geo(values: pd.Series) -> float:
+    x = pd.to_numeric(values, errors="coerce").dropna()
+    x = x[x > 0]
+    return float(np.exp(np.mean(np.log(x)))) if len(x) else math.nan
+
+
+def _lambda_shift(layer: pd.DataFrame) -> dict[str, float]:
+    """How far the decays moved in training, from the layer rows' moduli (step 0 to the last)."""
+    out = {"delta median |lambda|": math.nan, "largest |delta max |lambda||": math.nan}
+    if layer.empty or C.lam_median not in layer.columns:
+        return out
+    last = layer[layer[C.step] == layer.groupby("run_id")[C.step].transform("max")]
+    start = layer[layer[C.step] == 0].set_index(["run_id", C.layer])[[C.lam_median, C.lam_max]]
+    joined = last.set_index(["run_id", C.layer])[[C.lam_median, C.lam_max]].join(
+        start.add_suffix("_0"), how="inner")
+    joined = joined.apply(pd.to_numeric, errors="coerce").dropna()
+    if joined.empty:
+        return out
+    out["delta median |lambda|"] = float(
+        (joined[C.lam_median] - joined[f"{C.lam_median}_0"]).mean())
+    out["largest |delta max |lambda||"] = float(
+        (joined[C.lam_max] - joined[f"{C.lam_max}_0"]).abs().max())
+    return out
+
+
+def _pair_family(values: dict[str, pd.Series], pairs: list[tuple[str, str]]
+                 ) -> pd.DataFrame | None:
+    """`harness.stats.pairwise` restricted to ``pairs`` (one family, Holm over them): each pair
+    compared on its common seeds."""
+    frames = []
+    for a, b in pairs:
+        scores = pd.concat([values[a].rename(_label(a)), values[b].rename(_label(b))], axis=1)
+        frames.append(inference.pairwise(scores, higher_is_better=False))
+    if not frames:
+        return None
+    family = pd.concat(frames, ignore_index=True)
+    m = int(np.isfinite(family["p"].to_numpy(dtype=float)).sum())
+    family["m"] = m
+    family["p_holm"] = inference.holm(family["p"].to_numpy(dtype=float))
+    family["significant"] = family["p_holm"] <= inference.ALPHA
+    favours = np.where(-family["diff"] > 0, family["first"], family["second"])
+    family["better"] = np.where(family["significant"], favours, "")
+    family_alpha = inference.ALPHA / max(m, 1)
+    family["mdd_family"] = [
+        math.nan if r.n < 2 else (
+            (inference.sign_flip_mdd(r.n, family_alpha) if r.test == "exact sign-flip"
+             else inference.paired_t_mdd(r.n, family_alpha)) * r.sd)
+        for r in family.itertuples()]
+    return family

@@ -1,0 +1,490 @@
+"""The stability section's figures: the norm through training (relative to initialisation, and
+the long probe's stationary norm), the eigenvalue moduli, the norm by layer and depth, and the
+norm over time; one panel per layer variant on one shared y-axis, so that the variants compare
+at a glance (`style.panels`, full-width whatever the number of panels)."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.colors as mcolors
+import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
+import numpy as np
+import pandas as pd
+
+from ... import stats as inference
+from .. import style
+from .._artifacts import Artifact, Figure, Missing
+from ._data import C, _deepest_trained, _label, _run_ids, _trained, _variant_order, relative_norms
+from ._statistics import _interval_rows
+
+
+def _grey_legend(fig) -> None:
+    """One legend above the panels (outside every axes, so it covers no data): each label once,
+    its line in the grey of its shade's lightness, since the panels' colours are the models'
+    and a shade means the same in each (lighter: shallower layer or depth)."""
+    from matplotlib.lines import Line2D
+
+    entries: dict[str, Line2D] = {}
+    for label, handle in style.legend_entries(fig).items():
+        if isinstance(handle, Line2D):
+            r, g, b = mcolors.to_rgb(handle.get_color())
+            grey = (0.299 * r + 0.587 * g + 0.114 * b,) * 3
+            entries[label] = Line2D([], [], color=grey, linestyle=handle.get_linestyle(),
+                                    linewidth=handle.get_linewidth(), marker=handle.get_marker(),
+                                    markersize=handle.get_markersize())
+    style.figure_legend(fig, entries)
+
+
+def _shade(colour: str, k: int, depth: int) -> tuple[float, float, float]:
+    """``colour`` lightened towards white for shallow layers: layer ``depth`` is the full colour."""
+    weight = 0.35 + 0.65 * (k / depth if depth > 1 else 1.0)
+    rgb = np.array(mcolors.to_rgb(colour))
+    return tuple(weight * rgb + (1.0 - weight) * np.ones(3))
+
+
+def _band(ax, x, curve: pd.DataFrame, colour, **line) -> None:
+    """``curve``'s centre as a line (``line``: its style and label) over its 95 % interval as a
+    band of the same colour; no band where the interval is undefined (n = 1)."""
+    ax.fill_between(np.asarray(x, dtype=float), curve["ci95_low"].to_numpy(dtype=float),
+                    curve["ci95_high"].to_numpy(dtype=float), color=colour, alpha=0.22,
+                    linewidth=0)
+    ax.plot(np.asarray(x, dtype=float), curve["centre"].to_numpy(dtype=float), color=colour,
+            **line)
+
+
+def _no_empty_bounds(data: pd.DataFrame | None) -> pd.DataFrame | None:
+    """A figure's data without interval columns that no point has (every n = 1): an interval
+    not drawn is not a column of NaN."""
+    if data is None:
+        return None
+    empty = [c for c in data.columns if "ci95_" in c and data[c].isna().all()]
+    return data.drop(columns=empty)
+
+
+def _interval_text(counts, what: str = "the geometric mean over seeds") -> str:
+    """The caption's words for a figure's centres and bands over seeds."""
+    return (f"the line is {what}, the band its 95 % t interval over "
+            f"{style.n_seeds_text(counts)} per point (the t interval of the mean of the "
+            f"seeds' log values, exponentiated; none at n = 1)")
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
+    """A figure's data: its drawn lines' rows, one frame (None when nothing was drawn)."""
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def _layer_panel(ax, rows: pd.DataFrame, variant: str, depth: int, column: str, name: str, *,
+                 reference: float | None = None) -> list[pd.DataFrame]:
+    """One variant's panel through training, on a log axis: per layer (darker and a marker of
+    its own per layer, deeper darker), the geometric mean over seeds of ``column`` with its 95 %
+    interval as a band (`_interval_rows`) over a faint line per seed, a dotted line at
+    ``reference``; the plotted numbers, the centre named ``name``, a ``seed_<s>`` column per
+    seed."""
+    colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
+    data = []
+    for k in range(1, depth + 1):
+        shade = _shade(colour, k, depth)
+        at_k = rows[rows[C.layer] == k]
+        if at_k.empty:
+            continue
+        curve = _interval_rows(at_k[column], at_k[C.step])
+        # Every seed stays visible: a faint line each, under the band (and a column each).
+        seeds = (at_k.assign(value=pd.to_numeric(at_k[column], errors="coerce"))
+                 .pivot_table(index=C.step, columns="seed", values="value", aggfunc="mean")
+                 .reindex(curve.index))
+        for seed in seeds.columns:
+            ax.plot(seeds.index.to_numpy(dtype=float), seeds[seed].to_numpy(dtype=float),
+                    color=shade, linewidth=0.4, alpha=0.45, zorder=1)
+        data.append(pd.DataFrame({
+            "variant": _label(variant), "layer": int(k), "step": curve.index.to_numpy(),
+            name: curve["centre"].to_numpy(), "ci95_low": curve["ci95_low"].to_numpy(),
+            "ci95_high": curve["ci95_high"].to_numpy(), "n": curve["n"].to_numpy(),
+            **{f"seed_{int(seed)}": seeds[seed].to_numpy() for seed in seeds.columns}}))
+        _band(ax, curve.index, curve, shade, marker=style.MARKERS[(k - 1) % len(style.MARKERS)],
+              markersize=2.5, label=f"layer {k}")
+    if reference is not None:
+        ax.axhline(reference, color="black", linewidth=0.5, linestyle=":")
+    ax.set_title(_label(variant))
+    ax.set_yscale("log")
+    style.plain_log_ticks(ax)
+    ax.set_xlabel("training step")
+    return data
+
+
+def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth: int,
+                     deepest: bool) -> Artifact:
+    style.apply_style()
+    trained = relative_norms(trained[trained["cfg.network.depth"] == depth])
+    variants = _variant_order(trained["cfg.variant"].unique())
+    fig, axes = style.panels(len(variants), 1.8, sharey=True, width="full")
+    data: list[pd.DataFrame] = []
+    for ax, variant in zip(axes.flat, variants):
+        rows = trained[trained["cfg.variant"] == variant]
+        data += _layer_panel(ax, rows, variant, depth, "relative", "relative_norm",
+                             reference=1.0)
+    for row in axes:
+        row[0].set_ylabel("||h|| / ||h|| at init")
+    counts = [n for frame in data for n in frame["n"]]
+    _grey_legend(fig)
+    return Figure(
+        name=f"stability_training_{task}" if deepest else f"stability_training_{task}_depth{depth}",
+        title=f"Hidden-state norm through training, relative to initialisation ({style.task_label(task)}, "
+              f"depth {depth})",
+        caption=(
+            f"Mean over the probe batch and time of the state norm ||h_t|| of each layer of a "
+            f"{depth}-block network trained on {style.task_label(task)} (preset {preset}), at every evaluation "
+            f"step, divided by the same layer's value at initialisation (1 = no drift; dotted). "
+            f"Per layer, {_interval_text(counts)}; the faint lines are the seeds one by one; "
+            f"darker shades are deeper layers. One panel "
+            f"per layer variant, all on one log-scale y-axis, so the variants' drifts compare "
+            f"directly. The absolute norms are in the stationary figures and the summary table."
+        ),
+        figure=fig,
+        runs=_run_ids(trained),
+        data=_no_empty_bounds(_concat(data)),
+    )
+
+
+def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artifact:
+    style.apply_style()
+    trained, depth = _deepest_trained(trained)
+    variants = _variant_order(trained["cfg.variant"].unique())
+    # A layer without a discrete system has no eigenvalue columns: named, not drawn empty.
+    blank = [v for v in variants if C.lam_max not in trained.columns or not pd.to_numeric(
+        trained.loc[trained["cfg.variant"] == v, C.lam_max], errors="coerce").notna().any()]
+    variants = [v for v in variants if v not in blank]
+    name = f"stability_eigenvalues_{task}"
+    title = f"Eigenvalue moduli through training ({style.task_label(task)})"
+    if not variants:
+        return Missing(name, title, "no measured layer declares a discrete system")
+    fig, axes = style.panels(len(variants), 1.8, sharey=True, width="full")
+    statistics = (("lam_max", "-", "max |lambda|"), ("lam_median", "--", "median"),
+                  ("lam_min", ":", "min"))
+    curves: dict[tuple[str, str], pd.DataFrame] = {}
+    for variant in variants:
+        rows = trained[trained["cfg.variant"] == variant]
+        # Per seed, over the network's layers: the modulus closest to 1, the median, the
+        # farthest; then their mean over seeds with its 95 % t interval, per step.
+        per_seed = rows.groupby(["seed", C.step]).agg(
+            lam_max=(C.lam_max, "max"), lam_median=(C.lam_median, "median"),
+            lam_min=(C.lam_min, "min"),
+        )
+        for column, _, _ in statistics:
+            values = pd.to_numeric(per_seed[column], errors="coerce")
+            curves[variant, column] = pd.DataFrame.from_dict(
+                {step: inference.mean_interval(group)
+                 for step, group in values.groupby(level=C.step)},
+                orient="index", columns=["mean", "low", "high", "n"]).sort_index()
+    # 1 - |lambda| on a log axis: an interval reaching |lambda| = 1 has no lower end there; its
+    # band runs to the axis' bottom, half the smallest positive distance drawn.
+    positive = np.concatenate([1.0 - c[["mean", "low", "high"]].to_numpy(dtype=float).ravel()
+                               for c in curves.values()])
+    positive = positive[np.isfinite(positive) & (positive > 0)]
+    floor = 0.5 * positive.min() if positive.size else None
+    data: list[pd.DataFrame] = []
+    unit_circle: list[str] = []
+    for ax, variant in zip(axes.flat, variants):
+        rows = trained[trained["cfg.variant"] == variant]
+        colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
+        for column, linestyle, what in statistics:
+            curve = curves[variant, column]
+            line = pd.DataFrame({
+                "variant": _label(variant), "statistic": column.replace("lam_", ""),
+                "step": curve.index.to_numpy(), "modulus": curve["mean"].to_numpy(),
+                "modulus_ci95_low": curve["low"].to_numpy(),
+                "modulus_ci95_high": curve["high"].to_numpy(),
+                "one_minus_modulus": (1.0 - curve["mean"]).to_numpy(),
+                "n": curve["n"].to_numpy()})
+            data.append(line)
+            beyond = line.loc[line["one_minus_modulus"] <= 0, "step"]
+            if len(beyond):
+                unit_circle.append(f"{_label(variant)}'s {what} from step {int(beyond.min())}")
+            lower = (1.0 - curve["high"]).to_numpy(dtype=float)
+            if floor is not None:
+                lower = np.where(lower > 0, lower, floor)
+            ax.fill_between(line["step"].to_numpy(dtype=float), lower,
+                            (1.0 - curve["low"]).to_numpy(dtype=float), color=colour,
+                            alpha=0.18, linewidth=0)
+            ax.plot(line["step"], line["one_minus_modulus"].where(line["one_minus_modulus"] > 0),
+                    color=colour, linestyle=linestyle, label=what)
+        ax.set_title(_label(variant))
+        ax.set_yscale("log")
+        ax.set_xlabel("training step")
+    # After every panel is drawn: a limit set earlier would stop the shared axis autoscaling.
+    if floor is not None:
+        axes.flat[0].set_ylim(bottom=floor)
+    for ax in axes.flat[:len(variants)]:
+        style.plain_log_ticks(ax)
+    for row in axes:
+        row[0].set_ylabel("1 - |lambda|")
+    _grey_legend(fig)
+    counts = [n for frame in data for n in frame["n"]]
+    return Figure(
+        name=name,
+        title=title,
+        caption=(
+            f"Distance of the eigenvalue moduli from the unit circle, 1 - |lambda|, over all "
+            f"{depth} layers of the trained networks on {style.task_label(task)} (preset "
+            f"{preset}): per seed the largest modulus over layers (solid), the median of the "
+            f"layers' medians (dashed) and the smallest (dotted); the line is their mean over "
+            f"seeds, the band its 95 % t interval over {style.n_seeds_text(counts)} per point "
+            f"(the t interval of the mean modulus, mapped through 1 - |lambda|; a band that "
+            f"reaches the axis' bottom is an interval reaching |lambda| = 1, none is drawn "
+            f"where it lies wholly beyond 1). A solid line "
+            f"falling towards zero is drift towards instability. Log scale."
+            + (f" Where the mean modulus reaches 1 ({'; '.join(unit_circle)}), 1 - |lambda| "
+               "has no logarithm and the line stops; the CSV keeps those points."
+               if unit_circle else "")
+            + "".join(f" {_label(v)}: not drawn, its registration declares no discrete system "
+                      "(no fixed eigenvalues)." for v in blank)
+        ),
+        figure=fig,
+        runs=_run_ids(trained),
+        data=_no_empty_bounds(_concat(data)),
+    )
+
+
+def _depth_colours(n: int) -> list[tuple[float, float, float]]:
+    """``n`` colours of a sequential palette (viridis, dark to light without its faint yellow
+    end): its lightness rises monotonically, so the depths stay in order in a grey-scale print
+    too; each depth also has a marker of its own."""
+    cmap = plt.get_cmap("viridis")
+    return [tuple(cmap(x)[:3]) for x in np.linspace(0.0, 0.78, max(n, 1))][:n]
+
+
+def _depth_figure(layer: pd.DataFrame, task: str, preset: str | None) -> Artifact:
+    """Per variant, the mean norm of each layer against its index, one series per network depth
+    (its own colour and marker) at initialisation (solid, filled) and, for trained depths, at
+    the last evaluation (dashed, open): the geometric mean over seeds with its 95 % interval as
+    whiskers, the series set side by side about each layer index so that none hides another."""
+    from matplotlib.lines import Line2D
+
+    style.apply_style()
+    variants = _variant_order(layer["cfg.variant"].unique())
+    # Three panels a row: room for the depths side by side at each layer index.
+    fig, axes = style.panels(len(variants), 1.7, ncols=3, sharey=True, width="full")
+    depths = sorted(int(d) for d in layer["cfg.network.depth"].unique())
+    colours = dict(zip(depths, _depth_colours(len(depths))))
+    markers = {d: style.MARKERS[i % len(style.MARKERS)] for i, d in enumerate(depths)}
+    trained_mask = _trained(layer)
+    trained_depths = sorted(int(d) for d in layer.loc[trained_mask, "cfg.network.depth"].unique())
+    # The depths side by side about each layer index (0.75 of a layer between the outermost),
+    # a trained series a little right of its depth's initialisation (they differ in y).
+    gap = 0.75 / max(len(depths) - 1, 1)
+    offsets = {(d, when): (i - (len(depths) - 1) / 2) * gap + (0.4 * gap if when == "trained"
+                                                                else 0.0)
+               for i, d in enumerate(depths) for when in ("initialisation", "trained")}
+    data: list[pd.DataFrame] = []
+
+    def seed_values(rows: pd.DataFrame) -> pd.DataFrame:
+        # One value per seed and layer (runs of one seed averaged), for the interval over seeds.
+        return rows.groupby(["seed", C.layer], as_index=False)[C.norm_mean].mean()
+
+    for ax, variant in zip(axes.flat, variants):
+        rows = layer[layer["cfg.variant"] == variant]
+        for depth in depths:
+            at_depth = rows[rows["cfg.network.depth"] == depth]
+            if at_depth.empty:
+                continue
+            done = at_depth[trained_mask.loc[at_depth.index]]
+            last = done[done[C.step] == done.groupby("run_id")[C.step].transform("max")]
+            for when, source in (("initialisation", at_depth[at_depth[C.step] == 0]),
+                                 ("trained", last)):
+                if source.empty:
+                    continue
+                values = seed_values(source)
+                curve = _interval_rows(values[C.norm_mean], values[C.layer])
+                data.append(pd.DataFrame({
+                    "variant": _label(variant), "network_depth": depth, "when": when,
+                    "layer": curve.index.to_numpy().astype(int),
+                    "mean_norm": curve["centre"].to_numpy(),
+                    "ci95_low": curve["ci95_low"].to_numpy(),
+                    "ci95_high": curve["ci95_high"].to_numpy(), "n": curve["n"].to_numpy()}))
+                centre = curve["centre"].to_numpy(dtype=float)
+                whiskers = np.nan_to_num(np.vstack([
+                    centre - curve["ci95_low"].to_numpy(dtype=float),
+                    curve["ci95_high"].to_numpy(dtype=float) - centre]))
+                trained_series = when == "trained"
+                ax.errorbar(curve.index.to_numpy(dtype=float) + offsets[(depth, when)], centre,
+                            yerr=whiskers, color=colours[depth], marker=markers[depth],
+                            markersize=2.6, markerfacecolor="white" if trained_series
+                            else colours[depth], linestyle="--" if trained_series else "-",
+                            linewidth=0.9, elinewidth=0.7, capsize=1.2)
+        ax.set_title(_label(variant))
+        ax.set_yscale("log")
+        style.plain_log_ticks(ax)
+        ax.set_xlabel("layer index")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for row in axes:
+        row[0].set_ylabel("mean ||h_t||")
+    entries = {f"depth {d}": Line2D([], [], color=colours[d], marker=markers[d], markersize=3.0)
+               for d in depths}
+    grey = style.REFERENCE_COLOUR
+    entries["initialisation"] = Line2D([], [], color=grey, marker="o", markersize=3.0)
+    if trained_depths:
+        entries["trained"] = Line2D([], [], color=grey, marker="o", markersize=3.0,
+                                    markerfacecolor="white", linestyle="--")
+    style.figure_legend(fig, entries)
+    counts = [n for frame in data for n in frame["n"]]
+    trained_text = (
+        f" and after training (dashed, open markers; trained depth"
+        f"{'s' if len(trained_depths) != 1 else ''} {', '.join(map(str, trained_depths))} "
+        f"only)" if trained_depths else "")
+    return Figure(
+        name=f"stability_depth_{task}",
+        title=f"Hidden-state norm by layer index and network depth ({style.task_label(task)})",
+        caption=(
+            f"Mean state norm of each layer (x: its index in the network) for networks of depth "
+            f"{', '.join(map(str, depths))} on {style.task_label(task)} (preset {preset}), each "
+            f"depth its own colour and marker, at initialisation (solid, filled markers)"
+            f"{trained_text}. The marker is the geometric mean over seeds, the whiskers its "
+            f"95 % t interval over {style.n_seeds_text(counts)} per point (the t interval of "
+            f"the mean of the seeds' log norms, exponentiated; none at n = 1); the depths are "
+            f"set side by side about each layer index. Log scale."
+        ),
+        figure=fig,
+        runs=_run_ids(layer),
+        data=_no_empty_bounds(_concat(data)),
+    )
+
+
+# A profile's point at step t averages the probe examples still running at t; where fewer than
+# this share of the probe batch is left, the mean describes the few longest examples rather than
+# the batch, and the point is not drawn (its CSV row stays, with its count).
+PROFILE_MIN_SHARE = 0.5
+
+
+def _examples_text(examples: pd.Series) -> str:
+    """"32 examples at t = 1-12, 18 at t = 15, ...": the probe examples behind each point of a
+    profile (``examples``: the count per t), runs of equal counts joined."""
+    groups: list[tuple[int, list[float]]] = []
+    for t, count in examples.sort_index().items():
+        if groups and groups[-1][0] == int(count):
+            groups[-1][1].append(float(t))
+        else:
+            groups.append((int(count), [float(t)]))
+    parts = []
+    for i, (count, ts) in enumerate(groups):
+        at = f"{ts[0]:g}" if len(ts) == 1 else f"{ts[0]:g}-{ts[-1]:g}"
+        parts.append(f"{count}{' examples' if i == 0 else ''} at t = {at}")
+    return ", ".join(parts)
+
+
+def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Artifact:
+    """The mean norm against t for the deepest trained network (else the deepest measured), per
+    layer at initialisation and at the last evaluation: the geometric mean over seeds with its
+    95 % interval, drawn only at the t where at least `PROFILE_MIN_SHARE` of the probe batch is
+    still running; the caption gives the examples behind every t."""
+    if profile.empty:
+        return Missing(f"stability_profile_{task}", f"Norm over time ({style.task_label(task)})",
+                       f"no profile rows on {style.task_label(task)} at preset {preset}")
+    style.apply_style()
+    trained = profile[_trained(profile)]
+    source = trained if not trained.empty else profile
+    depth = int(source["cfg.network.depth"].max())
+    source = source[source["cfg.network.depth"] == depth]
+    examples = (pd.to_numeric(source[C.examples], errors="coerce").groupby(source[C.t]).min()
+                if C.examples in source.columns else pd.Series(dtype=float))
+    batch = int(examples.max()) if examples.notna().any() else 0
+    minimum = math.ceil(PROFILE_MIN_SHARE * batch)
+    variants = _variant_order(source["cfg.variant"].unique())
+    fig, axes = style.panels(len(variants), 1.8, sharey=True, width="full")
+    data: list[pd.DataFrame] = []
+    for ax, variant in zip(axes.flat, variants):
+        rows = source[source["cfg.variant"] == variant]
+        colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
+        final_step = int(rows[C.step].max())
+        for k in range(1, depth + 1):
+            shade = _shade(colour, k, depth)
+            at_k = rows[rows[C.layer] == k]
+            for step, linestyle in ((0, "-"), (final_step, "--")):
+                if step == 0 and final_step == 0 and linestyle == "--":
+                    continue
+                at_step = at_k[at_k[C.step] == step]
+                if at_step.empty:
+                    continue
+                per_seed = at_step.groupby(["seed", C.t], as_index=False)[C.norm].mean()
+                curve = _interval_rows(per_seed[C.norm], per_seed[C.t])
+                count = examples.reindex(curve.index)
+                drawn = ~(count < minimum).to_numpy()  # unknown counts are drawn
+                data.append(pd.DataFrame({
+                    "variant": _label(variant), "layer": k, "training_step": step,
+                    "t": curve.index.to_numpy(dtype=float),
+                    "examples": pd.array(count.to_numpy(), dtype="Int64"), "drawn": drawn,
+                    "mean_norm": curve["centre"].to_numpy(),
+                    "ci95_low": curve["ci95_low"].to_numpy(),
+                    "ci95_high": curve["ci95_high"].to_numpy(), "n": curve["n"].to_numpy()}))
+                _band(ax, curve.index[drawn], curve[drawn], shade, linestyle=linestyle,
+                      marker=style.MARKERS[(k - 1) % len(style.MARKERS)], markersize=2.0,
+                      label=f"layer {k}, step {step}")
+        ax.set_title(_label(variant))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        style.plain_log_ticks(ax)
+        style.plain_log_ticks(ax, "x")
+        ax.set_xlabel("time step t")
+    for row in axes:
+        row[0].set_ylabel("mean ||h_t|| at step t")
+    what = "initialisation (solid) and the last evaluation (dashed)" if not trained.empty else (
+        "initialisation"
+    )
+    counts = [n for frame in data for n in frame["n"]]
+    if examples.notna().any():
+        left_out = examples[examples < minimum]
+        examples_text = (
+            f" The probe batch's examples still running at each t: "
+            f"{_examples_text(examples.dropna())}. Points resting on fewer than "
+            f"{minimum} of the {batch} examples (half the batch) describe its few longest "
+            f"examples rather than the batch and are not drawn"
+            + (f" (t = {', '.join(f'{t:g}' for t in left_out.index)})" if len(left_out)
+               else " (none here)")
+            + "; the CSV keeps every point with its count.")
+    else:
+        examples_text = " The runs did not store how many examples each point rests on."
+    _grey_legend(fig)
+    return Figure(
+        name=f"stability_profile_{task}",
+        title=f"Hidden-state norm over time ({style.task_label(task)})",
+        caption=(
+            f"Mean over the probe examples still running at step t of the state norm ||h_t||, "
+            f"per layer of the {depth}-block networks on {style.task_label(task)} (preset "
+            f"{preset}), at {what}: {_interval_text(counts)}; darker shades are deeper layers."
+            f"{examples_text} Log-log scale."
+        ),
+        figure=fig,
+        runs=_run_ids(source),
+        data=_no_empty_bounds(_concat(data)),
+    )
+
+
+def _stationary_figure(stationary: pd.DataFrame, task: str, preset: str | None,
+                       depth: int) -> Figure:
+    """Per-layer absolute stationary norms through training, one panel per variant, one shared
+    log y axis: the geometric mean over seeds with its 95 % interval (`_layer_panel`)."""
+    style.apply_style()
+    rows = stationary[stationary["cfg.network.depth"] == depth]
+    names = _variant_order(rows["cfg.variant"].unique())
+    fig, axes = style.panels(len(names), 1.8, sharey=True, width="full")
+    data = []
+    for ax, variant in zip(axes.flat, names):
+        at = rows[rows["cfg.variant"] == variant]
+        data += _layer_panel(ax, at, variant, depth, C.norm_stationary, "norm_stationary")
+    for row in axes:
+        row[0].set_ylabel("stationary ||h_t||")
+    counts = [n for frame in data for n in frame["n"]]
+    _grey_legend(fig)
+    return Figure(
+        name=f"stability_stationary_{task}_depth{depth}",
+        title=f"Stationary hidden-state norm per layer through training ({style.task_label(task)}, depth {depth})",
+        caption=(
+            f"The absolute state norm ||h_t|| of each layer of the {depth}-block networks "
+            f"trained on {style.task_label(task)} (preset {preset}), averaged over the last steps of long probe "
+            f"sequences ({int(rows[C.t_from].min())}-{int(rows[C.t_to].max())} steps, drawn by "
+            f"the task's generator), at every evaluation step. Per layer, "
+            f"{_interval_text(counts)}; the faint lines are the seeds one by one; darker "
+            f"shades are deeper layers. One panel per layer variant, all on one log-scale y "
+            f"axis."),
+        figure=fig, runs=_run_ids(rows), data=_no_empty_bounds(_concat(data)),
+    )

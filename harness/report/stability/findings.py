@@ -1,0 +1,186 @@
+"""The stability section's findings: the transient-regime spread, the regime check and the
+stationary-regime verdict, sentences computed from its statistics, true whichever way the data
+fall (`harness.report._artifacts.Finding`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ... import state_norm
+from ... import stats as inference
+from .. import _stats, style
+from .._artifacts import Finding
+from ._data import C, _label, variants_of_models
+from ._statistics import COMPONENTS, _pair_family, _spread_summary, comparison_pairs, \
+    components_by_seed
+
+
+def _finding(spread: pd.DataFrame, task: str, preset: str | None,
+             run_ids: tuple[str, ...]) -> Finding:
+    """Per trained depth: the layers ranked by spread, and every pair of layers (each model's
+    own variant, not the ablations) compared seed by seed (`harness.stats.pairwise`: the exact
+    sign-flip test, Holm over the depth's pairs), with its size, interval and MDD."""
+    lines = []
+    summary = _spread_summary(spread)
+    base = set(variants_of_models(summary["variant"]))
+    for depth, at_depth in summary.groupby("depth"):
+        models_here = at_depth[at_depth["variant"].isin(base)].sort_values("cv")
+        if models_here.empty:
+            continue
+        n = int(at_depth["seeds"].min())
+        ranked = ", ".join(f"{_label(r.variant)} {r.cv:.3g} [{r.cv_low:.3g}, {r.cv_high:.3g}]"
+                           for r in models_here.itertuples())
+        runs = spread[spread["depth"] == depth]
+        text = (f"On {style.task_label(task)} at depth {depth} ({n} seed{'s' if n != 1 else ''}, preset "
+                f"{preset}), the spread of the state norm through training and across layers "
+                f"(CV; mean and 95% t interval over seeds), from lowest: {ranked}.")
+        ordered = list(models_here["variant"])
+        if len(ordered) >= 2:
+            by_seed = runs[runs["variant"].isin(ordered)].pivot_table(
+                index="seed", columns="variant", values="cv", aggfunc="mean")
+            by_seed = by_seed.reindex(columns=ordered).rename(columns=_label)
+            family = inference.pairwise(by_seed, higher_is_better=False)
+            if int(family["n"].max()) < 2:
+                text += (" With fewer than two seeds run by both layers of a pair, no "
+                         "difference between layers can be tested.")
+            else:
+                m = int(family["m"].iloc[0])
+                text += (f" Compared seed by seed ({family['test'].iloc[0]} test, Holm over the "
+                         f"{m} pair{'s' if m != 1 else ''} at this depth, 5%; a lower CV is "
+                         f"steadier): {_stats.family_verdict(family)}")
+                text += (" Per pair (first − second, 95% CI, d_z, Holm p, the difference "
+                         "detectable with 80% power at 5% assuming normal differences): "
+                         + "; ".join(_stats.comparison_text(r, spec=".3g")
+                                     for r in family.itertuples()) + ".")
+        lines.append(text)
+        ablations = at_depth[~at_depth["variant"].isin(base)]
+        if not ablations.empty:
+            lines.append(f"Ablations on {style.task_label(task)} at depth {depth}: " + ", ".join(
+                f"{_label(r.variant)} {r.cv:.3g} [{r.cv_low:.3g}, {r.cv_high:.3g}]"
+                for r in ablations.sort_values("cv").itertuples()) + ".")
+    return Finding(name=f"stability_findings_{task}",
+                   title=f"The transient-regime spread: the probe batch at the task's own "
+                         f"lengths ({style.task_label(task)})",
+                   lines=tuple(lines), runs=run_ids)
+
+
+def regime_text(stationary: pd.DataFrame, fraction: float = state_norm.STATIONARY_FRACTION
+                ) -> str:
+    """Whether the long probe's window is in the stationary regime, in one sentence true
+    whichever way it comes out: the smallest white-noise energy reached at the window's first
+    step over every layer, seed and step, per variant with a discrete system; and whether the
+    task could draw longer sequences at all."""
+    if stationary.empty:
+        return "No long-probe rows: the stationary regime was not measured."
+    t_from, t_to = int(stationary[C.t_from].min()), int(stationary[C.t_to].max())
+    text = ""
+    if not stationary[C.lengthened].astype(bool).all():
+        text += ("The task cannot draw longer sequences, so the long probe is the probe batch "
+                 "at the task's own lengths. ")
+    reached = (pd.to_numeric(stationary.get(C.energy_reached), errors="coerce")
+               if C.energy_reached in stationary.columns else pd.Series(dtype=float))
+    ratio = (pd.to_numeric(stationary.get(C.norm_ratio), errors="coerce")
+             if C.norm_ratio in stationary.columns else pd.Series(math.nan, stationary.index))
+    # A layer with a system but no energy fraction has an eigenvalue outside the unit disc:
+    # no stationary level, so its window is never stationary.
+    outside = ratio.notna() & reached.reindex(stationary.index).isna()
+    by_variant = reached.groupby(stationary["cfg.variant"]).min().dropna()
+    for v in set(stationary.loc[outside, "cfg.variant"]):
+        by_variant[v] = -math.inf
+    without = sorted(set(stationary["cfg.variant"]) - set(by_variant.index))
+    short = by_variant[by_variant < fraction]
+    text += (f"Regime check (probe steps {t_from}-{t_to}, window the last {_window(stationary)}): ")
+    if by_variant.empty:
+        text += "no measured layer declares a discrete system, so it cannot be checked."
+    elif short.empty:
+        text += (f"met: every layer's white-noise energy at step {t_from} is at least "
+                 f"{fraction:.0%} of its stationary level (smallest "
+                 f"{by_variant.min():.3f}, {_label(by_variant.idxmin())}).")
+    else:
+        transient = {v: r for v, r in short.items() if np.isfinite(r)}
+        unstable = [v for v, r in short.items() if not np.isfinite(r)]
+        parts = []
+        if transient:
+            parts.append("NOT met for " + ", ".join(f"{_label(v)} (smallest {r:.3f})"
+                                                    for v, r in transient.items())
+                         + f": their windows are still transient (energy below {fraction:.0%}"
+                         " of the stationary level)")
+        if unstable:
+            parts.append("no stationary level for " + ", ".join(_label(v) for v in unstable)
+                         + " (an eigenvalue left the unit disc in training: the norm grows "
+                         "with the probe's length)")
+        met = by_variant[by_variant >= fraction]
+        text += ("; ".join(parts) + ", so their components do not measure the stationary claim"
+                 + (f"; met for the others (smallest {met.min():.3f}, {_label(met.idxmin())})."
+                    if not met.empty else "."))
+    if without:
+        text += (" Not checkable (no discrete system): "
+                 + ", ".join(_label(v) for v in without) + ".")
+    return text
+
+
+def _window(stationary: pd.DataFrame) -> str:
+    """The window as the runs' config states it (a fraction of each sequence)."""
+    widths = (stationary["cfg.window"].dropna().unique() if "cfg.window" in stationary.columns
+              else [])
+    return f"{float(widths[0]):.0%} of each sequence" if len(widths) == 1 else "steps"
+
+
+def _stationary_finding(arrays: dict, stationary: pd.DataFrame, task: str,
+                        preset: str | None, run_ids) -> Finding:
+    """Per trained depth and component: the variants' means with intervals, then every pair of
+    `comparison_pairs` compared seed by seed (`harness.stats.pairwise` on each pair alone,
+    Holm over the depth's pairs of that component), with the scale measured and the paper's."""
+    lines = [regime_text(stationary)]
+    steps_trained = int(pd.to_numeric(stationary["cfg.train.steps"]).max())
+    for depth in sorted({d for d, _ in arrays}):
+        here = {v: a for (d, v), a in arrays.items() if d == depth and a["seeds"]}
+        if not here:
+            continue
+        per_seed = {v: components_by_seed(a["norms"], a["steps"]).set_index(
+            pd.Index(a["seeds"], name="seed")) for v, a in here.items()}
+        n = min(len(a["seeds"]) for a in here.values())
+        dropped = sum(a["dropped"] for a in here.values())
+        at = stationary[stationary["cfg.network.depth"] == depth]
+        scale = (f"Measured on {style.task_label(task)} at depth {depth}, {n} seed{'s' if n != 1 else ''}, "
+                 f"{steps_trained} training steps (evaluations "
+                 f"{', '.join(str(s) for s in next(iter(here.values()))['steps'])}), long-probe "
+                 f"sequences of {int(at[C.t_from].min())}-{int(at[C.t_to].max())} steps, preset "
+                 f"{preset}" + (f"; {dropped} run(s) without every evaluation (diverged) left "
+                                "out" if dropped else "")
+                 + ". The RotRNN paper's claim is about ListOps, through training, across the "
+                   "depth of its networks and across seeds.")
+        lines.append(scale)
+        pairs = [(a, b) for a, b in comparison_pairs(here) if a in here and b in here]
+        for key, label, what in COMPONENTS:
+            if key == "depth" and depth == 1:
+                lines.append("Depth component at depth 1: not defined (one layer).")
+                continue
+            values = {v: per_seed[v][key] for v in here}
+            means_by = {v: float(values[v].mean()) for v in here}  # NaN when undefined
+            ranked = sorted(here, key=lambda v: (math.isnan(means_by[v]), means_by[v]))
+            means = []
+            for v in ranked:
+                mean, low, high, _ = inference.mean_interval(values[v])
+                means.append(f"{_label(v)} {mean:.3g} [{low:.3g}, {high:.3g}]")
+            text = (f"{label.capitalize()} component ({what}) at depth {depth}, mean and 95% "
+                    f"t interval over seeds, from lowest: {', '.join(means)}.")
+            family = _pair_family(values, pairs)
+            if family is None or int(family["n"].max()) < 2:
+                text += " Fewer than two seeds in common: no pair can be tested."
+            else:
+                m = int(family["m"].iloc[0])
+                text += (f" Paired by seed ({family['test'].iloc[0]} test, Holm over the {m} "
+                         f"pair{'s' if m != 1 else ''} of this component at this depth, 5%; "
+                         f"lower is steadier): {_stats.family_verdict(family)}"
+                         " Per pair (first − second, 95% CI, d_z, Holm p, the difference "
+                         "detectable with 80% power at 5%): "
+                         + "; ".join(_stats.comparison_text(r, spec=".3g")
+                                     for r in family.itertuples()) + ".")
+            lines.append(text)
+    return Finding(name=f"stability_stationary_findings_{task}",
+                   title=f"The stationary-regime verdict ({style.task_label(task)})",
+                   lines=tuple(lines), runs=tuple(run_ids))
