@@ -16,7 +16,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # freed block back to the system, so every call of a program whose temporaries pass about
 # 32 MiB page-faults all of them in again (a seed group of 10 at the cpu preset: 35 MiB, about
 # 9000 faults a step; benchmarks/README.md, "Seed groups"). One arena with high mmap and trim
-# thresholds reuses the block instead; it must be set before the threads allocate.
+# thresholds reuses the block instead; it must be set before the threads allocate. The
+# Makefile's GLIBC_TUNABLES do the same for `make`'s processes; where they are set, they stand.
 from . import _malloc  # noqa: E402
 
 _malloc.keep_freed_memory()

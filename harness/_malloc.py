@@ -18,11 +18,12 @@ ENV = "LINRNN_KEEP_FREED_MEMORY"
 def keep_freed_memory(keep_bytes: int = KEEP_BYTES) -> bool:
     """One malloc arena, with mmap and trim thresholds of ``keep_bytes``; True if applied.
 
-    Does nothing (returns False) when ``$LINRNN_KEEP_FREED_MEMORY`` is ``0``, or where the C
-    library is not glibc. Only threads that have not allocated yet share the one arena, so call
-    it before jax runs anything.
+    Does nothing (returns False) when ``$LINRNN_KEEP_FREED_MEMORY`` is ``0``, when
+    ``$GLIBC_TUNABLES`` is set (the Makefile's settings, or the user's, which glibc read at start
+    and the results record), or where the C library is not glibc. Only threads that have not
+    allocated yet share the one arena, so call it before jax runs anything.
     """
-    if os.environ.get(ENV, "1") == "0":
+    if os.environ.get(ENV, "1") == "0" or os.environ.get("GLIBC_TUNABLES"):
         return False
     name = ctypes.util.find_library("c")
     try:
