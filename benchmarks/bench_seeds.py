@@ -17,6 +17,12 @@ the ratio alone / group of the wall times.
 
     python -m benchmarks.bench_seeds --models lru --tasks listops,digits --seeds 5,10
 
+``--profile`` profiles the group's step and evaluation at each number of seeds instead
+(`profile_group`: XLA's cost and memory analysis, CPU time and page faults, a trace split into
+the step's parts):
+
+    python -m benchmarks.bench_seeds --profile --models lru --tasks listops --seeds 1,4,10
+
 The results are recorded in benchmarks/README.md; ``asv`` tracks the warm ratio at 5 seeds
 (`TrackSeedGroupSpeedup`).
 """
