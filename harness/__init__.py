@@ -8,3 +8,16 @@ import os
 # (measured on two cores: RotRNN forward, B = 8, L = 4096, 45 -> 32 ms with one thread).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+
+# Keep freed memory in the process, set before jax starts XLA's threads (glibc only; off with
+# LINRNN_KEEP_FREED_MEMORY=0). XLA's CPU client allocates a compiled program's temporary
+# buffers afresh on every call, on its worker threads: glibc serves a request above its mmap
+# threshold (at most 32 MiB) with a fresh mmap, and a worker thread's own arena gives a large
+# freed block back to the system, so every call of a program whose temporaries pass about
+# 32 MiB page-faults all of them in again (a seed group of 10 at the cpu preset: 35 MiB, about
+# 9000 faults a step; benchmarks/README.md, "Seed groups"). One arena with high mmap and trim
+# thresholds reuses the block instead; it must be set before the threads allocate. The
+# Makefile's GLIBC_TUNABLES do the same for `make`'s processes; where they are set, they stand.
+from . import _malloc  # noqa: E402
+
+_malloc.keep_freed_memory()

@@ -1,0 +1,36 @@
+"""Process-wide glibc malloc settings that keep large freed blocks for reuse (`harness`'s
+``__init__`` applies them before XLA's threads start; the reason is written there)."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+
+# mallopt's parameters (glibc's malloc.h).
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
+# Blocks below this come from the heap and freed memory up to this stays in the process: a
+# compiled program's temporaries up to this size are reused from call to call.
+KEEP_BYTES = 256 * 2**20
+ENV = "LINRNN_KEEP_FREED_MEMORY"
+
+
+def keep_freed_memory(keep_bytes: int = KEEP_BYTES) -> bool:
+    """One malloc arena, with mmap and trim thresholds of ``keep_bytes``; True if applied.
+
+    Does nothing (returns False) when ``$LINRNN_KEEP_FREED_MEMORY`` is ``0``, when
+    ``$GLIBC_TUNABLES`` is set (the Makefile's settings, or the user's, which glibc read at start
+    and the results record), or where the C library is not glibc. Only threads that have not
+    allocated yet share the one arena, so call it before jax runs anything.
+    """
+    if os.environ.get(ENV, "1") == "0" or os.environ.get("GLIBC_TUNABLES"):
+        return False
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
+        libc.gnu_get_libc_version  # glibc only: musl or macOS's libc tune differently
+    except (OSError, AttributeError, TypeError):
+        return False
+    settings = ((M_ARENA_MAX, 1), (M_MMAP_THRESHOLD, keep_bytes), (M_TRIM_THRESHOLD, keep_bytes))
+    return all(mallopt(param, value) == 1 for param, value in settings)
