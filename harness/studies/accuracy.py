@@ -80,8 +80,9 @@ class AccuracyConfig:
         group_seeds: train the seeds of one (model, task, recipe) together as one program
             (`harness.train.train_group`: the same runs, ids and rows up to float round-off);
             false trains every run alone.
-            Off by default: measured at the cpu preset (benchmarks/README.md) the group
-            was slower than the seeds one by one, so the presets keep separate runs.
+            Off by default: measured at the cpu preset in two workers (benchmarks/README.md)
+            the groups were no faster than the seeds one by one, so the presets keep separate
+            runs.
     """
 
     models: tuple[str, ...] = dataclasses.field(default_factory=lambda: entering_models())
