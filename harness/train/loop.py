@@ -29,7 +29,7 @@ from .checkpoints import _CHECKPOINT_FORMAT, _identity, _resume, save_checkpoint
 from .evaluate import _better, evaluate
 from .optimiser import Optimiser, init_optimiser, make_optimiser
 from .recipe import TrainConfig
-from .rows import OnEval, TrainResult, _final_row, add_callback_rows, eval_row
+from .rows import OnEval, TrainResult, add_callback_rows, eval_row, final_row
 from .step import Stepper, build_network
 
 
@@ -282,8 +282,8 @@ def _finish(member: _Member, config: TrainConfig, facts: _Facts, test: dict[str,
             seconds: float, compile_seconds: float) -> dict[str, Any]:
     """``member``'s final row, added to its rows, its checkpoint removed (the run has ended)."""
     assert member.best is not None  # the last step is always evaluated
-    final = _final_row(config, member.best, test, facts.selection, facts.params,
-                       facts.recurrent, facts.train_examples, seconds, compile_seconds)
+    final = final_row(config, member.best, test, facts.selection, facts.params,
+                      facts.recurrent, facts.train_examples, seconds, compile_seconds)
     member.rows.append(final)
     if member.path is not None:
         member.path.unlink(missing_ok=True)

@@ -37,8 +37,6 @@ class TrainResult:
     best_state: eqx.nn.State
 
 
-
-
 def eval_row(step: int, lr_at: optax.Schedule, train_loss: float, val: dict[str, Any]
              ) -> dict[str, Any]:
     """A ``kind="eval"`` row: the learning rate at ``step``, the mean training loss since the
@@ -67,9 +65,9 @@ def diverged(rows: list[dict[str, Any]], step: int, what: str) -> Diverged:
     return Diverged(f"non-finite {what} at step {step}", rows)
 
 
-def _final_row(config: TrainConfig, best: dict[str, Any], test: dict[str, Any], selection: str,
-               params: int, recurrent: int, train_examples: int, seconds: float,
-               compile_seconds: float) -> dict[str, Any]:
+def final_row(config: TrainConfig, best: dict[str, Any], test: dict[str, Any], selection: str,
+              params: int, recurrent: int, train_examples: int, seconds: float,
+              compile_seconds: float) -> dict[str, Any]:
     """A run's ``kind="final"`` row: the selected step's validation and its test metrics."""
     return {
         "kind": "final",
