@@ -367,7 +367,7 @@ def test_a_checkpoint_that_meets_a_full_disk_leaves_no_temporary_file(tmp_path, 
     previous = tmp_path / "ckpt" / "run.eqx"
     save_checkpoint(previous, {"step": 1}, {"w": 1.0})
     kept = previous.read_bytes()
-    monkeypatch.setattr("harness.train.eqx.tree_serialise_leaves", full)
+    monkeypatch.setattr("harness.train.checkpoints.eqx.tree_serialise_leaves", full)
     with pytest.raises(OSError, match="disk holding .*ckpt is full.*previous one.*kept.*Free "
                                       "space and rerun") as info:
         save_checkpoint(previous, {"step": 2}, {"w": 2.0})

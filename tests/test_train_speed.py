@@ -25,8 +25,9 @@ L = 40
 @pytest.fixture
 def close_buckets(monkeypatch):
     """Cutting checked at a length short enough to test quickly: the training code's buckets
-    lie 64 tokens apart (`harness.train.BUCKET_SPACING`), which leaves one at L = 40."""
-    monkeypatch.setattr(T, "BUCKET_SPACING", 1)
+    lie 64 tokens apart (`harness.train.BUCKET_SPACING`), which leaves one at L = 40. Patched
+    where `bucket_lengths` reads it."""
+    monkeypatch.setattr(T.batches, "BUCKET_SPACING", 1)
 
 
 def fresh(state):
