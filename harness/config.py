@@ -293,9 +293,27 @@ def _split_list(value: Any) -> list[Any]:
     return [v.strip() for v in text.split(",") if v.strip()]
 
 
+# A dataclass field's metadata key: the field is left out of `to_dict` (and so of a run's
+# identity, `config_hash`) while it holds its default. A field added to a run's spec this way
+# keeps the ids of every run recorded before it existed.
+OMIT_DEFAULT = "omit_default"
+
+
 def to_dict(config: Any) -> dict[str, Any]:
-    """A JSON-ready nested dict of a dataclass config (tuples become lists)."""
-    return json.loads(json.dumps(dataclasses.asdict(config)))
+    """A JSON-ready nested dict of a dataclass config (tuples become lists); a field marked
+    `OMIT_DEFAULT` is left out while it holds its default."""
+    tree = json.loads(json.dumps(dataclasses.asdict(config)))
+    _omit_defaults(config, tree)
+    return tree
+
+
+def _omit_defaults(config: Any, tree: dict[str, Any]) -> None:
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if field.metadata.get(OMIT_DEFAULT) and value == field.default:
+            tree.pop(field.name, None)
+        elif dataclasses.is_dataclass(value) and isinstance(tree.get(field.name), dict):
+            _omit_defaults(value, tree[field.name])
 
 
 def flatten(config: Any, prefix: str = "") -> dict[str, Any]:

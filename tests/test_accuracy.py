@@ -86,13 +86,17 @@ def test_config_errors_name_the_accepted_values(overrides, message):
 def test_presets_cover_every_model_with_one_recipe_per_task():
     for name, preset in A.STUDY.presets.items():
         assert set(preset.models) == set(models.names()), name
-        specs = A.grid(preset)
+        every = A.grid(preset)
+        specs = [s for s in every if s.parameter_budget is None]  # equal width
         # Every (model, task, seed, depth) once per learning-rate pair of its task: the recipe's
         # alone, or the tuning grid's on a tuned task.
         pairs = {t: len(A.candidates(preset, next(s for s in specs if s.task == t)))
                  for t in preset.tasks}
         assert len(specs) == len(preset.models) * len(preset.seeds) * max(
             1, len(preset.depths)) * sum(pairs.values())
+        # A parameter-matched run only on a task of match_parameters, at its cell's pairs.
+        assert {s.task for s in every if s.parameter_budget is not None} <= set(
+            preset.match_parameters)
         assert all(pairs[t] == 1 for t in preset.tasks if t not in preset.tune_tasks)
         # Honest comparisons: within a task, every model gets the same steps, batch and width.
         for task in preset.tasks:

@@ -41,8 +41,25 @@ def _keys(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _selected(store: Store) -> tuple[pd.DataFrame, pd.DataFrame, str | None, str]:
-    """Rows and runs of the largest-scale preset in the store, and a note on what was left out."""
+# A run's parameter budget (`harness.studies.accuracy.AccuracyConfig.match_parameters`):
+# absent or empty for a run at equal width.
+BUDGET = "cfg.parameter_budget"
+
+
+def is_matched(runs: pd.DataFrame) -> pd.Series:
+    """Which of ``runs`` (rows or runs of the store) were sized to a parameter budget."""
+    if BUDGET not in runs.columns:
+        return pd.Series(False, index=runs.index)
+    return runs[BUDGET].notna()
+
+
+def _selected(store: Store, arm: str = "width"
+              ) -> tuple[pd.DataFrame, pd.DataFrame, str | None, str]:
+    """Rows and runs of the largest-scale preset in the store, and a note on what was left out.
+
+    ``arm``: ``"width"``, the runs at equal width (every table but the parameter-matched
+    one), or ``"matched"``, the runs sized to a parameter budget.
+    """
     rows = store.read(STUDY)
     runs = store.runs(STUDY)
     if runs.empty:
@@ -67,6 +84,7 @@ def _selected(store: Store) -> tuple[pd.DataFrame, pd.DataFrame, str | None, str
             "never averaged together."
         )
     runs = runs[keep]
+    runs = runs[is_matched(runs) == (arm == "matched")]
     if not rows.empty:
         rows = rows[rows["run_id"].isin(set(runs["run_id"]))]
     return rows, runs, preset, note

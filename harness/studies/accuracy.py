@@ -20,6 +20,7 @@ resumes where it stopped and ends with the rows an uninterrupted one would have 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from pathlib import Path
@@ -37,6 +38,7 @@ from .. import config as _config
 from .. import settings
 from ..settings import Recipe as Recipe  # re-exported: presets and users build them here
 from ..train import TrainConfig, train, train_group
+from . import _matched
 from ._schema import TRAINING, TRAINING_KINDS, Column, Schema, merged
 from ._study import Study, requires
 
@@ -77,6 +79,15 @@ class AccuracyConfig:
             ends, read from the store by `bind` (what `lr_extend` made the grid); not a setting.
         left_out: ``(task, reason)`` for registered tasks this grid does not run, stated in
             the report so that a reader knows why they are absent.
+        match_parameters: tasks on which every model is also trained sized to a common
+            parameter budget (`harness.studies._matched`): the same width, its state size
+            changed until its recurrent layer holds the budget's parameters within 5 %; at
+            every learning-rate pair its equal-width runs are trained at. Each such run
+            records its budget (``cfg.parameter_budget``) and its state size; the report shows
+            them in a table of their own beside the equal-width results.
+        parameter_budget: the budget of ``match_parameters``: ``"smallest"`` (the smallest
+            layer among ``models`` at equal width, per task and depth), ``"largest"``, or a
+            number of a layer's trained parameters.
         group_seeds: train the seeds of one (model, task, recipe) together as one program
             (`harness.train.train_group`: the same runs, ids and rows up to float round-off);
             false trains every run alone.
@@ -100,6 +111,8 @@ class AccuracyConfig:
     lr_extend: int = 0
     lr_extensions: tuple[tuple[str, str, int, float, float], ...] = ()
     left_out: tuple[tuple[str, str], ...] = ()
+    match_parameters: tuple[str, ...] = ()
+    parameter_budget: int | str = "smallest"
     group_seeds: bool = False
 
     def __post_init__(self):
@@ -176,6 +189,15 @@ class AccuracyConfig:
         if any(len(e) != 5 for e in self.lr_extensions):
             raise ValueError("lr_extensions holds (model, task, depth, lr, recurrent_lr) "
                              f"entries read from the store; got {self.lr_extensions!r}.")
+        self._check_sizing()
+
+    def _check_sizing(self) -> None:
+        stray = [t for t in self.match_parameters if t not in self.tasks]
+        if stray or len(set(self.match_parameters)) != len(self.match_parameters):
+            raise ValueError(
+                f"match_parameters={self.match_parameters!r} must be distinct members of "
+                f"tasks={self.tasks!r} (or empty: equal width only).")
+        _matched.check_budget(self.parameter_budget)
 
 
 # The most steps a grid may grow beyond either end (each step is a cell's every seed again).
@@ -215,6 +237,10 @@ class RunSpec:
     seed: int
     recipe_lr: float
     recipe_recurrent_lr: float
+    # The layer parameters this run was sized to (`AccuracyConfig.match_parameters`); None at
+    # equal width, and then left out of the run's identity (ids of earlier runs unchanged).
+    parameter_budget: int | None = dataclasses.field(
+        default=None, metadata={_config.OMIT_DEFAULT: True})
 
 
 def grid(config: AccuracyConfig) -> list[RunSpec]:
@@ -230,10 +256,44 @@ def grid(config: AccuracyConfig) -> list[RunSpec]:
             for model in config.models:
                 for depth in depths:
                     spec = _resolve(config, model, task, depth, seed)
-                    for lr, recurrent_lr in candidates(config, spec):
-                        specs.append(dataclasses.replace(spec, train=dataclasses.replace(
-                            spec.train, lr=lr, recurrent_lr=recurrent_lr)))
+                    arms = [spec]
+                    if task in config.match_parameters:
+                        matched = _matched_spec(_sizing_key(config), model, task, depth)
+                        if matched.network != spec.network:  # else its equal-width runs are
+                            arms.append(dataclasses.replace(matched, seed=seed))  # matched
+                    for arm in arms:
+                        for lr, recurrent_lr in candidates(config, spec):
+                            specs.append(dataclasses.replace(arm, train=dataclasses.replace(
+                                arm.train, lr=lr, recurrent_lr=recurrent_lr)))
     return specs
+
+
+def _sizing_key(config: AccuracyConfig) -> AccuracyConfig:
+    """``config`` without what does not decide a matched run's sizes (a cache key)."""
+    return dataclasses.replace(config, seeds=(0,), lr_extensions=(), tune_tasks=(),
+                               lr_grid=(), recurrent_lr_grid=(), lr_extend=0)
+
+
+@functools.cache
+def _matched_spec(config: AccuracyConfig, model: str, task: str, depth: int) -> RunSpec:
+    """``model``'s run on ``task`` (seed 0) sized to the cell's parameter budget."""
+    where = f"accuracy run ({model}, {task}) at matched parameters"
+    counts = {m: _matched.of_network(_resolve(config, m, task, depth, 0).network)
+              for m in config.models}
+    target = _matched.budget(config.parameter_budget, counts)
+    state = _resolve(config, model, task, depth, 0).network.d_state
+
+    def at(d_state: int) -> RunSpec | None:
+        sized = Recipe(model=model, task=task, overrides=(("network.d_state", d_state),),
+                       source=f"sized to {target} layer parameters (match_parameters)")
+        try:
+            spec = _resolve(dataclasses.replace(config, recipes=(*config.recipes, sized)),
+                            model, task, depth, 0)
+        except (ValueError, TypeError):
+            return None
+        return dataclasses.replace(spec, parameter_budget=target)
+
+    return _matched.matched(at, model, state, target, where)
 
 
 def programs(spec: RunSpec) -> tuple[Any, ...]:
@@ -292,7 +352,7 @@ def extensions(config: AccuracyConfig, store: Any) -> tuple[tuple[str, str, int,
     finals = rows[rows["kind"] == "final"] if not rows.empty else rows
     cells: dict[tuple[str, str, int], list[RunSpec]] = {}
     for spec in grid(base):
-        if spec.task in config.tune_tasks:
+        if spec.task in config.tune_tasks and spec.parameter_budget is None:
             cells.setdefault((spec.network.layer, spec.task, spec.network.depth), []).append(spec)
     out = []
     for cell, specs in cells.items():
@@ -555,10 +615,12 @@ _CPU = AccuracyConfig(
 _CPU_FULL = AccuracyConfig(
     # Decisive CPU numbers within about two hours on two cores (the whole `make report
     # PRESET=cpu-full` is timed in docs/performance.md): 5 seeds, every task tuned on the
-    # cpu preset's three learning-rate pairs (grown at an end the same way), twice the steps, ListOps deeper and longer (trees
-    # of depth <= 4, 21-99 tokens, 16000 training examples), MQAR and selective copying;
-    # 360 runs. The full 3 x 3 product of the two grids (lr_pairing=product, 1080 runs) takes
-    # about three times this study's time. Same code, same report.
+    # cpu preset's three learning-rate pairs (grown at an end the same way), twice the steps,
+    # ListOps deeper and longer (trees of depth <= 4, 21-99 tokens, 16000 training examples),
+    # MQAR and selective copying, and ListOps again at a common parameter budget for the
+    # models whose layer is not within it at this width; 390 runs before the grid grows. The
+    # full 3 x 3 product of the two grids (lr_pairing=product) takes about three times this
+    # study's time. Same code, same report.
     models=_MODELS,
     tasks=("digits", "listops", "adding", "ucr", "mqar", "selective_copy"),
     seeds=(0, 1, 2, 3, 4),
@@ -579,6 +641,9 @@ _CPU_FULL = AccuracyConfig(
     recurrent_lr_grid=_RECURRENT_LR_GRID,
     lr_pairing="paired",
     lr_extend=2,
+    # ListOps also at a common parameter budget (the smallest layer at this width), beside
+    # the equal-width table: an accuracy gap at equal width may be a gap in size.
+    match_parameters=("listops",),
     left_out=(
         ("pathfinder", "L = 1024 for the whole tuning grid would add hours on two cores; in "
                        "the gpu preset"),

@@ -39,10 +39,10 @@ import pandas as pd
 
 from ...store import Store
 from .._artifacts import Artifact, Missing, Section, all_missing
-from .._selection import bracketing
+from .._selection import BUDGET, bracketing
 from . import curves, figures, findings, tables
-from ._data import (STUDY, TITLES, Labels, Selection, baselines, bracketing_text, left_out, load,
-                    scale_text, tuning_text)
+from ._data import (STATE, STUDY, TITLES, Labels, Selection, baselines, bracketing_text,
+                    layer_parameters, left_out, load, scale_text, tuning_text)
 from ._statistics import apart, friedman_text, informative, pairs_text, ranks, significance, \
     summarise
 
@@ -97,6 +97,7 @@ def build(store: Store) -> list[Artifact]:
     out += _rank_artifacts(across, scale, tuned_ids)
     out.append(tables.detail_table(recipe_cells, tuned_cells, base, labels,
                                    scale + selection.note, run_ids))
+    out.append(_matched_artifact(store, tuned_cells, labels, scale))
     out.append(figures.by_task_figure(selection.tuned_final, tuned_cells, recipe_cells, base,
                                       labels, tuning + " " + scale, tuned_ids))
     out.append(curves.curves_figure(selection.evals, final, base, labels, scale))
@@ -145,6 +146,25 @@ def _results(selection: Selection, recipe_cells: pd.DataFrame, tuned_cells: pd.D
         out.append(Missing("accuracy_regression", TITLES["accuracy_regression"],
                            "no regression task was run."))
     return out
+
+
+def _matched_artifact(store: Store, width: pd.DataFrame, labels: Labels, scale: str
+                      ) -> Artifact:
+    """The parameter-matched table, or why the store has none."""
+    selection = load(store, "matched")
+    if isinstance(selection, str):
+        return Missing("accuracy_matched", TITLES["accuracy_matched"],
+                       "no run of this preset was sized to a common parameter budget (the "
+                       "study's match_parameters option; the cpu-full preset sizes ListOps "
+                       "so).")
+    tuned = selection.tuned_final
+    cells = summarise(tuned, selection.runs_at("tuned"))
+    sizes = (tuned.assign(layer_params=layer_parameters(tuned), d_state=tuned[STATE],
+                          budget=tuned[BUDGET])
+             .groupby(["task", "model", "depth"], as_index=False)
+             [["d_state", "layer_params", "budget"]].first())
+    return tables.matched_table(cells, sizes, width, labels, scale,
+                                selection.run_ids("tuned"))
 
 
 def _rank_artifacts(across: dict, scale: str, run_ids: tuple[str, ...]) -> list[Artifact]:

@@ -11,17 +11,21 @@ the tasks as papers write them.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ...store import Store
 from ...studies import PRESET_NAMES
+from ...studies import _matched
 from ...studies import accuracy as study
 from .. import _provenance, style
-from .._selection import DEPTH, MODEL, TASK, _keys, _same, _selected, configurations
+from .._selection import (BUDGET, DEPTH, MODEL, TASK, _keys, _same, _selected,
+                          configurations)
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +36,10 @@ STUDY = "accuracy"
 # rows (the study's schema, `study.COLUMNS`).
 WIDTH = "cfg.network.d_model"
 STATE = "cfg.network.d_state"
+LAYER = "cfg.network.layer"
+OPTIONS = "cfg.network.layer_options"
+TASK_COLUMN = "cfg.task"
+DEPTH_COLUMN = "cfg.network.depth"
 BATCH = "cfg.train.batch_size"
 C = study.COLUMNS.names
 KIND = C.kind
@@ -60,6 +68,7 @@ TITLES = {
     "accuracy_ranks": "Average rank across tasks",
     "accuracy_cd": "Critical-difference diagram of the average ranks (Wilcoxon-Holm)",
     "accuracy_detail": "Accuracy, parameters and cost per model and task",
+    "accuracy_matched": "Test metric at a common parameter budget beside equal width",
     "accuracy_by_task": "Test metric by task",
     "accuracy_curves": "Validation metric during training",
     "accuracy_sensitivity": "Validation metric against learning rate",
@@ -170,9 +179,17 @@ class Selection:
         return runs[np.asarray(keep, dtype=bool)] if len(runs) else runs
 
 
-def load(store: Store) -> Selection | str:
-    """The shown runs of ``store``, or why the section has nothing to show."""
-    rows, runs, preset, note = _selected(store)
+def load(store: Store, arm: str = "width") -> Selection | str:
+    """The shown runs of ``store``, or why the section has nothing to show.
+
+    ``arm``: ``"width"``, the runs at equal width; ``"matched"``, the runs sized to a parameter
+    budget (`harness.studies.accuracy.AccuracyConfig.match_parameters`) with, for a model
+    already within the budget at equal width (whose matched runs are its equal-width ones),
+    its equal-width runs.
+    """
+    rows, runs, preset, note = _selected(store, arm)
+    if arm == "matched" and not runs.empty:
+        rows, runs = _with_runs_within_budget(store, rows, runs)
     if runs.empty:
         return ("no runs of the accuracy study in the store "
                 "(make report, or python -m harness report --run).")
@@ -187,13 +204,53 @@ def load(store: Store) -> Selection | str:
                 "(the study and harness/report/accuracy/ disagree on the row format).")
     final = configurations(_keys(final).reset_index(drop=True))
     runs = _keys(runs)
-    pending = _pending(preset, set(store.recorded(STUDY)))
+    pending = _pending(preset, set(store.recorded(STUDY)), arm)
     if not pending.empty:
         runs = pd.concat([runs, pending], ignore_index=True)
     return Selection(rows, final, runs, preset, note)
 
 
-def _pending(preset: str | None, recorded: set[str]) -> pd.DataFrame:
+def layer_parameters(runs: pd.DataFrame) -> pd.Series:
+    """One recurrent layer's trained parameters for each of ``runs`` (from its recorded layer,
+    width, state size and options: `harness.studies._matched.layer_parameters`)."""
+    def count(layer: str, d_model: int, d_state: int, options: Any) -> int:
+        if isinstance(options, str):  # as JSON text, or read back as a list
+            options = json.loads(options)
+        pairs = tuple(tuple(p) for p in options) if isinstance(options, list) else ()
+        return _matched.layer_parameters(layer, int(d_model), int(d_state), pairs)
+
+    return pd.Series([count(*r) for r in runs[[LAYER, WIDTH, STATE, OPTIONS]].itertuples(
+        index=False)], index=runs.index, dtype="Int64")
+
+
+def _with_runs_within_budget(store: Store, rows: pd.DataFrame, runs: pd.DataFrame
+                             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``rows`` and ``runs`` of the matched arm, with the equal-width runs of every (model,
+    task, depth) that has no matched run on a matched task and whose layer is within the
+    task's budget (the grid trains no separate matched run for it)."""
+    width_rows, width_runs, _, _ = _selected(store, "width")
+    key = [TASK_COLUMN, DEPTH_COLUMN]
+    budgets = runs.groupby(key)[BUDGET].first()
+    matched_cells = set(zip(runs[LAYER], runs[TASK_COLUMN], runs[DEPTH_COLUMN]))
+    candidates = width_runs[[(t, d) in budgets.index and (m, t, d) not in matched_cells
+                             for m, t, d in zip(width_runs[LAYER], width_runs[TASK_COLUMN],
+                                                width_runs[DEPTH_COLUMN])]]
+    if candidates.empty:
+        return rows, runs
+    target = np.array([budgets[(t, d)] for t, d in zip(candidates[TASK_COLUMN],
+                                                        candidates[DEPTH_COLUMN])], dtype=float)
+    within = np.abs(layer_parameters(candidates).to_numpy(dtype=float) - target) <= (
+        _matched.TOLERANCE * target)
+    added = candidates[within].assign(**{BUDGET: target[within]})
+    runs = pd.concat([runs, added], ignore_index=True)
+    if not width_rows.empty:
+        extra = width_rows[width_rows["run_id"].isin(set(added["run_id"]))]
+        rows = pd.concat([rows, extra.assign(**{BUDGET: extra["run_id"].map(
+            dict(zip(added["run_id"], added[BUDGET])))})], ignore_index=True)
+    return rows, runs
+
+
+def _pending(preset: str | None, recorded: set[str], arm: str = "width") -> pd.DataFrame:
     """The runs of ``preset``'s grid that the store does not hold yet, with status `NOT_RUN`.
 
     They keep their cells in the tables (counted, shown as a dash), so a model whose runs have
@@ -211,7 +268,7 @@ def _pending(preset: str | None, recorded: set[str]) -> pd.DataFrame:
         records = [
             (grid_study.run_id(s), NOT_RUN, s.network.layer, s.task, int(s.network.depth),
              float(s.train.lr), float(s.train.recurrent_lr), [list(o) for o in s.task_options])
-            for s in specs
+            for s in specs if (s.parameter_budget is not None) == (arm == "matched")
         ]
     except Exception as e:  # the tables still render; only the "not run" counts are lost
         log.warning("the accuracy grid at preset %r cannot be built (%s: %s); runs not yet "

@@ -374,3 +374,66 @@ def versus_published(cells: pd.DataFrame, baselines: dict[str, float], labels: L
         digits=1,
         runs=run_ids,
     )
+
+
+def matched_table(matched: pd.DataFrame, sizes: pd.DataFrame, width: pd.DataFrame,
+                  labels: Labels, scale: str, run_ids: tuple[str, ...]) -> Table:
+    """Per (task, model) of the parameter-matched runs: the state size and layer parameters
+    each was sized to, its tuned test metric, and the same at equal width beside it.
+
+    Arguments:
+        matched, width: `summarise` lines of the tuned configuration of each arm.
+        sizes: per (task, model, depth): ``d_state``, ``layer_params`` and ``budget`` of the
+            matched runs.
+    """
+    keyed_width = width.set_index(["task", "model", "depth"])
+    keyed_sizes = sizes.set_index(["task", "model", "depth"])
+    records, errors = [], []
+    for line in matched.itertuples(index=False):
+        key = (line.task, line.model, line.depth)
+        size = keyed_sizes.loc[key] if key in keyed_sizes.index else None
+        other = keyed_width.loc[key] if key in keyed_width.index else None
+        regression = bool(line.regression)
+        column, se_column = ("loss", "loss_se") if regression else ("test", "test_se")
+        records.append({
+            "Task": labels.task(line.task), "Model": labels(line.model, line.depth),
+            "layer parameters (budget)": (
+                f"{int(size['layer_params'])} ({int(size['budget'])})" if size is not None
+                else "–"),
+            "state size": int(size["d_state"]) if size is not None else math.nan,
+            "test metric, matched": getattr(line, column),
+            "test metric, equal width": other[column] if other is not None else math.nan,
+            "n seeds": int(line.n),
+        })
+        errors.append({"test metric, matched": getattr(line, se_column),
+                       "test metric, equal width": (other[se_column] if other is not None
+                                                    else math.nan)})
+    frame = pd.DataFrame.from_records(records).set_index(["Task", "Model"])
+    se = pd.DataFrame.from_records(errors, index=frame.index)
+    se["layer parameters (budget)"] = math.nan
+    se["state size"] = math.nan
+    se["n seeds"] = math.nan
+    se = se[frame.columns]
+    regression_labels = {labels.task(t) for t in matched.loc[matched["regression"], "task"]}
+    metric_columns = ["test metric, matched", "test metric, equal width"]
+    return Table(
+        name="accuracy_matched",
+        title=TITLES["accuracy_matched"],
+        caption=(
+            "Every model sized to one parameter budget per task (the smallest of the models' "
+            "recurrent layers at equal width, unless the study names another): the width and "
+            "so the rest of the network kept, the state size changed until one recurrent "
+            "layer holds the budget's trained parameters within ±5 % (complex entries count "
+            "two; options that follow the state size, such as RotRNN's heads, follow it); a "
+            "model already within the budget keeps its configuration and its equal-width runs. "
+            "Test metric at each arm's learning rates tuned on validation: accuracy (%) or, "
+            "on a regression task, mean squared error; mean ± standard error over the n "
+            "finished seeds, the equal-width result beside it. " + scale),
+        frame=frame,
+        stderr=se,
+        digits={"state size": 0, "n seeds": 0, **{c: PERCENT_DIGITS for c in metric_columns}},
+        cell_formats=_by_row(frame.index, metric_columns,
+                             [t in regression_labels
+                              for t in frame.index.get_level_values("Task")]),
+        runs=run_ids,
+    )

@@ -1,0 +1,112 @@
+"""Parameter-matched runs: every model of a cell sized to one parameter budget by its state size.
+
+At equal width and state size the layers differ in size (an LRU layer of H = 32, P = 32 holds
+about twice a RotRNN layer's parameters), so an accuracy difference at equal width may be a
+difference of size. A matched run keeps the width (and so the encoder, normalisation, GLU and
+head, which are the same for every model) and changes ``d_state`` until its recurrent layer
+holds the budget's number of trained parameters, within `TOLERANCE`. The budget of a (task,
+depth) is a fixed number, or the smallest (largest) layer among the study's models at equal
+width. Counts are from shapes alone (`harness.programs.parameter_count`: complex entries count
+two), with the options the run ends with, which may derive from ``d_state`` (RotRNN's heads).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import models
+
+from .. import programs
+from ..errors import ConfigError
+
+# How far a matched layer's parameter count may be from the budget, as a fraction of it.
+TOLERANCE = 0.05
+# The budgets a study may name instead of a number of parameters.
+RULES = ("smallest", "largest")
+# How far above the equal-width state size the search looks (a budget of the largest layer
+# may need a few times the state of a small one).
+_SEARCH_FACTOR = 4
+
+
+@functools.cache
+def layer_parameters(model: str, d_model: int, d_state: int,
+                     options: tuple[tuple[str, Any], ...]) -> int:
+    """Trained real numbers of one recurrent layer of ``model`` at these sizes and options."""
+    return programs.parameter_count(model, d_model=d_model, d_state=d_state, options=options)
+
+
+def of_network(network: Any) -> int:
+    """`layer_parameters` of one layer of a resolved `models.network.NetworkConfig`."""
+    return layer_parameters(network.layer, network.d_model, network.d_state,
+                            tuple(network.layer_options))
+
+
+def check_budget(value: Any) -> None:
+    """Refuse a budget that is neither one of `RULES` nor a positive integer."""
+    if value in RULES:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"parameter_budget={value!r} is not accepted; accepted values: "
+                         f"{list(RULES)} or a positive integer (a layer's parameters).")
+
+
+def budget(rule: str | int, counts: Mapping[str, int]) -> int:
+    """The budget of a cell: ``rule`` itself when a number, else the smallest or largest of
+    ``counts`` (each model's layer at equal width)."""
+    if not isinstance(rule, str):
+        return int(rule)
+    return min(counts.values()) if rule == "smallest" else max(counts.values())
+
+
+def matched(at: Callable[[int], Any | None], model: str, d_state: int, target: int,
+            where: str) -> Any:
+    """The run ``at(d)`` (a run spec with ``network``) sized to ``target`` layer parameters:
+    at the equal-width state size ``d_state`` when that is within `TOLERANCE` (the model's own
+    configuration kept), else at the accepted state size closest to ``target`` (``at``
+    returns None for a state size the layer's config refuses); ties go to the smaller state.
+
+    A layer's count grows with its state size, so a binary search over the accepted sizes
+    finds the crossing. Raises `ConfigError` when the closest is more than `TOLERANCE` away.
+    """
+    own = at(d_state)
+    if own is not None and _accepted(own.network) and (
+            abs(of_network(own.network) - target) <= TOLERANCE * target):
+        return own  # already within the budget: the model's own configuration is kept
+    specs = {}
+    for d in range(1, max(_SEARCH_FACTOR * d_state, 64) + 1):
+        spec = at(d)
+        if spec is not None and _accepted(spec.network):
+            specs[d] = spec
+    sizes = sorted(specs)
+    if not sizes:
+        raise ConfigError(f"{where}: no state size is accepted by {model}'s config.")
+
+    def count(d: int) -> int:
+        return of_network(specs[d].network)
+
+    low, high = 0, len(sizes) - 1
+    while low < high:  # the first accepted state size whose count reaches the target
+        mid = (low + high) // 2
+        if count(sizes[mid]) < target:
+            low = mid + 1
+        else:
+            high = mid
+    near = [sizes[i] for i in (low - 1, low) if 0 <= i < len(sizes)]
+    best = min(near, key=lambda d: (abs(count(d) - target), d))
+    if abs(count(best) - target) > TOLERANCE * target:
+        raise ConfigError(
+            f"{where}: {model} cannot be sized to {target} layer parameters within "
+            f"{TOLERANCE:.0%} by its state size (closest: d_state={best}, {count(best)} "
+            "parameters); choose another parameter_budget or width.")
+    return specs[best]
+
+
+def _accepted(network: Any) -> bool:
+    try:
+        models.make_config(network.layer, d_model=network.d_model, d_state=network.d_state,
+                           **dict(network.layer_options))
+    except (ValueError, TypeError):
+        return False
+    return True

@@ -1,0 +1,98 @@
+"""Parameter-matched runs (`AccuracyConfig.match_parameters`): each model's recurrent layer
+sized to the cell's budget within 5 % by its state size, run ids of equal-width runs unchanged,
+the matched runs kept out of every equal-width table and shown in a table of their own."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from harness import config as _config
+from harness.errors import ConfigError
+from harness.report import _provenance
+from harness.report.accuracy import build
+from harness.runner import run_study
+from harness.store import Store
+from harness.studies import _matched
+from harness.studies import accuracy as A
+from models.network import NetworkConfig
+
+
+def _config_matched(**overrides) -> A.AccuracyConfig:
+    # Width 16: at the smoke preset's 8 a state size's step moves a layer by more than 5 %.
+    settings = dict(models=("rotrnn", "lru", "s4d"), seeds=(0, 1),
+                    match_parameters=("digits",),
+                    network=NetworkConfig(depth=1, d_model=16, d_state=16))
+    return dataclasses.replace(A.STUDY.config("smoke"), **{**settings, **overrides})
+
+
+@pytest.mark.parametrize("rule", ["smallest", "largest"])
+def test_every_model_is_sized_to_the_budget_within_five_percent(rule):
+    config = _config_matched(parameter_budget=rule)
+    specs = A.grid(config)
+    width = {s.network.layer: _matched.of_network(s.network) for s in specs
+             if s.parameter_budget is None and s.seed == 0}
+    budget = min(width.values()) if rule == "smallest" else max(width.values())
+    matched = {s.network.layer: s for s in specs if s.parameter_budget is not None
+               and s.seed == 0}
+    for model, count in width.items():
+        if abs(count - budget) <= 0.05 * budget:
+            assert model not in matched  # within the budget already: its width runs serve
+        else:
+            spec = matched[model]
+            assert spec.parameter_budget == budget
+            assert abs(_matched.of_network(spec.network) - budget) <= 0.05 * budget
+            assert spec.network.d_model == config.network.d_model
+            assert spec.network.d_state != config.network.d_state
+    # Every seed of a matched cell, at the same learning rates as its equal-width runs.
+    assert len([s for s in specs if s.parameter_budget is not None]) == 2 * len(matched)
+
+
+def test_equal_width_run_ids_are_those_recorded_before_the_option_existed():
+    # The field is left out of a run's identity at its default: the hash of the dict without it.
+    spec = A.grid(A.STUDY.config("smoke"))[0]
+    tree = _config.to_dict(spec)
+    assert "parameter_budget" not in tree
+    assert A.STUDY.run_id(spec) == _config.config_hash(tree, A.STUDY.name, A.STUDY.version)
+    sized = dataclasses.replace(spec, parameter_budget=1000)
+    assert _config.to_dict(sized)["parameter_budget"] == 1000
+    assert A.STUDY.run_id(sized) != A.STUDY.run_id(spec)
+
+
+def test_a_budget_out_of_reach_or_not_accepted_is_refused():
+    with pytest.raises(ConfigError, match=r"cannot be sized to 10 layer parameters within 5%"):
+        A.grid(_config_matched(parameter_budget=10))
+    with pytest.raises(ValueError, match=r"accepted values: \['smallest', 'largest'\]"):
+        _config_matched(parameter_budget="median")
+    with pytest.raises(ValueError, match="must be distinct members of tasks"):
+        _config_matched(match_parameters=("listops",))
+
+
+def test_matched_runs_have_their_own_table_and_leave_the_others_unchanged(tmp_path):
+    config = _config_matched()
+    store = Store(tmp_path / "matched.sqlite")
+    run_study(A.STUDY, config, store=store, progress=False)
+    matched_ids = [A.STUDY.run_id(s) for s in A.grid(config) if s.parameter_budget is not None]
+    assert matched_ids and all(store.status(i) == "done" for i in matched_ids)
+
+    def tables(of: Store) -> dict:
+        with _provenance.reading(of):
+            return {a.name: a for a in build(of)}
+
+    with_matched = tables(store)
+    table = with_matched["accuracy_matched"].frame
+    models = set(table.index.get_level_values("Model"))
+    assert models == {"RotRNN", "LRU", "S4D"}
+    sizes = [(int(v.split(" ")[0]), int(v.split("(")[1].rstrip(")")))
+             for v in table["layer parameters (budget)"]]
+    budgets = {b for _, b in sizes}
+    assert len(budgets) == 1
+    assert all(abs(count - b) <= 0.05 * b for count, b in sizes)
+    assert table["n seeds"].eq(2).all()
+    # The equal-width tables read only the equal-width runs: the same with the matched deleted.
+    store.delete(matched_ids)
+    without = tables(store)
+    for name in ("accuracy_test", "accuracy_detail", "accuracy_significance"):
+        assert with_matched[name].frame.equals(without[name].frame), name
+    assert with_matched["accuracy_detail"].caption == without["accuracy_detail"].caption
