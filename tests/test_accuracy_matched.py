@@ -90,6 +90,11 @@ def test_matched_runs_have_their_own_table_and_leave_the_others_unchanged(tmp_pa
     assert len(budgets) == 1
     assert all(abs(count - b) <= 0.05 * b for count, b in sizes)
     assert table["n seeds"].eq(2).all()
+    # Its pairs, paired by seed within the matched arm: 3 models, 3 pairs, 2 seeds each.
+    pairs = with_matched["accuracy_matched_significance"].frame
+    assert len(pairs) == 3 and pairs["paired seeds"].eq(2).all()
+    assert with_matched["accuracy_matched_significance"].caption.startswith(
+        "At a common parameter budget")
     # The equal-width tables read only the equal-width runs: the same with the matched deleted.
     store.delete(matched_ids)
     without = tables(store)

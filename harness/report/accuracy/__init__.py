@@ -97,7 +97,7 @@ def build(store: Store) -> list[Artifact]:
     out += _rank_artifacts(across, scale, tuned_ids)
     out.append(tables.detail_table(recipe_cells, tuned_cells, base, labels,
                                    scale + selection.note, run_ids))
-    out.append(_matched_artifact(store, tuned_cells, labels, scale))
+    out += _matched_artifacts(store, tuned_cells, labels, tuning, scale)
     out.append(figures.by_task_figure(selection.tuned_final, tuned_cells, recipe_cells, base,
                                       labels, tuning + " " + scale, tuned_ids))
     out.append(curves.curves_figure(selection.evals, final, base, labels, scale))
@@ -148,23 +148,27 @@ def _results(selection: Selection, recipe_cells: pd.DataFrame, tuned_cells: pd.D
     return out
 
 
-def _matched_artifact(store: Store, width: pd.DataFrame, labels: Labels, scale: str
-                      ) -> Artifact:
-    """The parameter-matched table, or why the store has none."""
+def _matched_artifacts(store: Store, width: pd.DataFrame, labels: Labels, tuning: str,
+                       scale: str) -> list[Artifact]:
+    """The parameter-matched table and its pairwise comparisons, or why the store has none."""
     selection = load(store, "matched")
     if isinstance(selection, str):
-        return Missing("accuracy_matched", TITLES["accuracy_matched"],
-                       "no run of this preset was sized to a common parameter budget (the "
-                       "study's match_parameters option; the cpu-full preset sizes ListOps "
-                       "so).")
+        reason = ("no run of this preset was sized to a common parameter budget (the study's "
+                  "match_parameters option; the cpu-full preset sizes ListOps so).")
+        return [Missing(n, TITLES[n], reason)
+                for n in ("accuracy_matched", "accuracy_matched_significance")]
     tuned = selection.tuned_final
     cells = summarise(tuned, selection.runs_at("tuned"))
     sizes = (tuned.assign(layer_params=layer_parameters(tuned), d_state=tuned[STATE],
                           budget=tuned[BUDGET])
              .groupby(["task", "model", "depth"], as_index=False)
              [["d_state", "layer_params", "budget"]].first())
-    return tables.matched_table(cells, sizes, width, labels, scale,
-                                selection.run_ids("tuned"))
+    ids = selection.run_ids("tuned")
+    arm = ("At a common parameter budget (the runs of the table accuracy_matched, each model "
+           "at its own tuned learning rates in that arm). ")
+    return [tables.matched_table(cells, sizes, width, labels, scale, ids),
+            tables.significance_table(significance(tuned, labels), labels, tuning, scale, ids,
+                                      name="accuracy_matched_significance", arm=arm)]
 
 
 def _rank_artifacts(across: dict, scale: str, run_ids: tuple[str, ...]) -> list[Artifact]:

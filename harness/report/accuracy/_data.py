@@ -69,6 +69,8 @@ TITLES = {
     "accuracy_cd": "Critical-difference diagram of the average ranks (Wilcoxon-Holm)",
     "accuracy_detail": "Accuracy, parameters and cost per model and task",
     "accuracy_matched": "Test metric at a common parameter budget beside equal width",
+    "accuracy_matched_significance": "Pairwise differences between models at a common "
+                                     "parameter budget",
     "accuracy_by_task": "Test metric by task",
     "accuracy_curves": "Validation metric during training",
     "accuracy_sensitivity": "Validation metric against learning rate",

@@ -154,9 +154,10 @@ _DIFFERENCES = ["difference", "95% CI low", "95% CI high", "MDD", "MDD (Holm)", 
 
 
 def significance_table(significance: pd.DataFrame, labels: Labels, tuning: str, scale: str,
-                       run_ids: tuple[str, ...]) -> Artifact:
-    """`harness.report.accuracy._statistics.significance` as a table, one row per pair."""
-    name = "accuracy_significance"
+                       run_ids: tuple[str, ...], name: str = "accuracy_significance",
+                       arm: str = "") -> Artifact:
+    """`harness.report.accuracy._statistics.significance` as a table, one row per pair
+    (``name``; ``arm`` a sentence opening the caption that says which runs it compares)."""
     if significance.empty:
         return Missing(name, TITLES[name], "no task has two models with finished runs.")
     frame = pd.DataFrame({
@@ -179,7 +180,7 @@ def significance_table(significance: pd.DataFrame, labels: Labels, tuning: str, 
     return Table(
         name=name,
         title=TITLES[name],
-        caption=_significance_caption(significance, tuning, scale),
+        caption=arm + _significance_caption(significance, tuning, scale),
         frame=frame,
         digits={**{c: PERCENT_DIGITS for c in _DIFFERENCES}, "d_z": 2, "p": P_FORMAT,
                 "p (Holm)": P_FORMAT},
