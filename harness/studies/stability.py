@@ -185,8 +185,9 @@ class StabilityConfig:
         group_seeds: train the seeds of one trained configuration together as one program
             (`harness.train.train_group`: the same runs and rows up to float round-off);
             false trains every run alone.
-            Off by default: measured at the cpu preset (benchmarks/README.md) the group
-            was slower than the seeds one by one, so the presets keep separate runs.
+            Off by default: measured at the cpu preset in two workers (benchmarks/README.md)
+            groups were no faster than the seeds one by one, so the presets keep separate
+            runs.
         probe_length: the long probe's shortest sequence: the task's generator draws
             sequences of ``probe_length`` to ``2 * probe_length`` steps by its own rules
             (`tasks.lengthened`; ListOps by LRA's rules), long against the layers' memory so
