@@ -247,9 +247,8 @@ def enable_compilation_cache() -> str | None:
 
     Compiling dominates short CPU runs; a rerun, a resumed grid or a Ray worker then loads
     the programs instead. Every program is kept, however quickly it compiled: building a layer
-    runs dozens of eager operations, each its own program of about 0.1-0.2 s to compile, which
-    every new worker process would compile again (JAX keeps only those over a second by
-    default). An empty ``LINRNN_JAX_CACHE`` switches this off. Returns the directory used, or
+    runs dozens of eager operations, each its own small program, which every new worker
+    process would compile again (JAX keeps only those that took over a second by default). An empty ``LINRNN_JAX_CACHE`` switches this off. Returns the directory used, or
     None.
     """
     cache = os.environ.get(JAX_CACHE_ENV, str(_DEFAULT_JAX_CACHE))
