@@ -15,9 +15,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # threshold (at most 32 MiB) with a fresh mmap, and a worker thread's own arena gives a large
 # freed block back to the system, so every call of a program whose temporaries pass that
 # threshold page-faults all of them in again (measured: benchmarks/README.md, "Seed groups").
-# One arena with high mmap and trim
-# thresholds reuses the block instead; it must be set before the threads allocate. The
-# Makefile's GLIBC_TUNABLES do the same for `make`'s processes; where they are set, they stand.
+# One arena with high mmap and trim thresholds reuses the block instead; it must be set before
+# the threads allocate. The Makefile's GLIBC_TUNABLES do the same for `make`'s processes;
+# where they are set, they stand.
 from . import _malloc  # noqa: E402
 
 _malloc.keep_freed_memory()
