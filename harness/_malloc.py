@@ -13,6 +13,9 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
 # compiled program's temporaries up to this size are reused from call to call.
 KEEP_BYTES = 256 * 2**20
 ENV = "LINRNN_KEEP_FREED_MEMORY"
+# What `keep_freed_memory` set in this process ("" when it set nothing): every run's
+# provenance records it (``malloc``), beside the environment's GLIBC_TUNABLES.
+applied = ""
 
 
 def keep_freed_memory(keep_bytes: int = KEEP_BYTES) -> bool:
@@ -33,4 +36,8 @@ def keep_freed_memory(keep_bytes: int = KEEP_BYTES) -> bool:
     except (OSError, AttributeError, TypeError):
         return False
     settings = ((M_ARENA_MAX, 1), (M_MMAP_THRESHOLD, keep_bytes), (M_TRIM_THRESHOLD, keep_bytes))
-    return all(mallopt(param, value) == 1 for param, value in settings)
+    if not all(mallopt(param, value) == 1 for param, value in settings):
+        return False
+    global applied
+    applied = f"mallopt arena_max=1:mmap_threshold={keep_bytes}:trim_threshold={keep_bytes}"
+    return True

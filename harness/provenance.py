@@ -10,6 +10,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from . import _malloc
 from .measure.processes import command_output
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +47,7 @@ def _static() -> dict[str, Any]:
         "machine": platform.machine(),
         "processor": platform.processor() or None,
         "settings": {name: os.environ.get(name, "") for name in SETTINGS},
+        "malloc": _malloc.applied,  # set in this process by harness/_malloc.py, or ""
     }
 
 

@@ -32,9 +32,12 @@ def _glibc() -> bool:
 def test_importing_harness_applies_the_settings_in_a_fresh_process():
     # A fresh process without GLIBC_TUNABLES (as outside `make`): importing harness works with
     # the settings applied, and glibc accepts every value (a refused mallopt returns False).
-    code = "import harness, harness._malloc as m; print(m.keep_freed_memory())"
+    code = ("import harness, harness._malloc as m, harness.provenance as p; "
+            "print(m.keep_freed_memory()); print(p.provenance()['malloc'])")
     env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
     env.pop(_malloc.ENV, None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True)
-    assert out.stdout.strip() == "True"
+    applied, recorded = out.stdout.strip().splitlines()
+    assert applied == "True"
+    assert recorded.startswith("mallopt arena_max=1")  # every run's provenance says so
