@@ -445,26 +445,54 @@ def _list_studies() -> None:
 
 def _cmd_train(args) -> int:
     from .runner import run_study
-    from .settings import COMMAND_LINE
-    from .studies.accuracy import STUDY, Recipe
+    from .studies.accuracy import STUDY
 
     items = _config.parse_overrides(args.overrides)
     request = {k: items.pop(k) for k in _TRAIN_KEYS if k in items}
     preset = _one_preset(args.preset, request.get("preset")) or "cpu"
     _check_preset(preset)
+    seeds = _train_seeds(request)
+    model = _train_model(request.get("model"), items.pop("network.layer", None))
+    extra, rest = _train_recipe_items(items)
+    base = STUDY.config(preset, rest)  # validates the network.* and train.* keys
+    model, task = model or base.models[0], request.get("task", base.tasks[0])
+    _note_replaced(base.recipes, {**rest, **dict(extra)}, model, task, preset)
+    config = _train_config(base, model, task, seeds, extra, rest)
+    study = dataclasses.replace(STUDY, name="train")
+    specs = _grid(study, config)
+    if args.explain:
+        _explain(config, model, task, preset, seeds)
+        return 0
+    store = _prepare(args.store)
+    summary = run_study(study, config, store=store, fresh=args.fresh)
+    _print_summary(summary)
+    return _runs_failed(_print_train_runs(store, study, specs), args.store)
+
+
+def _train_seeds(request: dict[str, str]) -> tuple[int, ...]:
+    """The seeds of ``train``'s ``seed=N`` or ``seeds=N,M,...`` (0 when neither is given),
+    each checked. Several seeds train together as one program (a seed group), one run each."""
     if "seed" in request and "seeds" in request:
         raise UsageError("train takes seed=N or seeds=N,M,... (trained together), not both.")
-    # Several seeds train together as one program (a seed group), one run each.
     key = "seeds" if "seeds" in request else "seed"
     seeds = _config.parse_value(request.get(key, "0"), tuple[int, ...] if key == "seeds" else int,
                                 f"train.{key}")
     seeds = seeds if key == "seeds" else (seeds,)
     for seed in seeds:
         _config.check_seed(seed, f"train.{key}")
-    model = _train_model(request.get("model"), items.pop("network.layer", None))
-    # task.* and layer.* keys (network.layer.<option> and network.layer_options are the layer's
-    # options too) become a recipe for this one run, parsed by the task's and the layer's config
-    # classes once the model is known; the rest are config keys.
+    return seeds
+
+
+def _train_recipe_items(items: dict[str, str]
+                        ) -> tuple[tuple[tuple[str, str], ...], dict[str, str]]:
+    """``train``'s remaining ``key=value`` items split into the ``task.*`` and ``layer.*``
+    pairs and the config keys (``network.*``, ``train.*``); any other key is a `UsageError`
+    listing the accepted ones.
+
+    The task's and layer's pairs (``network.layer.<option>`` and ``network.layer_options`` are
+    the layer's options too) become a recipe for this one run, parsed by the task's and the
+    layer's config classes once the model is known.
+    """
     layer = _train_layer_options(items)
     extra = tuple((k, v) for k, v in items.items() if k.startswith("task.")) + tuple(
         (f"layer.{k}", v) for k, v in layer.items())
@@ -475,19 +503,31 @@ def _cmd_train(args) -> int:
             f"Unknown key(s) {unknown} for train; accepted: {', '.join(_TRAIN_KEYS)}, "
             "network.<field>, train.<field>, task.<option>, layer.<option>."
         )
-    base = STUDY.config(preset, rest)  # validates the network.* and train.* keys
-    model, task = model or base.models[0], request.get("task", base.tasks[0])
-    # The user's network.* and train.* keys also join the command line's recipe, which applies
-    # last: an explicit override wins over the preset's per-task recipes (the cpu preset's
-    # ListOps steps), as the documented order of settings says.
-    given = {**rest, **dict(extra)}
-    for recipe in base.recipes:
+    return extra, rest
+
+
+def _note_replaced(recipes, given: dict[str, str], model: str, task: str, preset: str) -> None:
+    """Print a note for each of the preset's recipes for this run whose setting a command-line
+    key in ``given`` replaces: the command line's recipe applies last, so an explicit override
+    wins over the preset's per-task recipes (the cpu preset's ListOps steps), as the
+    documented order of settings says."""
+    for recipe in recipes:
         replaced = sorted({k for k, _ in recipe.overrides} & set(given))
         if replaced and recipe.applies(model, task):
             print(f"note: {', '.join(f'{k}={given[k]}' for k in replaced)} from the command line "
                   f"replace(s) the {preset} preset's setting for {task} ({recipe.source}).")
+
+
+def _train_config(base, model: str, task: str, seeds: tuple[int, ...],
+                  extra: tuple[tuple[str, str], ...], rest: dict[str, str]):
+    """The accuracy study's config for ``train``'s one run: ``base`` narrowed to ``model``,
+    ``task`` and ``seeds`` (trained as one group), no depth sweep or tuning grid, and the
+    command line's items as the last recipe. A bad value is a `UsageError`."""
+    from .settings import COMMAND_LINE
+    from .studies.accuracy import Recipe
+
     try:
-        config = dataclasses.replace(
+        return dataclasses.replace(
             base,
             models=(model,),
             tasks=(task,),
@@ -500,14 +540,11 @@ def _cmd_train(args) -> int:
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
-    study = dataclasses.replace(STUDY, name="train")
-    specs = _grid(study, config)
-    if args.explain:
-        _explain(config, model, task, preset, seeds)
-        return 0
-    store = _prepare(args.store)
-    summary = run_study(study, config, store=store, fresh=args.fresh)
-    _print_summary(summary)
+
+
+def _print_train_runs(store, study, specs) -> int:
+    """Print each of ``train``'s runs: its status, its stored rows and, unless done, its
+    error's first line. Returns how many failed."""
     failed = 0
     every = store.read("train", statuses=("done", "diverged", "failed"))
     for spec in specs:
@@ -523,7 +560,8 @@ def _cmd_train(args) -> int:
             error = store.runs("train").set_index("run_id").loc[run_id, "error"]
             print(f"{status}: {str(error).splitlines()[0] if error else ''}")
         failed += status == "failed"
-    return _runs_failed(failed, args.store)
+    return failed
+
 
 def _explain(config, model: str, task: str, preset: str, seeds: tuple[int, ...]) -> None:
     """Print each effective option of the run ``train`` would make, with its source."""

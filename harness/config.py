@@ -83,10 +83,25 @@ def replace(config: T, overrides: Mapping[str, Any], *, what: str | None = None)
     """
     cls = type(config)
     what = what or cls.__name__
+    direct, nested, texts = _sort_overrides(cls, overrides, what)
+    _set_options_texts(config, direct, texts, what)
+    _set_nested(config, direct, nested, what)
+    try:
+        return dataclasses.replace(config, **direct)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"Invalid {what}: {e}") from None
+
+
+def _sort_overrides(cls: type, overrides: Mapping[str, Any], what: str
+                    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, str]]:
+    """``overrides`` of a ``cls`` config sorted by how they are applied: ``direct``, fields
+    parsed by their annotation now; ``nested``, ``{field: {rest: value}}`` for dotted keys; and
+    ``texts``, the text of an option group's options field (``layer_options=r_min=0.5``),
+    parsed once the group's class is known. An unknown field is an error listing the accepted
+    ones."""
     hints = typing.get_type_hints(cls)
     names = field_names(cls)
-    groups = getattr(cls, "OPTION_GROUPS", {})
-    stores = {group[0]: head for head, group in groups.items()}
+    stores = {group[0] for group in getattr(cls, "OPTION_GROUPS", {}).values()}
     direct: dict[str, Any] = {}
     nested: dict[str, dict[str, Any]] = {}
     texts: dict[str, str] = {}
@@ -102,27 +117,48 @@ def replace(config: T, overrides: Mapping[str, Any], *, what: str | None = None)
             texts[head] = value  # parsed below, once the group's class is known
         else:
             direct[head] = parse_value(value, hints[head], f"{what}.{head}")
+    return direct, nested, texts
 
-    def group_class(head: str) -> type:
-        current = direct.get(head, getattr(config, head))
-        try:
-            return getattr(cls, groups[head][1])(current)
-        except (KeyError, TypeError, ValueError) as e:
-            raise ConfigError(f"{what}.{head}={current!r}: {e}") from None
 
+def _group_class(config: Any, head: str, direct: Mapping[str, Any], what: str) -> type:
+    """The typed config class that option group ``head``'s value names (the overridden value
+    in ``direct``, else ``config``'s), or a `ConfigError` saying why there is none."""
+    cls = type(config)
+    current = direct.get(head, getattr(config, head))
+    try:
+        return getattr(cls, cls.OPTION_GROUPS[head][1])(current)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ConfigError(f"{what}.{head}={current!r}: {e}") from None
+
+
+def _set_options_texts(config: Any, direct: dict[str, Any], texts: Mapping[str, str],
+                       what: str) -> None:
+    """Parse each options field's text (``layer_options=r_min=0.5``) by its group's class and
+    set it in ``direct`` as sorted ``(name, value)`` pairs."""
+    groups = getattr(type(config), "OPTION_GROUPS", {})
+    stores = {group[0]: head for head, group in groups.items()}
     for store, text in texts.items():
         pairs = parse_pairs(text, f"{what}.{store}")
         head = stores[store]
-        parsed = parse_fields(group_class(head), pairs, f"{what}.{head}", reserved=groups[head][2])
+        parsed = parse_fields(_group_class(config, head, direct, what), pairs, f"{what}.{head}",
+                              reserved=groups[head][2])
         direct[store] = tuple(sorted(parsed.items()))
+
+
+def _set_nested(config: Any, direct: dict[str, Any], nested: Mapping[str, dict[str, Any]],
+                what: str) -> None:
+    """Apply the dotted keys (``nested``: ``{field: {rest: value}}``) into ``direct``: a nested
+    config field is replaced recursively; an option group's (``layer.r_min=0.5``) is merged
+    into the options field it belongs to. A dotted key on any other field is an error."""
+    groups = getattr(type(config), "OPTION_GROUPS", {})
     for head, sub in nested.items():
         current = direct.get(head, getattr(config, head))
         if head in groups:
             # ``layer.r_min=0.5``: a field of the typed config that ``head``'s value names,
             # parsed by that field's annotation and kept in the options field it belongs to.
             store = groups[head][0]
-            parsed = parse_fields(group_class(head), sub, f"{what}.{head}",
-                                  reserved=groups[head][2])
+            parsed = parse_fields(_group_class(config, head, direct, what), sub,
+                                  f"{what}.{head}", reserved=groups[head][2])
             merged = dict(direct.get(store, getattr(config, store)))
             merged.update(parsed)
             direct[store] = tuple(sorted(merged.items()))
@@ -130,10 +166,6 @@ def replace(config: T, overrides: Mapping[str, Any], *, what: str | None = None)
         if not dataclasses.is_dataclass(current):
             raise ConfigError(f"{what}.{head} is not a nested config; cannot set {sorted(sub)}.")
         direct[head] = replace(current, sub, what=f"{what}.{head}")
-    try:
-        return dataclasses.replace(config, **direct)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"Invalid {what}: {e}") from None
 
 
 def parse_pairs(text: Any, where: str) -> dict[str, str]:
@@ -187,56 +219,17 @@ def parse_value(value: Any, annotation: Any, where: str) -> Any:
     if annotation is Any:
         return value
     if origin is Literal:
-        if isinstance(value, str):
-            for a in args:
-                if str(a) == value:
-                    return a
-        elif value in args:
-            return value
-        raise ConfigError(f"{where}={value!r} is not accepted; accepted values: {list(args)}.")
+        return _parse_choice(value, args, where)
     if origin in (typing.Union, types.UnionType):
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-            if type(None) in args:
-                return None
-        errors = []
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return parse_value(value, a, where)
-            except ConfigError as e:
-                errors.append(str(e))
-        raise ConfigError(f"{where}={value!r} matches none of {annotation}: {'; '.join(errors)}")
+        return _parse_union(value, annotation, where)
     if origin is tuple:
-        if args == (str, Any) and isinstance(value, str) and "=" in value:
-            # An option pair from the command line, "name=value" (as in layer_options).
-            name, _, text = value.partition("=")
-            return (name.strip(), parse_literal(text.strip()))
-        items = _split_list(value)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(parse_value(v, args[0], where) for v in items)
-        if len(items) != len(args):
-            raise ConfigError(f"{where} needs {len(args)} values, got {len(items)}: {value!r}.")
-        return tuple(parse_value(v, a, where) for v, a in zip(items, args))
+        return _parse_tuple(value, args, where)
     if annotation is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
-            return True
-        if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
-            return False
-        raise ConfigError(f"{where}={value!r} is not a boolean; use true or false.")
+        return _parse_bool(value, where)
     if annotation is int:
         return _parse_int(value, where)
     if annotation is float:
-        try:
-            if isinstance(value, bool):
-                raise TypeError
-            return float(value)
-        except (TypeError, ValueError, OverflowError):
-            raise ConfigError(
-                f"{where}={value!r} is not a number; accepted: a number, e.g. 0.001 or 1e-3."
-            ) from None
+        return _parse_float(value, where)
     if annotation is str:
         return str(value)
     if dataclasses.is_dataclass(annotation) and isinstance(value, annotation):
@@ -244,6 +237,74 @@ def parse_value(value: Any, annotation: Any, where: str) -> Any:
     if isinstance(annotation, type) and isinstance(value, annotation):
         return value
     raise ConfigError(f"{where}: cannot parse {value!r} as {annotation}.")
+
+
+def _parse_choice(value: Any, choices: tuple[Any, ...], where: str) -> Any:
+    """The member of a `Literal`'s ``choices`` that ``value`` is (or, as text, spells)."""
+    if isinstance(value, str):
+        for a in choices:
+            if str(a) == value:
+                return a
+    elif value in choices:
+        return value
+    raise ConfigError(f"{where}={value!r} is not accepted; accepted values: {list(choices)}.")
+
+
+def _parse_union(value: Any, annotation: Any, where: str) -> Any:
+    """``value`` as the first member of the union ``annotation`` that parses it; ``None`` (or
+    the text none/null) where the union holds None. The error lists every member's."""
+    args = get_args(annotation)
+    if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+        if type(None) in args:
+            return None
+    errors = []
+    for a in args:
+        if a is type(None):
+            continue
+        try:
+            return parse_value(value, a, where)
+        except ConfigError as e:
+            errors.append(str(e))
+    raise ConfigError(f"{where}={value!r} matches none of {annotation}: {'; '.join(errors)}")
+
+
+def _parse_tuple(value: Any, args: tuple[Any, ...], where: str) -> tuple[Any, ...]:
+    """``value`` (a comma-separated text or a sequence) as a tuple of ``args``' types: any
+    length for ``tuple[X, ...]``, else exactly one item per type. A command line's option pair
+    ``"name=value"`` for ``tuple[str, Any]`` keeps its value's literal type."""
+    if args == (str, Any) and isinstance(value, str) and "=" in value:
+        # An option pair from the command line, "name=value" (as in layer_options).
+        name, _, text = value.partition("=")
+        return (name.strip(), parse_literal(text.strip()))
+    items = _split_list(value)
+    if len(args) == 2 and args[1] is Ellipsis:
+        return tuple(parse_value(v, args[0], where) for v in items)
+    if len(items) != len(args):
+        raise ConfigError(f"{where} needs {len(args)} values, got {len(items)}: {value!r}.")
+    return tuple(parse_value(v, a, where) for v, a in zip(items, args))
+
+
+def _parse_bool(value: Any, where: str) -> bool:
+    """A bool, or its text (true/1/yes/on, false/0/no/off, any case)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
+        return True
+    if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
+        return False
+    raise ConfigError(f"{where}={value!r} is not a boolean; use true or false.")
+
+
+def _parse_float(value: Any, where: str) -> float:
+    """A float from a number or its text; a bool is refused (True is not 1.0 here)."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(
+            f"{where}={value!r} is not a number; accepted: a number, e.g. 0.001 or 1e-3."
+        ) from None
 
 
 # An integer written out in digits ("12", "-3", "+7", "1_000"): parsed exactly, at any size.

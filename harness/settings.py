@@ -202,41 +202,14 @@ def resolve(
         sources["network.depth"] = "the study's depths"
     task_options = tasks.preset_options(task, task_preset)
     sources.update({f"task.{k}": f"the task's {task_preset} preset" for k in task_options})
-    prescribed = models.task_options(model, task, task_preset)
-    registration = f"the {model} registration for {task} at {task_preset}"
-    reasons = [e.source for e in models.info(model).task_options
-               if e.applies(task, task_preset) and e.source]
-    if reasons:
-        registration += f" ({'; '.join(reasons)})"
-    if "d_state" in prescribed:
-        net["d_state"] = prescribed.pop("d_state")
-        sources["network.d_state"] = registration
-    layer = dict(prescribed)
-    sources.update({f"layer.{k}": registration for k in prescribed})
+    layer = _registration_options(model, task, task_preset, net, sources)
     for key, value in layer_options:
         layer[key] = value
         sources[f"layer.{key}"] = "the study's layer options"
-    for recipe in recipes:
-        if not recipe.applies(model, task):
-            continue
-        for key, value in recipe.overrides:
-            head, _, rest = key.partition(".")
-            if head == "layer" and not recipe.sets_layer(model, rest):
-                continue
-            {"network": net, "train": training, "task": task_options, "layer": layer}[head][
-                rest] = value
-            sources[key] = recipe.label()
-    width = models.info(model).width_options
-    if width:
-        # Options the registration derives from the width and state size the run ends with
-        # (a recipe or the user may set them), below every option set explicitly.
-        sizes = _config.replace(network, {k: net[k] for k in NETWORK_FIELDS if k in net},
-                                what=f"{where} network")
-        derived = width(sizes.d_model, sizes.d_state)
-        label = (f"the {model} registration's width options (d_model={sizes.d_model}, "
-                 f"d_state={sizes.d_state})")
-        sources.update({f"layer.{k}": label for k in derived if k not in layer})
-        layer = {**derived, **layer}
+    _apply_recipes(recipes, model, task,
+                   {"network": net, "train": training, "task": task_options, "layer": layer},
+                   sources)
+    layer = _with_width_options(model, network, net, layer, sources, where)
     layer = _config.parse_fields(
         models.config_class(model), layer, f"{where} layer", reserved=NETWORK_FIELDS)
     task_options = _config.parse_fields(tasks.config_class(task), task_options, f"{where} task")
@@ -249,6 +222,59 @@ def resolve(
         raise _config.ConfigError(f"{where}: {e}") from None
     return Resolved(model, task, resolved_network, resolved_train,
                     tuple(sorted(task_options.items())), sources)
+
+
+def _registration_options(model: str, task: str, task_preset: str, net: dict[str, Any],
+                          sources: dict[str, str]) -> dict[str, Any]:
+    """Source 4: the layer options ``model``'s registration prescribes for ``task`` at
+    ``task_preset`` (a prescribed ``d_state`` goes into ``net``, the network's fields), each
+    recorded in ``sources`` as the registration's, with the reasons it gives."""
+    prescribed = models.task_options(model, task, task_preset)
+    registration = f"the {model} registration for {task} at {task_preset}"
+    reasons = [e.source for e in models.info(model).task_options
+               if e.applies(task, task_preset) and e.source]
+    if reasons:
+        registration += f" ({'; '.join(reasons)})"
+    if "d_state" in prescribed:
+        net["d_state"] = prescribed.pop("d_state")
+        sources["network.d_state"] = registration
+    sources.update({f"layer.{k}": registration for k in prescribed})
+    return dict(prescribed)
+
+
+def _apply_recipes(recipes: Iterable[Recipe], model: str, task: str,
+                   parts: dict[str, dict[str, Any]], sources: dict[str, str]) -> None:
+    """Source 6: each recipe that applies to (``model``, ``task``), in order, sets its values
+    into ``parts`` (``network``, ``train``, ``task``, ``layer``: the options gathered so far,
+    by the key's prefix) and records itself in ``sources``; a recipe for every model skips a
+    layer option the model lacks (`Recipe.sets_layer`)."""
+    for recipe in recipes:
+        if not recipe.applies(model, task):
+            continue
+        for key, value in recipe.overrides:
+            head, _, rest = key.partition(".")
+            if head == "layer" and not recipe.sets_layer(model, rest):
+                continue
+            parts[head][rest] = value
+            sources[key] = recipe.label()
+
+
+def _with_width_options(model: str, network: NetworkConfig, net: dict[str, Any],
+                        layer: dict[str, Any], sources: dict[str, str],
+                        where: str) -> dict[str, Any]:
+    """``layer`` beneath the options ``model``'s registration derives from the width and state
+    size the run ends with (``network`` with ``net``'s fields; a recipe or the user may set
+    them): a derived option fills only what no source set, and is recorded in ``sources``."""
+    width = models.info(model).width_options
+    if not width:
+        return layer
+    sizes = _config.replace(network, {k: net[k] for k in NETWORK_FIELDS if k in net},
+                            what=f"{where} network")
+    derived = width(sizes.d_model, sizes.d_state)
+    label = (f"the {model} registration's width options (d_model={sizes.d_model}, "
+             f"d_state={sizes.d_state})")
+    sources.update({f"layer.{k}": label for k in derived if k not in layer})
+    return {**derived, **layer}
 
 
 def explain_text(resolved: Resolved) -> str:

@@ -135,28 +135,7 @@ def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str
         tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp",
                                     dir=out_dir.parent))
         try:
-            tmp.chmod(0o755)
-            # The marker goes in first, so that a render killed half-way leaves a folder the
-            # next render recognises as its own and removes.
-            _write_manifest(tmp, [])
-            (tmp / "tables").mkdir()
-            (tmp / "figures").mkdir()
-            with _writers.FigureWriters(workers) as writers:
-                # Each section's figures are sent to the writers as soon as it is built, so
-                # that they are drawn while the next sections are computed.
-                figures: dict[str, Callable[[], list[Path]]] = {}
-
-                def send(section: _Section) -> None:
-                    for artifact in section.artifacts:
-                        if isinstance(artifact, Figure) and (not only or artifact.name in only):
-                            figures[artifact.name] = writers.submit(artifact, tmp / "figures")
-
-                # A grid that reads the store (the stability study's) is built from this one.
-                with _provenance.reading(store):
-                    sections = _sections(store, send)
-                    if only:
-                        _check_only(sections, only)
-                    files, failures = _write(store, sections, tmp, figures, only)
+            sections, files, failures = _render_into(store, tmp, workers, only)
             _commit(tmp, out_dir, owned, files, keep=bool(only))
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -170,6 +149,36 @@ def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str
     if failures:
         raise ReportIncomplete(written, failures)
     return written
+
+
+def _render_into(store: Store, tmp: Path, workers: int, only: Sequence[str]
+                 ) -> tuple[list[_Section], list[str], dict[str, str]]:
+    """Draw the report (or the ``only`` artifacts) into the fresh folder ``tmp``, beside the
+    report folder it will replace. Returns the sections, the files written (relative to
+    ``tmp``) and, per artifact that failed to write, why (as `_write`)."""
+    tmp.chmod(0o755)
+    # The marker goes in first, so that a render killed half-way leaves a folder the
+    # next render recognises as its own and removes.
+    _write_manifest(tmp, [])
+    (tmp / "tables").mkdir()
+    (tmp / "figures").mkdir()
+    with _writers.FigureWriters(workers) as writers:
+        # Each section's figures are sent to the writers as soon as it is built, so
+        # that they are drawn while the next sections are computed.
+        figures: dict[str, Callable[[], list[Path]]] = {}
+
+        def send(section: _Section) -> None:
+            for artifact in section.artifacts:
+                if isinstance(artifact, Figure) and (not only or artifact.name in only):
+                    figures[artifact.name] = writers.submit(artifact, tmp / "figures")
+
+        # A grid that reads the store (the stability study's) is built from this one.
+        with _provenance.reading(store):
+            sections = _sections(store, send)
+            if only:
+                _check_only(sections, only)
+            files, failures = _write(store, sections, tmp, figures, only)
+    return sections, files, failures
 
 
 # ---------------------------------------------------------------------------------------------
@@ -325,41 +334,8 @@ def _write(store: Store, sections: Sequence[_Section], root: Path,
         for artifact in section.artifacts:
             if only and artifact.name not in only:
                 continue
-            record: dict[str, Any] = {
-                "section": section.key,
-                "kind": type(artifact).__name__.lower(),
-                "title": artifact.title,
-            }
-            if isinstance(artifact, Missing):
-                record["reason"] = artifact.reason
-                records[artifact.name] = record
-                continue
-            if isinstance(artifact, Finding):
-                record["lines"] = list(artifact.lines)
-                record["provenance"] = _artifact_provenance(store, section, artifact)
-                records[artifact.name] = record
-                continue
-            try:
-                if isinstance(artifact, Table):
-                    paths = _writers.write_table(artifact, root / "tables")
-                else:
-                    paths = figures[artifact.name]()
-            except Exception as e:  # stated in the index as not produced
-                log.exception("writing %s", artifact.name)
-                failures[artifact.name] = f"writing it failed: {type(e).__name__}: {e}"
-                for stale in root.glob(f"*/{artifact.name}.*"):
-                    stale.unlink()
-                record["reason"] = failures[artifact.name]
-                records[artifact.name] = record
-                continue
-            rel = [p.relative_to(root).as_posix() for p in paths]
-            written[artifact.name] = rel
-            record["caption"] = artifact.caption
-            record["files"] = {r: _sha256(root / r) for r in rel}
-            record["provenance"] = _artifact_provenance(store, section, artifact)
-            if section.provenance is not None:
-                record["run_ids"] = _run_hashes(store, section.key, artifact.runs)
-            records[artifact.name] = record
+            records[artifact.name] = _write_artifact(store, section, artifact, root, figures,
+                                                     written, failures)
     if only:
         failed = [name for name in only if name in failures]
         if failed:
@@ -377,6 +353,51 @@ def _write(store: Store, sections: Sequence[_Section], root: Path,
     (root / "README.md").write_text(README_TEXT, encoding="utf-8", newline="\n")
     files = [p.relative_to(root) for p in root.rglob("*") if p.is_file()]
     return sorted(f.as_posix() for f in files), failures
+
+
+def _write_artifact(store: Store, section: _Section, artifact: Artifact, root: Path,
+                    figures: Mapping[str, Callable[[], list[Path]]],
+                    written: dict[str, list[str]], failures: dict[str, str]) -> dict[str, Any]:
+    """Write ``artifact``'s files (a table here; a figure by waiting for its writer) and return
+    its provenance.json record.
+
+    A `Missing` or a `Finding` has no files: its record carries its reason or its lines. A
+    table or figure that fails to write is recorded with the reason, in ``failures`` too, and
+    any file of it already written is removed (a half-written artifact is not kept); one
+    written adds its relative paths to ``written``.
+    """
+    record: dict[str, Any] = {
+        "section": section.key,
+        "kind": type(artifact).__name__.lower(),
+        "title": artifact.title,
+    }
+    if isinstance(artifact, Missing):
+        record["reason"] = artifact.reason
+        return record
+    if isinstance(artifact, Finding):
+        record["lines"] = list(artifact.lines)
+        record["provenance"] = _artifact_provenance(store, section, artifact)
+        return record
+    try:
+        if isinstance(artifact, Table):
+            paths = _writers.write_table(artifact, root / "tables")
+        else:
+            paths = figures[artifact.name]()
+    except Exception as e:  # stated in the index as not produced
+        log.exception("writing %s", artifact.name)
+        failures[artifact.name] = f"writing it failed: {type(e).__name__}: {e}"
+        for stale in root.glob(f"*/{artifact.name}.*"):
+            stale.unlink()
+        record["reason"] = failures[artifact.name]
+        return record
+    rel = [p.relative_to(root).as_posix() for p in paths]
+    written[artifact.name] = rel
+    record["caption"] = artifact.caption
+    record["files"] = {r: _sha256(root / r) for r in rel}
+    record["provenance"] = _artifact_provenance(store, section, artifact)
+    if section.provenance is not None:
+        record["run_ids"] = _run_hashes(store, section.key, artifact.runs)
+    return record
 
 
 def _artifact_provenance(

@@ -85,7 +85,71 @@ def _smallest_batch(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame[C.batch] == frame[C.batch].min()]
 
 
+def _blank_models(frame: pd.DataFrame, column: str) -> list[str]:
+    """The models without a single finite ``column`` value (no roofline count: no discrete
+    system): drawn nowhere and named in the caption with the reason, not listed in a legend
+    without a point."""
+    return [m for m in _order(frame)
+            if not pd.to_numeric(frame.loc[frame[C.model] == m, column], errors="coerce")
+            .replace([float("inf"), -float("inf")], float("nan")).notna().any()]
+
+
+def _panel(ax, rows: pd.DataFrame, mode: str, size: str, column: str,
+           label: str) -> list[pd.DataFrame]:
+    """One panel (one mode and size): ``column`` against L per model on log-log axes, at the
+    smallest batch; for tokens per second, a band between the times' quartiles. Returns the
+    plotted numbers, one frame per model."""
+    data: list[pd.DataFrame] = []
+    rows = _smallest_batch(rows)
+    for model in _order(rows):
+        r = rows[rows[C.model] == model].sort_values(C.seq_len)
+        drawn = pd.DataFrame({
+            "mode": MODE_LABELS[mode], "size": size, "model": style.model_label(model),
+            "batch": r[C.batch].to_numpy(), "seq_len": r[C.seq_len].to_numpy(),
+            column: pd.to_numeric(r[column], errors="coerce").to_numpy(dtype=float)})
+        if column == C.tokens_per_s:
+            # The quartiles of the times, as a band of tokens/s.
+            tokens = r[C.batch] * r[C.seq_len]
+            drawn["tokens_per_s_at_q75_time"] = (tokens / r[C.time_q75_s]).to_numpy()
+            drawn["tokens_per_s_at_q25_time"] = (tokens / r[C.time_q25_s]).to_numpy()
+        data.append(drawn)
+        ax.plot(drawn["seq_len"], drawn[column], color=style.model_colour(model),
+                marker=style.model_marker(model), label=style.model_label(model))
+        if column == C.tokens_per_s:
+            ax.fill_between(drawn["seq_len"], drawn["tokens_per_s_at_q75_time"],
+                            drawn["tokens_per_s_at_q25_time"],
+                            color=style.model_colour(model), alpha=0.15, linewidth=0)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    style.plain_log_ticks(ax, "x")
+    style.plain_log_ticks(ax, "y")
+    ax.set_title(f"{MODE_LABELS[mode]}, {size} size")
+    ax.set_xlabel("sequence length L (steps)")
+    ax.set_ylabel(label)
+    return data
+
+
+def _figure_caption(frame: pd.DataFrame, preset: str | None, column: str, label: str,
+                    batch: int, blank: list[str]) -> str:
+    """The caption: what is drawn, on which hardware and backend, how to read the bands or
+    the fraction, and why each model in ``blank`` is not drawn."""
+    hardware = ", ".join(sorted(set(frame[C.device_kind].astype(str))))
+    return (
+        f"{label[0].upper() + label[1:]} of each layer alone against L at batch {batch}, "
+        f"preset {preset}, on {hardware} (backend {', '.join(sorted(set(frame[C.backend])))}). "
+        + ("Bands: tokens/s at the first and third quartiles of the timed calls. "
+           if column == C.tokens_per_s else
+           "Fraction = roofline bound / median time; the bound uses our analytic FLOP and "
+           "byte count and the matmul and bandwidth peaks measured in the same process. ")
+        + "Absolute numbers on a shared machine are noisy; ratios within a run are not."
+        + "".join(f" {style.model_label(m)}: not drawn, {_why_blank(m, label)}."
+                  for m in blank)
+    )
+
+
 def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, label: str) -> Figure:
+    """``column`` against L of each layer alone, one panel per size (rows) and mode (columns),
+    at the smallest batch (`_panel`)."""
     style.apply_style()
     modes = [m for m in _MODES if m in set(frame[C.mode])]
     sizes = [s for s in ("paper", "matched") if s in set(frame[C.size])]
@@ -94,58 +158,18 @@ def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, lab
         sharex=True,
     )
     batch = int(frame[C.batch].min())
-    # A model without a single finite value (no roofline count: no discrete system) is drawn
-    # nowhere and named in the caption with the reason, not listed in a legend without a point.
-    blank = [m for m in _order(frame)
-             if not pd.to_numeric(frame.loc[frame[C.model] == m, column], errors="coerce")
-             .replace([float("inf"), -float("inf")], float("nan")).notna().any()]
+    blank = _blank_models(frame, column)
     frame = frame[~frame[C.model].isin(blank)]
     data: list[pd.DataFrame] = []
     for i, size in enumerate(sizes):
         for j, mode in enumerate(modes):
-            ax = axes[i][j]
-            rows = _smallest_batch(frame[(frame[C.size] == size) & (frame[C.mode] == mode)])
-            for model in _order(rows):
-                r = rows[rows[C.model] == model].sort_values(C.seq_len)
-                drawn = pd.DataFrame({
-                    "mode": MODE_LABELS[mode], "size": size, "model": style.model_label(model),
-                    "batch": r[C.batch].to_numpy(), "seq_len": r[C.seq_len].to_numpy(),
-                    column: pd.to_numeric(r[column], errors="coerce").to_numpy(dtype=float)})
-                if column == C.tokens_per_s:
-                    # The quartiles of the times, as a band of tokens/s.
-                    tokens = r[C.batch] * r[C.seq_len]
-                    drawn["tokens_per_s_at_q75_time"] = (tokens / r[C.time_q75_s]).to_numpy()
-                    drawn["tokens_per_s_at_q25_time"] = (tokens / r[C.time_q25_s]).to_numpy()
-                data.append(drawn)
-                ax.plot(drawn["seq_len"], drawn[column], color=style.model_colour(model),
-                        marker=style.model_marker(model), label=style.model_label(model))
-                if column == C.tokens_per_s:
-                    ax.fill_between(drawn["seq_len"], drawn["tokens_per_s_at_q75_time"],
-                                    drawn["tokens_per_s_at_q25_time"],
-                                    color=style.model_colour(model), alpha=0.15, linewidth=0)
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
-            style.plain_log_ticks(ax, "x")
-            style.plain_log_ticks(ax, "y")
-            ax.set_title(f"{MODE_LABELS[mode]}, {size} size")
-            ax.set_xlabel("sequence length L (steps)")
-            ax.set_ylabel(label)
+            data += _panel(axes[i][j], frame[(frame[C.size] == size) & (frame[C.mode] == mode)],
+                           mode, size, column, label)
     style.figure_legend(fig)
-    hardware = ", ".join(sorted(set(frame[C.device_kind].astype(str))))
     return Figure(
         name=name,
         title=_TITLES[name],
-        caption=(
-            f"{label[0].upper() + label[1:]} of each layer alone against L at batch {batch}, "
-            f"preset {preset}, on {hardware} (backend {', '.join(sorted(set(frame[C.backend])))}). "
-            + ("Bands: tokens/s at the first and third quartiles of the timed calls. "
-               if column == C.tokens_per_s else
-               "Fraction = roofline bound / median time; the bound uses our analytic FLOP and "
-               "byte count and the matmul and bandwidth peaks measured in the same process. ")
-            + "Absolute numbers on a shared machine are noisy; ratios within a run are not."
-            + "".join(f" {style.model_label(m)}: not drawn, {_why_blank(m, label)}."
-                      for m in blank)
-        ),
+        caption=_figure_caption(frame, preset, column, label, batch, blank),
         figure=fig,
         runs=tuple(sorted(frame["run_id"].unique())),
         data=pd.concat(data, ignore_index=True) if data else None,

@@ -116,6 +116,15 @@ class AccuracyConfig:
     group_seeds: bool = False
 
     def __post_init__(self):
+        """Refuse a bad grid at construction, each error naming the value and what is
+        accepted: the runs, then the recipes, then the learning rates."""
+        self._check_runs()
+        self._check_recipes()
+        self._check_learning_rates()
+
+    def _check_runs(self) -> None:
+        """Check what the grid runs: models (an outside layer's import path registers it),
+        tasks, distinct seeds, depths, the task preset and ``group_seeds``."""
         if not isinstance(self.group_seeds, bool):
             raise ValueError(f"group_seeds must be true or false; got {self.group_seeds!r}.")
         paths = [m for m in self.models if ":" in m]
@@ -140,6 +149,10 @@ class AccuracyConfig:
                 f"task_preset={self.task_preset!r} is not accepted; accepted values: "
                 f"{list(tasks.PRESETS)}."
             )
+
+    def _check_recipes(self) -> None:
+        """Check that each recipe and each ``left_out`` entry names a known model and task
+        (``left_out`` normalised to a tuple of pairs)."""
         for r in self.recipes:
             if r.model != "*":
                 _nonempty_known("recipe model", (r.model,), models.names())
@@ -150,6 +163,11 @@ class AccuracyConfig:
             if len(pair) != 2 or not all(isinstance(x, str) for x in pair):
                 raise ValueError(f"left_out holds (task, reason) pairs; got {pair!r}.")
             _nonempty_known("left_out task", (pair[0],), tasks.names())
+
+    def _check_learning_rates(self) -> None:
+        """Check the learning-rate grid: ``tune_tasks`` among the tasks, the grids' values,
+        their pairing and ``lr_extend`` (which needs a paired grid to continue), and the
+        shape of ``lr_extensions`` (normalised to a tuple of tuples)."""
         stray = [t for t in self.tune_tasks if t not in self.tasks]
         if stray or len(set(self.tune_tasks)) != len(self.tune_tasks):
             raise ValueError(

@@ -344,34 +344,55 @@ def monte_carlo_energy(
     return group_mean, group_se, total_mean, total_se
 
 
-def white_noise(spec: TheoryRun) -> list[dict[str, Any]]:
-    """Measured, exact and closed-form E||h_t||^2 per modulus group and in total."""
-    key_layer, key_noise = jr.split(jr.PRNGKey(spec.seed))
-    layer = models.build(
-        spec.model, d_model=spec.d_model, d_state=spec.d_state, key=key_layer, **dict(spec.options)
-    )
-    system = discrete_system(layer)
-    L = spec.seq_len
-    modulus = np.abs(np.asarray(system.lam, dtype=np.complex128).reshape(-1))
-    groups = modulus_groups(modulus)
-    n_groups = int(groups.max()) + 1
-    onehot = np.eye(n_groups)[groups]  # (P, G)
+@dataclasses.dataclass(frozen=True)
+class _Energies:
+    """E||h_t||^2 of one layer under white noise, three ways: per modulus group ``(L, G)`` and
+    in total ``(L,)``.
 
-    predicted_state = closed_form_energy(system, L)  # (L, P)
-    predicted = predicted_state @ onehot
-    predicted_total = predicted_state.sum(axis=1)
-    exact_state = np.cumsum(np.asarray(impulse_energy(layer, L), dtype=np.float64), axis=0)
-    exact = exact_state @ onehot
-    exact_total = exact_state.sum(axis=1)
+    Attributes:
+        predicted, predicted_total: the closed form (`closed_form_energy`).
+        exact, exact_total: the sum of the impulse responses' energies up to t
+            (`impulse_energy`), exact up to floating point.
+        measured, measured_total: the Monte Carlo mean over noise samples
+            (`monte_carlo_energy`), with its standard errors ``measured_se``,
+            ``measured_total_se``.
+    """
+
+    predicted: np.ndarray
+    predicted_total: np.ndarray
+    exact: np.ndarray
+    exact_total: np.ndarray
+    measured: np.ndarray
+    measured_se: np.ndarray
+    measured_total: np.ndarray
+    measured_total_se: np.ndarray
+
+
+def _energies(layer: models.AbstractRecurrentLayer, system: DiscreteSystem, groups: np.ndarray,
+              onehot: np.ndarray, length: int, samples: int, key) -> _Energies:
+    """``layer``'s white-noise energies for ``length`` steps, summed over the modulus groups
+    (``onehot``: ``(P, G)``), the Monte Carlo estimate from ``samples`` sequences drawn with
+    ``key``."""
+    predicted_state = closed_form_energy(system, length)  # (L, P)
+    exact_state = np.cumsum(np.asarray(impulse_energy(layer, length), dtype=np.float64), axis=0)
     measured, measured_se, measured_total, measured_total_se = monte_carlo_energy(
-        layer, groups, L, spec.samples, key_noise
+        layer, groups, length, samples, key
     )
-    stationary = stationary_energy(system) @ onehot
-    group_modulus = (modulus @ onehot) / onehot.sum(axis=0)
+    return _Energies(
+        predicted=predicted_state @ onehot, predicted_total=predicted_state.sum(axis=1),
+        exact=exact_state @ onehot, exact_total=exact_state.sum(axis=1),
+        measured=measured, measured_se=measured_se, measured_total=measured_total,
+        measured_total_se=measured_total_se,
+    )
 
-    base = {"variant": spec.variant, "model": spec.model}
+
+def _profile_rows(base: dict[str, Any], e: _Energies, times: np.ndarray, onehot: np.ndarray,
+                  group_modulus: np.ndarray) -> list[dict[str, Any]]:
+    """The ``profile`` rows: at each t of ``times``, the total (group -1) and each group's
+    energies, measured (with its standard error), exact and predicted."""
+    n_state, n_groups = onehot.shape
     rows: list[dict[str, Any]] = []
-    for t in time_grid(L, spec.time_points):
+    for t in times:
         i = t - 1
         rows.append(
             {
@@ -379,12 +400,12 @@ def white_noise(spec: TheoryRun) -> list[dict[str, Any]]:
                 "kind": "profile",
                 "t": int(t),
                 "group": -1,
-                "group_size": len(groups),
+                "group_size": n_state,
                 "modulus": float("nan"),
-                "measured": measured_total[i],
-                "measured_se": measured_total_se[i],
-                "exact": exact_total[i],
-                "predicted": predicted_total[i],
+                "measured": e.measured_total[i],
+                "measured_se": e.measured_total_se[i],
+                "exact": e.exact_total[i],
+                "predicted": e.predicted_total[i],
             }
         )
         for g in range(n_groups):
@@ -396,44 +417,74 @@ def white_noise(spec: TheoryRun) -> list[dict[str, Any]]:
                     "group": g,
                     "group_size": int(onehot[:, g].sum()),
                     "modulus": group_modulus[g],
-                    "measured": measured[i, g],
-                    "measured_se": measured_se[i, g],
-                    "exact": exact[i, g],
-                    "predicted": predicted[i, g],
+                    "measured": e.measured[i, g],
+                    "measured_se": e.measured_se[i, g],
+                    "exact": e.exact[i, g],
+                    "predicted": e.predicted[i, g],
                 }
             )
-
-    def worst_rel(a, b):
-        return float(np.max(np.abs(a - b) / b))
-
-    def worst_z(a, b, se):
-        return float(np.max(np.abs(a - b) / np.maximum(se, np.finfo(np.float64).tiny)))
-
-    rows.append(
-        {
-            **base,
-            "kind": "summary",
-            "state_size": len(groups),
-            "groups": n_groups,
-            "seq_len": L,
-            "samples": spec.samples,
-            "mc_worst_rel_dev": worst_rel(measured_total, predicted_total),
-            "mc_worst_rel_dev_group": worst_rel(measured, predicted),
-            "mc_worst_z": max(
-                worst_z(measured_total, predicted_total, measured_total_se),
-                worst_z(measured, predicted, measured_se),
-            ),
-            "exact_worst_rel_dev": max(
-                worst_rel(exact_total, predicted_total), worst_rel(exact, predicted)
-            ),
-            "stationary_total": float(stationary.sum()),
-            "stationary_group_min": float(stationary.min()),
-            "stationary_group_max": float(stationary.max()),
-            "modulus_min": float(modulus.min()),
-            "modulus_max": float(modulus.max()),
-        }
-    )
     return rows
+
+
+def _worst_rel(a: np.ndarray, b: np.ndarray) -> float:
+    """The largest relative deviation of ``a`` from ``b``."""
+    return float(np.max(np.abs(a - b) / b))
+
+
+def _worst_z(a: np.ndarray, b: np.ndarray, se: np.ndarray) -> float:
+    """The largest deviation of ``a`` from ``b`` in standard errors ``se`` (a zero standard
+    error counts as the smallest positive float, not a division by zero)."""
+    return float(np.max(np.abs(a - b) / np.maximum(se, np.finfo(np.float64).tiny)))
+
+
+def _summary_row(base: dict[str, Any], e: _Energies, spec: TheoryRun, modulus: np.ndarray,
+                 n_groups: int, stationary: np.ndarray) -> dict[str, Any]:
+    """The ``summary`` row: the sizes, the worst deviations of the measured and the exact
+    energies from the closed form, the stationary energies and the moduli's range."""
+    return {
+        **base,
+        "kind": "summary",
+        "state_size": len(modulus),
+        "groups": n_groups,
+        "seq_len": spec.seq_len,
+        "samples": spec.samples,
+        "mc_worst_rel_dev": _worst_rel(e.measured_total, e.predicted_total),
+        "mc_worst_rel_dev_group": _worst_rel(e.measured, e.predicted),
+        "mc_worst_z": max(
+            _worst_z(e.measured_total, e.predicted_total, e.measured_total_se),
+            _worst_z(e.measured, e.predicted, e.measured_se),
+        ),
+        "exact_worst_rel_dev": max(
+            _worst_rel(e.exact_total, e.predicted_total), _worst_rel(e.exact, e.predicted)
+        ),
+        "stationary_total": float(stationary.sum()),
+        "stationary_group_min": float(stationary.min()),
+        "stationary_group_max": float(stationary.max()),
+        "modulus_min": float(modulus.min()),
+        "modulus_max": float(modulus.max()),
+    }
+
+
+def white_noise(spec: TheoryRun) -> list[dict[str, Any]]:
+    """Measured, exact and closed-form E||h_t||^2 per modulus group and in total."""
+    key_layer, key_noise = jr.split(jr.PRNGKey(spec.seed))
+    layer = models.build(
+        spec.model, d_model=spec.d_model, d_state=spec.d_state, key=key_layer, **dict(spec.options)
+    )
+    system = discrete_system(layer)
+    modulus = np.abs(np.asarray(system.lam, dtype=np.complex128).reshape(-1))
+    groups = modulus_groups(modulus)
+    n_groups = int(groups.max()) + 1
+    onehot = np.eye(n_groups)[groups]  # (P, G)
+    energies = _energies(layer, system, groups, onehot, spec.seq_len, spec.samples, key_noise)
+    stationary = stationary_energy(system) @ onehot
+    group_modulus = (modulus @ onehot) / onehot.sum(axis=0)
+    base = {"variant": spec.variant, "model": spec.model}
+    return [
+        *_profile_rows(base, energies, time_grid(spec.seq_len, spec.time_points), onehot,
+                       group_modulus),
+        _summary_row(base, energies, spec, modulus, n_groups, stationary),
+    ]
 
 
 # --------------------------------------------------------------------------------------------

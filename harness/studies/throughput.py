@@ -41,6 +41,7 @@ its roofline columns are empty (``count_source`` says why), as the counts need t
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, Literal
 
 import models
@@ -285,13 +286,16 @@ def _no_roofline(peaks: roofline.Peaks) -> dict[str, Any]:
     }
 
 
-def _measure_network(spec: ThroughputRun, d_state: int) -> dict[str, Any]:
-    import equinox as eqx
-    import jax
+def _synthetic_network(spec: ThroughputRun, d_state: int):
+    """The network ``spec`` times, built from its seed, with one batch of synthetic tokens of
+    ListOps' shape (every sequence full length) and the key of a training step's dropout.
+
+    Returns ``(network, state, batch, dropout key)``.
+    """
     import jax.numpy as jnp
     import jax.random as jr
 
-    from models.network import NetworkConfig, count_parameters
+    from models.network import NetworkConfig
     from tasks._base import TaskInfo
 
     from .. import train
@@ -313,9 +317,17 @@ def _measure_network(spec: ThroughputRun, d_state: int) -> dict[str, Any]:
         labels=jr.randint(k_y, (spec.batch,), 0, NETWORK_CLASSES, jnp.int32),
         lengths=jnp.full((spec.batch,), spec.seq_len, jnp.int32),
     )
-    layer = network.blocks[0].layer
-    shape = roofline.SystemShape.of(eqx.filter_eval_shape(layer.discrete_system))
-    layer_params = count_parameters(layer)
+    return network, state, batch, k_drop
+
+
+def _network_call(spec: ThroughputRun, network, state, batch, k_drop) -> Callable[[], Any]:
+    """The call timed in ``spec.mode``: ``forward``, the compiled batched forward pass in
+    inference mode; ``train``, one training step (`train.Stepper`, what training runs).
+    Another mode is a `ValueError` listing the accepted ones."""
+    import equinox as eqx
+    import jax
+
+    from .. import train
 
     if spec.mode == "forward":
         inference = eqx.nn.inference_mode(network)
@@ -338,7 +350,21 @@ def _measure_network(spec: ThroughputRun, d_state: int) -> dict[str, Any]:
         raise ValueError(
             f"mode={spec.mode!r} is not measured for the network; accepted: forward, train."
         )
+    return call
 
+
+def _measure_network(spec: ThroughputRun, d_state: int) -> dict[str, Any]:
+    """The network scope's row: the first call's and the steady calls' times of a whole
+    network (`_network_call`), with the roofline of its layers' share of the work."""
+    import equinox as eqx
+
+    from models.network import count_parameters
+
+    network, state, batch, k_drop = _synthetic_network(spec, d_state)
+    layer = network.blocks[0].layer
+    shape = roofline.SystemShape.of(eqx.filter_eval_shape(layer.discrete_system))
+    layer_params = count_parameters(layer)
+    call = _network_call(spec, network, state, batch, k_drop)
     first_s = timing.time_first_call(call)  # a real compile, not a load from the disk cache
     times, peaks = roofline.peaks_around(
         lambda: timing.time_calls(call, warmup=spec.warmup, repeats=spec.repeats),

@@ -147,71 +147,132 @@ def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth
     )
 
 
+# The eigenvalue figure's three statistics: its column, line style and legend words.
+_EIGEN_STATISTICS = (("lam_max", "-", "max |lambda|"), ("lam_median", "--", "median"),
+                     ("lam_min", ":", "min"))
+
+
+def _without_eigenvalues(trained: pd.DataFrame, variants: list[str]) -> list[str]:
+    """The variants with no measured eigenvalue modulus: a layer without a discrete system has
+    no eigenvalue columns, so it is named in the caption rather than drawn as an empty panel."""
+    return [v for v in variants if C.lam_max not in trained.columns or not pd.to_numeric(
+        trained.loc[trained["cfg.variant"] == v, C.lam_max], errors="coerce").notna().any()]
+
+
+def _eigen_curves(trained: pd.DataFrame,
+                  variants: list[str]) -> dict[tuple[str, str], pd.DataFrame]:
+    """Per variant and statistic, the curve through training: per seed, over the network's
+    layers, the modulus closest to 1, the median and the farthest; then their mean over seeds
+    with its 95 % t interval, per step (columns mean, low, high, n; the step is the index)."""
+    curves: dict[tuple[str, str], pd.DataFrame] = {}
+    for variant in variants:
+        rows = trained[trained["cfg.variant"] == variant]
+        per_seed = rows.groupby(["seed", C.step]).agg(
+            lam_max=(C.lam_max, "max"), lam_median=(C.lam_median, "median"),
+            lam_min=(C.lam_min, "min"),
+        )
+        for column, _, _ in _EIGEN_STATISTICS:
+            values = pd.to_numeric(per_seed[column], errors="coerce")
+            curves[variant, column] = pd.DataFrame.from_dict(
+                {step: inference.mean_interval(group)
+                 for step, group in values.groupby(level=C.step)},
+                orient="index", columns=["mean", "low", "high", "n"]).sort_index()
+    return curves
+
+
+def _eigen_floor(curves: dict[tuple[str, str], pd.DataFrame]) -> float | None:
+    """The bottom of the 1 - |lambda| log axis: half the smallest positive distance drawn.
+
+    An interval reaching |lambda| = 1 has no lower end on a log axis; its band runs to this
+    floor. ``None`` when no distance is positive.
+    """
+    positive = np.concatenate([1.0 - c[["mean", "low", "high"]].to_numpy(dtype=float).ravel()
+                               for c in curves.values()])
+    positive = positive[np.isfinite(positive) & (positive > 0)]
+    return 0.5 * positive.min() if positive.size else None
+
+
+def _eigen_panel(ax, rows: pd.DataFrame, variant: str,
+                 curves: dict[tuple[str, str], pd.DataFrame],
+                 floor: float | None) -> tuple[list[pd.DataFrame], list[str]]:
+    """One variant's panel: 1 - |lambda| of each statistic as a line over its band (the band
+    clipped at ``floor``, the line stopping where the mean modulus reaches 1). Returns the
+    plotted numbers and, for the caption, the statistics that reach the unit circle and from
+    which step."""
+    colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
+    data: list[pd.DataFrame] = []
+    unit_circle: list[str] = []
+    for column, linestyle, what in _EIGEN_STATISTICS:
+        curve = curves[variant, column]
+        line = pd.DataFrame({
+            "variant": _label(variant), "statistic": column.replace("lam_", ""),
+            "step": curve.index.to_numpy(), "modulus": curve["mean"].to_numpy(),
+            "modulus_ci95_low": curve["low"].to_numpy(),
+            "modulus_ci95_high": curve["high"].to_numpy(),
+            "one_minus_modulus": (1.0 - curve["mean"]).to_numpy(),
+            "n": curve["n"].to_numpy()})
+        data.append(line)
+        beyond = line.loc[line["one_minus_modulus"] <= 0, "step"]
+        if len(beyond):
+            unit_circle.append(f"{_label(variant)}'s {what} from step {int(beyond.min())}")
+        lower = (1.0 - curve["high"]).to_numpy(dtype=float)
+        if floor is not None:
+            lower = np.where(lower > 0, lower, floor)
+        ax.fill_between(line["step"].to_numpy(dtype=float), lower,
+                        (1.0 - curve["low"]).to_numpy(dtype=float), color=colour,
+                        alpha=0.18, linewidth=0)
+        ax.plot(line["step"], line["one_minus_modulus"].where(line["one_minus_modulus"] > 0),
+                color=colour, linestyle=linestyle, label=what)
+    ax.set_title(_label(variant))
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    return data, unit_circle
+
+
+def _eigen_caption(task: str, preset: str | None, depth: int, counts: list,
+                   unit_circle: list[str], blank: list[str]) -> str:
+    """The eigenvalue figure's caption: what is drawn, the statistics over seeds, where a mean
+    modulus reaches 1 (``unit_circle``) and which variants are not drawn (``blank``)."""
+    return (
+        f"Distance of the eigenvalue moduli from the unit circle, 1 - |lambda|, over all "
+        f"{depth} layers of the trained networks on {style.task_label(task)} (preset "
+        f"{preset}): per seed the largest modulus over layers (solid), the median of the "
+        f"layers' medians (dashed) and the smallest (dotted); the line is their mean over "
+        f"seeds, the band its 95 % t interval over {style.n_seeds_text(counts)} per point "
+        f"(the t interval of the mean modulus, mapped through 1 - |lambda|; a band that "
+        f"reaches the axis' bottom is an interval reaching |lambda| = 1, none is drawn "
+        f"where it lies wholly beyond 1). A solid line "
+        f"falling towards zero is drift towards instability. Log scale."
+        + (f" Where the mean modulus reaches 1 ({'; '.join(unit_circle)}), 1 - |lambda| "
+           "has no logarithm and the line stops; the CSV keeps those points."
+           if unit_circle else "")
+        + "".join(f" {_label(v)}: not drawn, its registration declares no discrete system "
+                  "(no fixed eigenvalues)." for v in blank)
+    )
+
+
 def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artifact:
+    """Per variant, the eigenvalue moduli's distance from the unit circle through training in
+    the deepest trained networks (`_eigen_panel`), one shared log y axis."""
     style.apply_style()
     trained, depth = _deepest_trained(trained)
     variants = _variant_order(trained["cfg.variant"].unique())
-    # A layer without a discrete system has no eigenvalue columns: named, not drawn empty.
-    blank = [v for v in variants if C.lam_max not in trained.columns or not pd.to_numeric(
-        trained.loc[trained["cfg.variant"] == v, C.lam_max], errors="coerce").notna().any()]
+    blank = _without_eigenvalues(trained, variants)
     variants = [v for v in variants if v not in blank]
     name = f"stability_eigenvalues_{task}"
     title = f"Eigenvalue moduli through training ({style.task_label(task)})"
     if not variants:
         return Missing(name, title, "no measured layer declares a discrete system")
     fig, axes = style.panels(len(variants), 1.8, sharey=True, width="full")
-    statistics = (("lam_max", "-", "max |lambda|"), ("lam_median", "--", "median"),
-                  ("lam_min", ":", "min"))
-    curves: dict[tuple[str, str], pd.DataFrame] = {}
-    for variant in variants:
-        rows = trained[trained["cfg.variant"] == variant]
-        # Per seed, over the network's layers: the modulus closest to 1, the median, the
-        # farthest; then their mean over seeds with its 95 % t interval, per step.
-        per_seed = rows.groupby(["seed", C.step]).agg(
-            lam_max=(C.lam_max, "max"), lam_median=(C.lam_median, "median"),
-            lam_min=(C.lam_min, "min"),
-        )
-        for column, _, _ in statistics:
-            values = pd.to_numeric(per_seed[column], errors="coerce")
-            curves[variant, column] = pd.DataFrame.from_dict(
-                {step: inference.mean_interval(group)
-                 for step, group in values.groupby(level=C.step)},
-                orient="index", columns=["mean", "low", "high", "n"]).sort_index()
-    # 1 - |lambda| on a log axis: an interval reaching |lambda| = 1 has no lower end there; its
-    # band runs to the axis' bottom, half the smallest positive distance drawn.
-    positive = np.concatenate([1.0 - c[["mean", "low", "high"]].to_numpy(dtype=float).ravel()
-                               for c in curves.values()])
-    positive = positive[np.isfinite(positive) & (positive > 0)]
-    floor = 0.5 * positive.min() if positive.size else None
+    curves = _eigen_curves(trained, variants)
+    floor = _eigen_floor(curves)
     data: list[pd.DataFrame] = []
     unit_circle: list[str] = []
     for ax, variant in zip(axes.flat, variants):
-        rows = trained[trained["cfg.variant"] == variant]
-        colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
-        for column, linestyle, what in statistics:
-            curve = curves[variant, column]
-            line = pd.DataFrame({
-                "variant": _label(variant), "statistic": column.replace("lam_", ""),
-                "step": curve.index.to_numpy(), "modulus": curve["mean"].to_numpy(),
-                "modulus_ci95_low": curve["low"].to_numpy(),
-                "modulus_ci95_high": curve["high"].to_numpy(),
-                "one_minus_modulus": (1.0 - curve["mean"]).to_numpy(),
-                "n": curve["n"].to_numpy()})
-            data.append(line)
-            beyond = line.loc[line["one_minus_modulus"] <= 0, "step"]
-            if len(beyond):
-                unit_circle.append(f"{_label(variant)}'s {what} from step {int(beyond.min())}")
-            lower = (1.0 - curve["high"]).to_numpy(dtype=float)
-            if floor is not None:
-                lower = np.where(lower > 0, lower, floor)
-            ax.fill_between(line["step"].to_numpy(dtype=float), lower,
-                            (1.0 - curve["low"]).to_numpy(dtype=float), color=colour,
-                            alpha=0.18, linewidth=0)
-            ax.plot(line["step"], line["one_minus_modulus"].where(line["one_minus_modulus"] > 0),
-                    color=colour, linestyle=linestyle, label=what)
-        ax.set_title(_label(variant))
-        ax.set_yscale("log")
-        ax.set_xlabel("training step")
+        drawn, reached = _eigen_panel(ax, trained[trained["cfg.variant"] == variant], variant,
+                                      curves, floor)
+        data += drawn
+        unit_circle += reached
     # After every panel is drawn: a limit set earlier would stop the shared axis autoscaling.
     if floor is not None:
         axes.flat[0].set_ylim(bottom=floor)
@@ -224,22 +285,7 @@ def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artif
     return Figure(
         name=name,
         title=title,
-        caption=(
-            f"Distance of the eigenvalue moduli from the unit circle, 1 - |lambda|, over all "
-            f"{depth} layers of the trained networks on {style.task_label(task)} (preset "
-            f"{preset}): per seed the largest modulus over layers (solid), the median of the "
-            f"layers' medians (dashed) and the smallest (dotted); the line is their mean over "
-            f"seeds, the band its 95 % t interval over {style.n_seeds_text(counts)} per point "
-            f"(the t interval of the mean modulus, mapped through 1 - |lambda|; a band that "
-            f"reaches the axis' bottom is an interval reaching |lambda| = 1, none is drawn "
-            f"where it lies wholly beyond 1). A solid line "
-            f"falling towards zero is drift towards instability. Log scale."
-            + (f" Where the mean modulus reaches 1 ({'; '.join(unit_circle)}), 1 - |lambda| "
-               "has no logarithm and the line stops; the CSV keeps those points."
-               if unit_circle else "")
-            + "".join(f" {_label(v)}: not drawn, its registration declares no discrete system "
-                      "(no fixed eigenvalues)." for v in blank)
-        ),
+        caption=_eigen_caption(task, preset, depth, counts, unit_circle, blank),
         figure=fig,
         runs=_run_ids(trained),
         data=_no_empty_bounds(_concat(data)),
@@ -254,13 +300,108 @@ def _depth_colours(n: int) -> list[tuple[float, float, float]]:
     return [tuple(cmap(x)[:3]) for x in np.linspace(0.0, 0.78, max(n, 1))][:n]
 
 
+def _depth_offsets(depths: list[int]) -> dict[tuple[int, str], float]:
+    """The x offset of each depth's series about a layer index, at initialisation and trained.
+
+    The depths sit side by side (0.75 of a layer between the outermost), a trained series a
+    little right of its depth's initialisation (they differ in y), so that none hides another.
+    """
+    gap = 0.75 / max(len(depths) - 1, 1)
+    return {(d, when): (i - (len(depths) - 1) / 2) * gap + (0.4 * gap if when == "trained"
+                                                            else 0.0)
+            for i, d in enumerate(depths) for when in ("initialisation", "trained")}
+
+
+def _depth_series(at_depth: pd.DataFrame,
+                  trained_mask: pd.Series) -> tuple[tuple[str, pd.DataFrame], ...]:
+    """A depth's two series of rows: at initialisation (step 0) and, for its trained runs, at
+    each run's last evaluation."""
+    done = at_depth[trained_mask.loc[at_depth.index]]
+    last = done[done[C.step] == done.groupby("run_id")[C.step].transform("max")]
+    return (("initialisation", at_depth[at_depth[C.step] == 0]), ("trained", last))
+
+
+def _depth_panel(ax, rows: pd.DataFrame, variant: str, depths: list[int],
+                 trained_mask: pd.Series, colours: dict, markers: dict,
+                 offsets: dict[tuple[int, str], float]) -> list[pd.DataFrame]:
+    """One variant's panel: per depth and series (`_depth_series`), the geometric mean norm
+    over seeds of each layer with its 95 % interval as whiskers (solid and filled at
+    initialisation, dashed and open trained). Returns the plotted numbers."""
+    data: list[pd.DataFrame] = []
+    for depth in depths:
+        at_depth = rows[rows["cfg.network.depth"] == depth]
+        if at_depth.empty:
+            continue
+        for when, source in _depth_series(at_depth, trained_mask):
+            if source.empty:
+                continue
+            # One value per seed and layer (runs of one seed averaged), for the interval over
+            # seeds.
+            values = source.groupby(["seed", C.layer], as_index=False)[C.norm_mean].mean()
+            curve = _interval_rows(values[C.norm_mean], values[C.layer])
+            data.append(pd.DataFrame({
+                "variant": _label(variant), "network_depth": depth, "when": when,
+                "layer": curve.index.to_numpy().astype(int),
+                "mean_norm": curve["centre"].to_numpy(),
+                "ci95_low": curve["ci95_low"].to_numpy(),
+                "ci95_high": curve["ci95_high"].to_numpy(), "n": curve["n"].to_numpy()}))
+            centre = curve["centre"].to_numpy(dtype=float)
+            whiskers = np.nan_to_num(np.vstack([
+                centre - curve["ci95_low"].to_numpy(dtype=float),
+                curve["ci95_high"].to_numpy(dtype=float) - centre]))
+            trained_series = when == "trained"
+            ax.errorbar(curve.index.to_numpy(dtype=float) + offsets[(depth, when)], centre,
+                        yerr=whiskers, color=colours[depth], marker=markers[depth],
+                        markersize=2.6, markerfacecolor="white" if trained_series
+                        else colours[depth], linestyle="--" if trained_series else "-",
+                        linewidth=0.9, elinewidth=0.7, capsize=1.2)
+    ax.set_title(_label(variant))
+    ax.set_yscale("log")
+    style.plain_log_ticks(ax)
+    ax.set_xlabel("layer index")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    return data
+
+
+def _depth_legend(fig, depths: list[int], colours: dict, markers: dict,
+                  trained_depths: list[int]) -> None:
+    """The depth figure's legend: each depth's colour and marker, then the two series' styles
+    in grey (the trained one only where some depth was trained)."""
+    from matplotlib.lines import Line2D
+
+    entries = {f"depth {d}": Line2D([], [], color=colours[d], marker=markers[d], markersize=3.0)
+               for d in depths}
+    grey = style.REFERENCE_COLOUR
+    entries["initialisation"] = Line2D([], [], color=grey, marker="o", markersize=3.0)
+    if trained_depths:
+        entries["trained"] = Line2D([], [], color=grey, marker="o", markersize=3.0,
+                                    markerfacecolor="white", linestyle="--")
+    style.figure_legend(fig, entries)
+
+
+def _depth_caption(task: str, preset: str | None, depths: list[int],
+                   trained_depths: list[int], counts: list) -> str:
+    """The depth figure's caption: the depths, the two series, the statistics over seeds."""
+    trained_text = (
+        f" and after training (dashed, open markers; trained depth"
+        f"{'s' if len(trained_depths) != 1 else ''} {', '.join(map(str, trained_depths))} "
+        f"only)" if trained_depths else "")
+    return (
+        f"Mean state norm of each layer (x: its index in the network) for networks of depth "
+        f"{', '.join(map(str, depths))} on {style.task_label(task)} (preset {preset}), each "
+        f"depth its own colour and marker, at initialisation (solid, filled markers)"
+        f"{trained_text}. The marker is the geometric mean over seeds, the whiskers its "
+        f"95 % t interval over {style.n_seeds_text(counts)} per point (the t interval of "
+        f"the mean of the seeds' log norms, exponentiated; none at n = 1); the depths are "
+        f"set side by side about each layer index. Log scale."
+    )
+
+
 def _depth_figure(layer: pd.DataFrame, task: str, preset: str | None) -> Artifact:
     """Per variant, the mean norm of each layer against its index, one series per network depth
     (its own colour and marker) at initialisation (solid, filled) and, for trained depths, at
     the last evaluation (dashed, open): the geometric mean over seeds with its 95 % interval as
     whiskers, the series set side by side about each layer index so that none hides another."""
-    from matplotlib.lines import Line2D
-
     style.apply_style()
     variants = _variant_order(layer["cfg.variant"].unique())
     # Three panels a row: room for the depths side by side at each layer index.
@@ -270,80 +411,19 @@ def _depth_figure(layer: pd.DataFrame, task: str, preset: str | None) -> Artifac
     markers = {d: style.MARKERS[i % len(style.MARKERS)] for i, d in enumerate(depths)}
     trained_mask = _trained(layer)
     trained_depths = sorted(int(d) for d in layer.loc[trained_mask, "cfg.network.depth"].unique())
-    # The depths side by side about each layer index (0.75 of a layer between the outermost),
-    # a trained series a little right of its depth's initialisation (they differ in y).
-    gap = 0.75 / max(len(depths) - 1, 1)
-    offsets = {(d, when): (i - (len(depths) - 1) / 2) * gap + (0.4 * gap if when == "trained"
-                                                                else 0.0)
-               for i, d in enumerate(depths) for when in ("initialisation", "trained")}
+    offsets = _depth_offsets(depths)
     data: list[pd.DataFrame] = []
-
-    def seed_values(rows: pd.DataFrame) -> pd.DataFrame:
-        # One value per seed and layer (runs of one seed averaged), for the interval over seeds.
-        return rows.groupby(["seed", C.layer], as_index=False)[C.norm_mean].mean()
-
     for ax, variant in zip(axes.flat, variants):
-        rows = layer[layer["cfg.variant"] == variant]
-        for depth in depths:
-            at_depth = rows[rows["cfg.network.depth"] == depth]
-            if at_depth.empty:
-                continue
-            done = at_depth[trained_mask.loc[at_depth.index]]
-            last = done[done[C.step] == done.groupby("run_id")[C.step].transform("max")]
-            for when, source in (("initialisation", at_depth[at_depth[C.step] == 0]),
-                                 ("trained", last)):
-                if source.empty:
-                    continue
-                values = seed_values(source)
-                curve = _interval_rows(values[C.norm_mean], values[C.layer])
-                data.append(pd.DataFrame({
-                    "variant": _label(variant), "network_depth": depth, "when": when,
-                    "layer": curve.index.to_numpy().astype(int),
-                    "mean_norm": curve["centre"].to_numpy(),
-                    "ci95_low": curve["ci95_low"].to_numpy(),
-                    "ci95_high": curve["ci95_high"].to_numpy(), "n": curve["n"].to_numpy()}))
-                centre = curve["centre"].to_numpy(dtype=float)
-                whiskers = np.nan_to_num(np.vstack([
-                    centre - curve["ci95_low"].to_numpy(dtype=float),
-                    curve["ci95_high"].to_numpy(dtype=float) - centre]))
-                trained_series = when == "trained"
-                ax.errorbar(curve.index.to_numpy(dtype=float) + offsets[(depth, when)], centre,
-                            yerr=whiskers, color=colours[depth], marker=markers[depth],
-                            markersize=2.6, markerfacecolor="white" if trained_series
-                            else colours[depth], linestyle="--" if trained_series else "-",
-                            linewidth=0.9, elinewidth=0.7, capsize=1.2)
-        ax.set_title(_label(variant))
-        ax.set_yscale("log")
-        style.plain_log_ticks(ax)
-        ax.set_xlabel("layer index")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        data += _depth_panel(ax, layer[layer["cfg.variant"] == variant], variant, depths,
+                             trained_mask, colours, markers, offsets)
     for row in axes:
         row[0].set_ylabel("mean ||h_t||")
-    entries = {f"depth {d}": Line2D([], [], color=colours[d], marker=markers[d], markersize=3.0)
-               for d in depths}
-    grey = style.REFERENCE_COLOUR
-    entries["initialisation"] = Line2D([], [], color=grey, marker="o", markersize=3.0)
-    if trained_depths:
-        entries["trained"] = Line2D([], [], color=grey, marker="o", markersize=3.0,
-                                    markerfacecolor="white", linestyle="--")
-    style.figure_legend(fig, entries)
+    _depth_legend(fig, depths, colours, markers, trained_depths)
     counts = [n for frame in data for n in frame["n"]]
-    trained_text = (
-        f" and after training (dashed, open markers; trained depth"
-        f"{'s' if len(trained_depths) != 1 else ''} {', '.join(map(str, trained_depths))} "
-        f"only)" if trained_depths else "")
     return Figure(
         name=f"stability_depth_{task}",
         title=f"Hidden-state norm by layer index and network depth ({style.task_label(task)})",
-        caption=(
-            f"Mean state norm of each layer (x: its index in the network) for networks of depth "
-            f"{', '.join(map(str, depths))} on {style.task_label(task)} (preset {preset}), each "
-            f"depth its own colour and marker, at initialisation (solid, filled markers)"
-            f"{trained_text}. The marker is the geometric mean over seeds, the whiskers its "
-            f"95 % t interval over {style.n_seeds_text(counts)} per point (the t interval of "
-            f"the mean of the seeds' log norms, exponentiated; none at n = 1); the depths are "
-            f"set side by side about each layer index. Log scale."
-        ),
+        caption=_depth_caption(task, preset, depths, trained_depths, counts),
         figure=fig,
         runs=_run_ids(layer),
         data=_no_empty_bounds(_concat(data)),
@@ -372,6 +452,82 @@ def _examples_text(examples: pd.Series) -> str:
     return ", ".join(parts)
 
 
+def _profile_source(profile: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """The rows a profile figure draws: the trained rows (empty when none), the deepest trained
+    network's rows (else the deepest measured network's), and that depth."""
+    trained = profile[_trained(profile)]
+    source = trained if not trained.empty else profile
+    depth = int(source["cfg.network.depth"].max())
+    return trained, source[source["cfg.network.depth"] == depth], depth
+
+
+def _probe_examples(source: pd.DataFrame) -> tuple[pd.Series, int, int]:
+    """The probe examples still running at each t (the fewest over ``source``'s rows; empty
+    where the runs did not store it), the probe batch (the most at any t; 0 when unknown), and
+    the fewest a drawn point may rest on (`PROFILE_MIN_SHARE` of the batch)."""
+    examples = (pd.to_numeric(source[C.examples], errors="coerce").groupby(source[C.t]).min()
+                if C.examples in source.columns else pd.Series(dtype=float))
+    batch = int(examples.max()) if examples.notna().any() else 0
+    return examples, batch, math.ceil(PROFILE_MIN_SHARE * batch)
+
+
+def _profile_panel(ax, rows: pd.DataFrame, variant: str, depth: int, examples: pd.Series,
+                   minimum: int) -> list[pd.DataFrame]:
+    """One variant's panel, on log-log axes: per layer (deeper darker), the mean norm against
+    t at initialisation (solid) and at the last evaluation (dashed), the geometric mean over
+    seeds over its 95 % interval as a band, drawn only where at least ``minimum`` probe
+    examples are running. Returns the numbers, every t (drawn or not) with its count."""
+    colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
+    final_step = int(rows[C.step].max())
+    data: list[pd.DataFrame] = []
+    for k in range(1, depth + 1):
+        shade = _shade(colour, k, depth)
+        at_k = rows[rows[C.layer] == k]
+        for step, linestyle in ((0, "-"), (final_step, "--")):
+            if step == 0 and final_step == 0 and linestyle == "--":
+                continue
+            at_step = at_k[at_k[C.step] == step]
+            if at_step.empty:
+                continue
+            per_seed = at_step.groupby(["seed", C.t], as_index=False)[C.norm].mean()
+            curve = _interval_rows(per_seed[C.norm], per_seed[C.t])
+            count = examples.reindex(curve.index)
+            drawn = ~(count < minimum).to_numpy()  # unknown counts are drawn
+            data.append(pd.DataFrame({
+                "variant": _label(variant), "layer": k, "training_step": step,
+                "t": curve.index.to_numpy(dtype=float),
+                "examples": pd.array(count.to_numpy(), dtype="Int64"), "drawn": drawn,
+                "mean_norm": curve["centre"].to_numpy(),
+                "ci95_low": curve["ci95_low"].to_numpy(),
+                "ci95_high": curve["ci95_high"].to_numpy(), "n": curve["n"].to_numpy()}))
+            _band(ax, curve.index[drawn], curve[drawn], shade, linestyle=linestyle,
+                  marker=style.MARKERS[(k - 1) % len(style.MARKERS)], markersize=2.0,
+                  label=f"layer {k}, step {step}")
+    ax.set_title(_label(variant))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    style.plain_log_ticks(ax)
+    style.plain_log_ticks(ax, "x")
+    ax.set_xlabel("time step t")
+    return data
+
+
+def _examples_caption(examples: pd.Series, batch: int, minimum: int) -> str:
+    """The caption's sentences on the probe examples behind each t and the points left out
+    (resting on fewer than ``minimum`` of the ``batch``), or that the runs did not store them."""
+    if not examples.notna().any():
+        return " The runs did not store how many examples each point rests on."
+    left_out = examples[examples < minimum]
+    return (
+        f" The probe batch's examples still running at each t: "
+        f"{_examples_text(examples.dropna())}. Points resting on fewer than "
+        f"{minimum} of the {batch} examples (half the batch) describe its few longest "
+        f"examples rather than the batch and are not drawn"
+        + (f" (t = {', '.join(f'{t:g}' for t in left_out.index)})" if len(left_out)
+           else " (none here)")
+        + "; the CSV keeps every point with its count.")
+
+
 def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Artifact:
     """The mean norm against t for the deepest trained network (else the deepest measured), per
     layer at initialisation and at the last evaluation: the geometric mean over seeds with its
@@ -381,68 +537,21 @@ def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Art
         return Missing(f"stability_profile_{task}", f"Norm over time ({style.task_label(task)})",
                        f"no profile rows on {style.task_label(task)} at preset {preset}")
     style.apply_style()
-    trained = profile[_trained(profile)]
-    source = trained if not trained.empty else profile
-    depth = int(source["cfg.network.depth"].max())
-    source = source[source["cfg.network.depth"] == depth]
-    examples = (pd.to_numeric(source[C.examples], errors="coerce").groupby(source[C.t]).min()
-                if C.examples in source.columns else pd.Series(dtype=float))
-    batch = int(examples.max()) if examples.notna().any() else 0
-    minimum = math.ceil(PROFILE_MIN_SHARE * batch)
+    trained, source, depth = _profile_source(profile)
+    examples, batch, minimum = _probe_examples(source)
     variants = _variant_order(source["cfg.variant"].unique())
     fig, axes = style.panels(len(variants), 1.8, sharey=True, width="full")
     data: list[pd.DataFrame] = []
     for ax, variant in zip(axes.flat, variants):
-        rows = source[source["cfg.variant"] == variant]
-        colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
-        final_step = int(rows[C.step].max())
-        for k in range(1, depth + 1):
-            shade = _shade(colour, k, depth)
-            at_k = rows[rows[C.layer] == k]
-            for step, linestyle in ((0, "-"), (final_step, "--")):
-                if step == 0 and final_step == 0 and linestyle == "--":
-                    continue
-                at_step = at_k[at_k[C.step] == step]
-                if at_step.empty:
-                    continue
-                per_seed = at_step.groupby(["seed", C.t], as_index=False)[C.norm].mean()
-                curve = _interval_rows(per_seed[C.norm], per_seed[C.t])
-                count = examples.reindex(curve.index)
-                drawn = ~(count < minimum).to_numpy()  # unknown counts are drawn
-                data.append(pd.DataFrame({
-                    "variant": _label(variant), "layer": k, "training_step": step,
-                    "t": curve.index.to_numpy(dtype=float),
-                    "examples": pd.array(count.to_numpy(), dtype="Int64"), "drawn": drawn,
-                    "mean_norm": curve["centre"].to_numpy(),
-                    "ci95_low": curve["ci95_low"].to_numpy(),
-                    "ci95_high": curve["ci95_high"].to_numpy(), "n": curve["n"].to_numpy()}))
-                _band(ax, curve.index[drawn], curve[drawn], shade, linestyle=linestyle,
-                      marker=style.MARKERS[(k - 1) % len(style.MARKERS)], markersize=2.0,
-                      label=f"layer {k}, step {step}")
-        ax.set_title(_label(variant))
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        style.plain_log_ticks(ax)
-        style.plain_log_ticks(ax, "x")
-        ax.set_xlabel("time step t")
+        data += _profile_panel(ax, source[source["cfg.variant"] == variant], variant, depth,
+                               examples, minimum)
     for row in axes:
         row[0].set_ylabel("mean ||h_t|| at step t")
     what = "initialisation (solid) and the last evaluation (dashed)" if not trained.empty else (
         "initialisation"
     )
     counts = [n for frame in data for n in frame["n"]]
-    if examples.notna().any():
-        left_out = examples[examples < minimum]
-        examples_text = (
-            f" The probe batch's examples still running at each t: "
-            f"{_examples_text(examples.dropna())}. Points resting on fewer than "
-            f"{minimum} of the {batch} examples (half the batch) describe its few longest "
-            f"examples rather than the batch and are not drawn"
-            + (f" (t = {', '.join(f'{t:g}' for t in left_out.index)})" if len(left_out)
-               else " (none here)")
-            + "; the CSV keeps every point with its count.")
-    else:
-        examples_text = " The runs did not store how many examples each point rests on."
+    examples_text = _examples_caption(examples, batch, minimum)
     _grey_legend(fig)
     return Figure(
         name=f"stability_profile_{task}",
