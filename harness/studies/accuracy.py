@@ -117,10 +117,11 @@ class AccuracyConfig:
 
     def __post_init__(self):
         """Refuse a bad grid at construction, each error naming the value and what is
-        accepted: the runs, then the recipes, then the learning rates."""
+        accepted: the runs, then the recipes, the learning rates and the sizing."""
         self._check_runs()
         self._check_recipes()
         self._check_learning_rates()
+        self._check_sizing()
 
     def _check_runs(self) -> None:
         """Check what the grid runs: models (an outside layer's import path registers it),
@@ -207,9 +208,9 @@ class AccuracyConfig:
         if any(len(e) != 5 for e in self.lr_extensions):
             raise ValueError("lr_extensions holds (model, task, depth, lr, recurrent_lr) "
                              f"entries read from the store; got {self.lr_extensions!r}.")
-        self._check_sizing()
 
     def _check_sizing(self) -> None:
+        """Check ``match_parameters`` (among the tasks) and ``parameter_budget``."""
         stray = [t for t in self.match_parameters if t not in self.tasks]
         if stray or len(set(self.match_parameters)) != len(self.match_parameters):
             raise ValueError(
