@@ -340,5 +340,6 @@ def probe_programs(network_config: Any, facts: TaskFacts, probe_size: int, stati
 
 
 def _one_line(e: BaseException) -> str:
+    """An error as one line, for the tables: its type and its message's first line."""
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0] if text else ''}"
