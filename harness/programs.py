@@ -208,7 +208,6 @@ def layer_program(
     import jax
     import jax.numpy as jnp
     import jax.random as jr
-    import optax
 
     params, static = eqx.partition(layer, eqx.is_inexact_array)
     k_u, k_y = jr.split(key)
@@ -231,29 +230,40 @@ def layer_program(
 
         return forward_backward, (params, u, other), (), lambda c: (lambda: c(params, u, other))
     elif mode == "train":
-        optimiser = optax.adam(1e-3)
-
-        def step(p, opt_state, u, target):
-            def loss_fn(p):
-                return jnp.mean(jnp.square(forward(p, u) - target))
-
-            loss, grads = jax.value_and_grad(loss_fn)(p)
-            updates, opt_state = optimiser.update(grads, opt_state, p)
-            return optax.apply_updates(p, updates), opt_state, loss
-
-        opt_state = optimiser.init(params)
-
-        def make_call(compiled):
-            # Copies: the donated buffers must not be the layer's own arrays.
-            state = [jax.tree.map(jnp.copy, params), opt_state]
-
-            def call():
-                p, o, loss = compiled(state[0], state[1], u, other)
-                state[:] = [p, o]
-                return p, o, loss
-
-            return call
-
-        return step, (params, opt_state, u, other), (0, 1), make_call
+        return _train_program(forward, params, u, other)
     else:
         raise ValueError(f"mode={mode!r}; accepted values: {list(roofline.MODES)}.")
+
+
+def _train_program(forward: Callable, params: Any, u: Any, target: Any
+                   ) -> tuple[Callable, tuple, tuple[int, ...], Callable]:
+    """`layer_program`'s ``"train"`` mode: one Adam step on the mean squared error of
+    ``forward(params, u)`` against ``target``, its parameters and optimiser state donated."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    optimiser = optax.adam(1e-3)
+
+    def step(p, opt_state, u, target):
+        def loss_fn(p):
+            return jnp.mean(jnp.square(forward(p, u) - target))
+
+        loss, grads = jax.value_and_grad(loss_fn)(p)
+        updates, opt_state = optimiser.update(grads, opt_state, p)
+        return optax.apply_updates(p, updates), opt_state, loss
+
+    opt_state = optimiser.init(params)
+
+    def make_call(compiled):
+        # Copies: the donated buffers must not be the layer's own arrays.
+        state = [jax.tree.map(jnp.copy, params), opt_state]
+
+        def call():
+            p, o, loss = compiled(state[0], state[1], u, target)
+            state[:] = [p, o]
+            return p, o, loss
+
+        return call
+
+    return step, (params, opt_state, u, target), (0, 1), make_call

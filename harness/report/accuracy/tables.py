@@ -377,6 +377,18 @@ def versus_published(cells: pd.DataFrame, baselines: dict[str, float], labels: L
     )
 
 
+_MATCHED_CAPTION = (
+    "Every model sized to one parameter budget per task (the smallest of the models' "
+    "recurrent layers at equal width, unless the study names another): the width and so the "
+    "rest of the network kept, the state size changed until one recurrent layer holds the "
+    "budget's trained parameters within ±5 % (complex entries count two; options that follow "
+    "the state size, such as RotRNN's heads, follow it); a model already within the budget "
+    "keeps its configuration and its equal-width runs. Test metric at each arm's learning "
+    "rates tuned on validation: accuracy (%) or, on a regression task, mean squared error; "
+    "mean ± standard error over the n finished seeds, the equal-width result beside it. "
+)
+
+
 def matched_table(matched: pd.DataFrame, sizes: pd.DataFrame, width: pd.DataFrame,
                   labels: Labels, scale: str, run_ids: tuple[str, ...]) -> Table:
     """Per (task, model) of the parameter-matched runs: the state size and layer parameters
@@ -420,16 +432,7 @@ def matched_table(matched: pd.DataFrame, sizes: pd.DataFrame, width: pd.DataFram
     return Table(
         name="accuracy_matched",
         title=TITLES["accuracy_matched"],
-        caption=(
-            "Every model sized to one parameter budget per task (the smallest of the models' "
-            "recurrent layers at equal width, unless the study names another): the width and "
-            "so the rest of the network kept, the state size changed until one recurrent "
-            "layer holds the budget's trained parameters within ±5 % (complex entries count "
-            "two; options that follow the state size, such as RotRNN's heads, follow it); a "
-            "model already within the budget keeps its configuration and its equal-width runs. "
-            "Test metric at each arm's learning rates tuned on validation: accuracy (%) or, "
-            "on a regression task, mean squared error; mean ± standard error over the n "
-            "finished seeds, the equal-width result beside it. " + scale),
+        caption=_MATCHED_CAPTION + scale,
         frame=frame,
         stderr=se,
         digits={"state size": 0, "n seeds": 0, **{c: PERCENT_DIGITS for c in metric_columns}},
