@@ -43,6 +43,15 @@ def of_network(network: Any) -> int:
                             tuple(network.layer_options))
 
 
+def counted(network: Any) -> int | None:
+    """`of_network`, or None for a layer that cannot be built (a broken registration: its
+    own runs fail and record why; it takes no part in a budget)."""
+    try:
+        return of_network(network)
+    except Exception:  # noqa: BLE001 - whatever a user's layer raises when built
+        return None
+
+
 def check_budget(value: Any) -> None:
     """Refuse a budget that is neither one of `RULES` nor a positive integer."""
     if value in RULES:
@@ -63,17 +72,14 @@ def budget(rule: str | int, counts: Mapping[str, int]) -> int:
 def matched(at: Callable[[int], Any | None], model: str, d_state: int, target: int,
             where: str) -> Any:
     """The run ``at(d)`` (a run spec with ``network``) sized to ``target`` layer parameters:
-    at the equal-width state size ``d_state`` when that is within `TOLERANCE` (the model's own
-    configuration kept), else at the accepted state size closest to ``target`` (``at``
-    returns None for a state size the layer's config refuses); ties go to the smaller state.
+    at the accepted state size closest to ``target`` (``at`` returns None for a state size the
+    layer's config refuses), searched up to a few times the equal-width ``d_state``; ties go
+    to the smaller state. (A model within `TOLERANCE` at equal width keeps its own runs: the
+    caller does not ask.)
 
     A layer's count grows with its state size, so a binary search over the accepted sizes
     finds the crossing. Raises `ConfigError` when the closest is more than `TOLERANCE` away.
     """
-    own = at(d_state)
-    if own is not None and _accepted(own.network) and (
-            abs(of_network(own.network) - target) <= TOLERANCE * target):
-        return own  # already within the budget: the model's own configuration is kept
     specs = {}
     for d in range(1, max(_SEARCH_FACTOR * d_state, 64) + 1):
         spec = at(d)

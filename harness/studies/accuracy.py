@@ -278,8 +278,11 @@ def grid(config: AccuracyConfig) -> list[RunSpec]:
                     arms = [spec]
                     if task in config.match_parameters:
                         matched = _matched_spec(_sizing_key(config), model, task, depth)
-                        if matched.network != spec.network:  # else its equal-width runs are
-                            arms.append(dataclasses.replace(matched, seed=seed))  # matched
+                        # None: within the budget at equal width (its equal-width runs are
+                        # its matched runs), or a layer that cannot be built to be counted
+                        # (its equal-width runs fail and say why).
+                        if matched is not None:
+                            arms.append(dataclasses.replace(matched, seed=seed))
                     for arm in arms:
                         for lr, recurrent_lr in candidates(config, spec):
                             specs.append(dataclasses.replace(arm, train=dataclasses.replace(
@@ -294,13 +297,21 @@ def _sizing_key(config: AccuracyConfig) -> AccuracyConfig:
 
 
 @functools.cache
-def _matched_spec(config: AccuracyConfig, model: str, task: str, depth: int) -> RunSpec:
-    """``model``'s run on ``task`` (seed 0) sized to the cell's parameter budget."""
+def _matched_spec(config: AccuracyConfig, model: str, task: str, depth: int
+                  ) -> RunSpec | None:
+    """``model``'s run on ``task`` (seed 0) sized to the cell's parameter budget; None when
+    its equal-width run already is (within `_matched.TOLERANCE`) or its layer cannot be built.
+    The budget is over the models whose layers can be built."""
     where = f"accuracy run ({model}, {task}) at matched parameters"
-    counts = {m: _matched.of_network(_resolve(config, m, task, depth, 0).network)
+    counts = {m: _matched.counted(_resolve(config, m, task, depth, 0).network)
               for m in config.models}
-    target = _matched.budget(config.parameter_budget, counts)
-    state = _resolve(config, model, task, depth, 0).network.d_state
+    if counts[model] is None:
+        return None
+    target = _matched.budget(config.parameter_budget,
+                             {m: c for m, c in counts.items() if c is not None})
+    width = _resolve(config, model, task, depth, 0)
+    if abs(counts[model] - target) <= _matched.TOLERANCE * target:
+        return None
 
     def at(d_state: int) -> RunSpec | None:
         sized = Recipe(model=model, task=task, overrides=(("network.d_state", d_state),),
@@ -312,7 +323,7 @@ def _matched_spec(config: AccuracyConfig, model: str, task: str, depth: int) -> 
             return None
         return dataclasses.replace(spec, parameter_budget=target)
 
-    return _matched.matched(at, model, state, target, where)
+    return _matched.matched(at, model, width.network.d_state, target, where)
 
 
 def programs(spec: RunSpec) -> tuple[Any, ...]:
