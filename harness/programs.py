@@ -125,18 +125,24 @@ def matched_d_state(
     if not valid:
         raise ValueError(f"No d_state in [1, {limit}] is valid for {model!r} with {options}.")
 
-    def count(d_state: int) -> int:
-        return parameter_count(model, d_model=d_model, d_state=d_state, options=options)
+    return closest_size(
+        valid, lambda d: parameter_count(model, d_model=d_model, d_state=d, options=options),
+        target)
 
-    low, high = 0, len(valid) - 1
-    while low < high:  # the first valid d_state whose count reaches the target
+
+def closest_size(sizes: list[int], count: Callable[[int], int], target: int) -> int:
+    """The size among ``sizes`` (ascending) whose ``count`` is closest to ``target``; ties go
+    to the smaller size. ``count`` grows with the size, so a binary search finds the crossing
+    and only a few sizes are counted."""
+    low, high = 0, len(sizes) - 1
+    while low < high:  # the first size whose count reaches the target
         mid = (low + high) // 2
-        if count(valid[mid]) < target:
+        if count(sizes[mid]) < target:
             low = mid + 1
         else:
             high = mid
-    candidates = [valid[i] for i in (low - 1, low) if 0 <= i < len(valid)]
-    return min(candidates, key=lambda d: (abs(count(d) - target), d))
+    near = [sizes[i] for i in (low - 1, low) if 0 <= i < len(sizes)]
+    return min(near, key=lambda d: (abs(count(d) - target), d))
 
 
 def resolved_d_state(spec: Any) -> int:

@@ -82,13 +82,7 @@ def _figure(points: pd.DataFrame, preset: str | None) -> Figure:
                         marker=style.model_marker(model), label=style.model_label(model))
                 ax.plot(drawn["seq_len"], drawn["temporaries_MiB"], color=colour,
                         linestyle=":")
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
-            style.plain_log_ticks(ax, "x")
-            style.plain_log_ticks(ax, "y")
-            ax.set_title(f"{MODE_LABELS[mode]}, {size} size")
-            ax.set_xlabel("sequence length L (steps)")
-            ax.set_ylabel("compiled memory (MiB)")
+            style.length_axes(ax, f"{MODE_LABELS[mode]}, {size} size", "compiled memory (MiB)")
     from matplotlib.lines import Line2D
 
     entries = style.legend_entries(fig)

@@ -280,6 +280,18 @@ def legend_entries(fig) -> dict:
     return entries
 
 
+def length_axes(ax: Any, title: str, ylabel: str) -> None:
+    """A panel of a quantity against sequence length: both axes log-scale (L in powers of two)
+    with plain tick labels, ``title`` and ``ylabel``."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    plain_log_ticks(ax, "x")
+    plain_log_ticks(ax, "y")
+    ax.set_title(title)
+    ax.set_xlabel("sequence length L (steps)")
+    ax.set_ylabel(ylabel)
+
+
 def plain_log_ticks(ax, which: str = "y") -> None:
     """Tick labels of a logarithmic axis written as plain numbers (0.5, 2, 300; not 2x10^0),
     with 2 and 5 between the powers of ten labelled too when the axis spans under two decades

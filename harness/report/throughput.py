@@ -119,13 +119,7 @@ def _panel(ax, rows: pd.DataFrame, mode: str, size: str, column: str,
             ax.fill_between(drawn["seq_len"], drawn["tokens_per_s_at_q75_time"],
                             drawn["tokens_per_s_at_q25_time"],
                             color=style.model_colour(model), alpha=0.15, linewidth=0)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    style.plain_log_ticks(ax, "x")
-    style.plain_log_ticks(ax, "y")
-    ax.set_title(f"{MODE_LABELS[mode]}, {size} size")
-    ax.set_xlabel("sequence length L (steps)")
-    ax.set_ylabel(label)
+    style.length_axes(ax, f"{MODE_LABELS[mode]}, {size} size", label)
     return data
 
 

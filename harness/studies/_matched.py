@@ -92,15 +92,7 @@ def matched(at: Callable[[int], Any | None], model: str, d_state: int, target: i
     def count(d: int) -> int:
         return of_network(specs[d].network)
 
-    low, high = 0, len(sizes) - 1
-    while low < high:  # the first accepted state size whose count reaches the target
-        mid = (low + high) // 2
-        if count(sizes[mid]) < target:
-            low = mid + 1
-        else:
-            high = mid
-    near = [sizes[i] for i in (low - 1, low) if 0 <= i < len(sizes)]
-    best = min(near, key=lambda d: (abs(count(d) - target), d))
+    best = programs.closest_size(sizes, count, target)
     if abs(count(best) - target) > TOLERANCE * target:
         raise ConfigError(
             f"{where}: {model} cannot be sized to {target} layer parameters within "
