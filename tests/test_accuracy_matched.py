@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pandas as pd
 import pytest
 
 from harness import config as _config
@@ -105,3 +106,19 @@ def test_matched_runs_have_their_own_table_and_leave_the_others_unchanged(tmp_pa
     for name in ("accuracy_test", "accuracy_detail", "accuracy_significance"):
         assert with_matched[name].frame.equals(without[name].frame), name
     assert with_matched["accuracy_detail"].caption == without["accuracy_detail"].caption
+    # A grid that sizes no task to a budget, without such runs: no matched table at all.
+    assert "accuracy_matched" not in without and "accuracy_matched_significance" not in without
+
+
+def test_a_preset_that_sizes_a_task_says_its_matched_runs_are_missing(tmp_path):
+    from harness.report import accuracy as section
+    from harness.report._artifacts import Missing
+
+    store = Store(tmp_path / "empty.sqlite")
+    labels = section.Labels(pd.DataFrame({"depth": [2], "task": ["listops"],
+                                          "cfg.task_options": [[]]}))
+    missing = section._matched_artifacts(store, "cpu-full", pd.DataFrame(), labels, "", "")
+    assert [m.name for m in missing] == ["accuracy_matched", "accuracy_matched_significance"]
+    assert all(isinstance(m, Missing) and "preset cpu-full sizes ListOps" in m.reason
+               for m in missing)
+    assert section._matched_artifacts(store, "cpu", pd.DataFrame(), labels, "", "") == []

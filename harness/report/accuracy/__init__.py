@@ -42,7 +42,7 @@ from .._artifacts import Artifact, Missing, Section, all_missing
 from .._selection import BUDGET, bracketing
 from . import curves, figures, findings, tables
 from ._data import (STATE, STUDY, TITLES, Labels, Selection, baselines, bracketing_text,
-                    layer_parameters, left_out, load, scale_text, tuning_text)
+                    layer_parameters, left_out, load, matched_tasks, scale_text, tuning_text)
 from ._statistics import apart, friedman_text, informative, pairs_text, ranks, significance, \
     summarise
 
@@ -72,12 +72,18 @@ INTRO = (
 )
 
 
+# Not stated missing when the store holds no accuracy run: the findings, and the
+# parameter-matched tables (which only a preset that sizes a task to a budget makes).
+_NOT_LISTED_WHEN_EMPTY = ("accuracy_findings", "accuracy_matched",
+                          "accuracy_matched_significance")
+
+
 def build(store: Store) -> list[Artifact]:
     """The accuracy tables and figures for the largest-scale preset in the store, in the
     report's order (a table or figure that cannot be made is a `Missing` saying why)."""
     selection = load(store)
     if isinstance(selection, str):
-        return all_missing({n: t for n, t in TITLES.items() if n != "accuracy_findings"},
+        return all_missing({n: t for n, t in TITLES.items() if n not in _NOT_LISTED_WHEN_EMPTY},
                            selection)
     final, labels = selection.final, Labels(selection.runs)
     recipe_cells = summarise(selection.recipe_final, selection.runs_at("recipe"))
@@ -97,7 +103,7 @@ def build(store: Store) -> list[Artifact]:
     out += _rank_artifacts(across, scale, tuned_ids)
     out.append(tables.detail_table(recipe_cells, tuned_cells, base, labels,
                                    scale + selection.note, run_ids))
-    out += _matched_artifacts(store, tuned_cells, labels, tuning, scale)
+    out += _matched_artifacts(store, selection.preset, tuned_cells, labels, tuning, scale)
     out.append(figures.by_task_figure(selection.tuned_final, tuned_cells, recipe_cells, base,
                                       labels, tuning + " " + scale, tuned_ids))
     out.append(curves.curves_figure(selection.evals, final, base, labels, scale))
@@ -148,13 +154,17 @@ def _results(selection: Selection, recipe_cells: pd.DataFrame, tuned_cells: pd.D
     return out
 
 
-def _matched_artifacts(store: Store, width: pd.DataFrame, labels: Labels, tuning: str,
-                       scale: str) -> list[Artifact]:
-    """The parameter-matched table and its pairwise comparisons, or why the store has none."""
+def _matched_artifacts(store: Store, preset: str | None, width: pd.DataFrame, labels: Labels,
+                       tuning: str, scale: str) -> list[Artifact]:
+    """The parameter-matched table and its pairwise comparisons; nothing for a preset that
+    sizes no task to a budget and whose store holds no such run (the cpu preset: its report
+    is about equal width), or why they are missing where the preset asks for them."""
     selection = load(store, "matched")
     if isinstance(selection, str):
-        reason = ("no run of this preset was sized to a common parameter budget (the study's "
-                  "match_parameters option; the cpu-full preset sizes ListOps so).")
+        if not matched_tasks(preset):
+            return []
+        reason = (f"preset {preset} sizes {labels.tasks_text(matched_tasks(preset))} to a "
+                  "common parameter budget, and the store holds none of those runs yet.")
         return [Missing(n, TITLES[n], reason)
                 for n in ("accuracy_matched", "accuracy_matched_significance")]
     tuned = selection.tuned_final

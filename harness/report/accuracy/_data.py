@@ -279,6 +279,19 @@ def _pending(preset: str | None, recorded: set[str], arm: str = "width") -> pd.D
     return pd.DataFrame([r for r in records if r[0] not in recorded], columns=columns)
 
 
+def matched_tasks(preset: str | None) -> list[str]:
+    """The tasks ``preset``'s grid also trains at a common parameter budget (none for a
+    custom grid or one that cannot be built)."""
+    if preset not in PRESET_NAMES:
+        return []
+    from ... import studies
+
+    try:
+        return list(studies.get(STUDY).config(preset).match_parameters)
+    except Exception:  # the grid's own error is stated by the tables that need it
+        return []
+
+
 def left_out(preset: str | None) -> list[tuple[str, str]]:
     """The (task, reason) pairs the preset's grid leaves out, as the preset states them."""
     if preset not in PRESET_NAMES:
