@@ -70,7 +70,12 @@ def test_a_budget_out_of_reach_or_not_accepted_is_refused():
         _config_matched(match_parameters=("listops",))
 
 
-def test_matched_runs_have_their_own_table_and_leave_the_others_unchanged(tmp_path):
+def test_matched_runs_have_their_own_table_and_leave_the_others_unchanged(tmp_path,
+                                                                         monkeypatch):
+    import matplotlib
+
+    # The section draws its figures too (only its tables are read here, and then closed).
+    monkeypatch.setitem(matplotlib.rcParams, "figure.max_open_warning", 0)
     config = _config_matched(models=("rotrnn", "lru"))  # the LRU sized down to RotRNN's
     store = Store(tmp_path / "matched.sqlite")
     run_study(A.STUDY, config, store=store, progress=False)
