@@ -167,7 +167,7 @@ def _still_running(
         processes: list[Any], timeout: float) -> list[Any]:
     """The processes among ``processes`` that have not ended within ``timeout`` seconds."""
     sentinels = {process.sentinel: process for process in processes
-                 if getattr(process, "_popen", None) is not None}
+                 if process.pid is not None}  # started (a sentinel exists)
     deadline = time.monotonic() + timeout
     while sentinels:
         remaining = deadline - time.monotonic()

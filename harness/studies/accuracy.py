@@ -303,13 +303,12 @@ def _matched_spec(config: AccuracyConfig, model: str, task: str, depth: int
     its equal-width run already is (within `_matched.TOLERANCE`) or its layer cannot be built.
     The budget is over the models whose layers can be built."""
     where = f"accuracy run ({model}, {task}) at matched parameters"
-    counts = {m: _matched.counted(_resolve(config, m, task, depth, 0).network)
-              for m in config.models}
+    networks = {m: _resolve(config, m, task, depth, 0).network for m in config.models}
+    counts = {m: _matched.counted(network) for m, network in networks.items()}
     if counts[model] is None:
         return None
     target = _matched.budget(config.parameter_budget,
                              {m: c for m, c in counts.items() if c is not None})
-    width = _resolve(config, model, task, depth, 0)
     if abs(counts[model] - target) <= _matched.TOLERANCE * target:
         return None
 
@@ -323,7 +322,7 @@ def _matched_spec(config: AccuracyConfig, model: str, task: str, depth: int
             return None
         return dataclasses.replace(spec, parameter_budget=target)
 
-    return _matched.matched(at, model, width.network.d_state, target, where)
+    return _matched.matched(at, model, networks[model].d_state, target, where)
 
 
 def programs(spec: RunSpec) -> tuple[Any, ...]:

@@ -11,7 +11,6 @@ the tasks as papers write them.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -216,8 +215,7 @@ def layer_parameters(runs: pd.DataFrame) -> pd.Series:
     """One recurrent layer's trained parameters for each of ``runs`` (from its recorded layer,
     width, state size and options: `harness.studies._matched.layer_parameters`)."""
     def count(layer: str, d_model: int, d_state: int, options: Any) -> int:
-        if isinstance(options, str):  # as JSON text, or read back as a list
-            options = json.loads(options)
+        # The options as the store reads them back: a list of (name, value) pairs.
         pairs = tuple(tuple(p) for p in options) if isinstance(options, list) else ()
         return _matched.layer_parameters(layer, int(d_model), int(d_state), pairs)
 
