@@ -66,6 +66,7 @@ import tasks
 from models import _validate
 from models.network import NetworkConfig
 
+from .. import config as _config
 from .. import settings
 from .. import train as training
 from ..variants import check_variants, variant, variants
@@ -196,6 +197,17 @@ class StabilityConfig:
         long_probe_size: examples in the long probe (forward only).
         window: the fraction of each long-probe example's last steps over which the
             stationary norm is averaged.
+        init_seeds: the seeds of the runs measured at initialisation only (the depths not
+            trained); ``()`` (the default) takes ``seeds``. Cheap (a forward pass each, one
+            compiled program per variant and depth), so a preset can afford more of them than
+            of trained runs.
+        sweep_heads: the initialisation sweep: head counts at which every variant whose layer
+            has a ``heads`` option is also measured at initialisation, at the deepest of
+            ``depths``, for each of ``init_seeds`` (the registration's own head count is the
+            study's ordinary run). With the probe batch (the task's own lengths) and the long
+            probe every run measures, and the layers 1..d of the deepest network standing for
+            a network of depth d, it shows where each layer's spread comes from before any
+            training: head count x probe length x depth. ``()``: no sweep.
     """
 
     tasks: tuple[str, ...] = ("listops", "digits")
@@ -227,6 +239,8 @@ class StabilityConfig:
     probe_length: int = 1000
     long_probe_size: int = 16
     window: float = 0.1
+    init_seeds: tuple[int, ...] = ()
+    sweep_heads: tuple[int, ...] = ()
 
     def __post_init__(self):
         if not isinstance(self.group_seeds, bool):
@@ -260,6 +274,14 @@ class StabilityConfig:
             value = getattr(self, name)
             if not value or len(set(value)) != len(value):
                 raise ValueError(f"stability.{name} must be distinct and non-empty, got {value!r}.")
+        for name in ("init_seeds", "sweep_heads"):
+            value = getattr(self, name)
+            if len(set(value)) != len(value):
+                raise ValueError(f"stability.{name} must be distinct (or empty), got {value!r}.")
+        for seed in (*self.seeds, *self.init_seeds):
+            _validate.non_negative_int("stability seeds", seed)
+        for heads in self.sweep_heads:
+            _validate.positive_int("stability.sweep_heads", heads)
         for depth in self.depths:
             _validate.positive_int("stability.depths", depth)
         stray = [d for d in self.train_depths if d not in self.depths]
@@ -308,46 +330,70 @@ class StabilityRun:
     probe_length: int = 1000
     long_probe_size: int = 16
     window: float = 0.1
+    # True for a run of the initialisation sweep at a head count other than the study's
+    # (`StabilityConfig.sweep_heads`): the report keeps it out of everything but the sweep.
+    # Left out of the run's identity while False, so no earlier run id changed.
+    sweep: bool = dataclasses.field(default=False, metadata={_config.OMIT_DEFAULT: True})
 
 
 def grid(config: StabilityConfig) -> list[StabilityRun]:
-    """Every task, variant, depth and seed; depths in ``train_depths`` are trained on the
-    tasks of ``train_tasks``. Each run's settings come from `resolve`."""
+    """Every task, variant, depth and seed (``init_seeds`` at the depths measured at
+    initialisation only); depths in ``train_depths`` are trained on the tasks of
+    ``train_tasks``; then the initialisation sweep (`sweep_runs`). Each run's settings come
+    from `resolve`."""
     runs = []
     for task in config.tasks:
         trained = not config.train_tasks or task in config.train_tasks
         for name in config.variants:
             for depth in config.depths:
                 resolved, lr_source = resolve(config, name, task, depth)
-                for seed in config.seeds:
-                    runs.append(
-                        StabilityRun(
-                            task=task,
-                            task_options=resolved.task_options,
-                            variant=name,
-                            network=resolved.network,
-                            train=resolved.train if depth in config.train_depths and trained
-                            else None,
-                            lr_source=lr_source if depth in config.train_depths and trained
-                            else None,
-                            probe_size=config.probe_size,
-                            profile_points=config.profile_points,
-                            statistics=config.statistics,
-                            seed=seed,
-                            probe_length=config.probe_length,
-                            long_probe_size=config.long_probe_size,
-                            window=config.window,
-                        )
-                    )
+                is_trained = depth in config.train_depths and trained
+                seeds = config.seeds if is_trained else (config.init_seeds or config.seeds)
+                runs += [_run(config, task, name, resolved, seed,
+                              lr_source if is_trained else None, trained=is_trained)
+                         for seed in seeds]
+    return runs + sweep_runs(config)
+
+
+def sweep_runs(config: StabilityConfig) -> list[StabilityRun]:
+    """The initialisation sweep's own runs: every variant whose layer has a ``heads`` option,
+    at the deepest depth and at each head count of ``sweep_heads`` other than the one its
+    ordinary runs resolve to, measured at initialisation for each of ``init_seeds``."""
+    depth = max(config.depths)
+    runs = []
+    for task in config.tasks:
+        for name in config.variants:
+            if "heads" not in models.info(variant(name).model).option_names():
+                continue
+            ordinary = dict(resolve(config, name, task, depth)[0].network.layer_options)
+            for heads in config.sweep_heads:
+                if heads == ordinary.get("heads"):
+                    continue
+                resolved, _ = resolve(config, name, task, depth, heads=heads)
+                runs += [dataclasses.replace(_run(config, task, name, resolved, seed, None,
+                                                  trained=False), sweep=True)
+                         for seed in (config.init_seeds or config.seeds)]
     return runs
 
 
-def resolve(config: StabilityConfig, name: str, task: str, depth: int
+def _run(config: StabilityConfig, task: str, name: str, resolved: settings.Resolved, seed: int,
+         lr_source: str | None, *, trained: bool) -> StabilityRun:
+    return StabilityRun(
+        task=task, task_options=resolved.task_options, variant=name, network=resolved.network,
+        train=resolved.train if trained else None, lr_source=lr_source,
+        probe_size=config.probe_size, profile_points=config.profile_points,
+        statistics=config.statistics, seed=seed, probe_length=config.probe_length,
+        long_probe_size=config.long_probe_size, window=config.window)
+
+
+def resolve(config: StabilityConfig, name: str, task: str, depth: int, *, heads: int = 0
             ) -> tuple[settings.Resolved, str]:
     """Variant ``name``'s settings on ``task`` at ``depth`` (`harness.settings.resolve`, the
     accuracy study's order: the task preset, the model's registration for the task, its width
     options, then ``heads``, ``layer_options``, the variant's own options and the selected
-    learning rates), and where its learning rates come from: ``"selected"`` or ``"recipe"``."""
+    learning rates), and where its learning rates come from: ``"selected"`` or ``"recipe"``.
+    ``heads`` (the initialisation sweep's) sets the layer's head count above the variant's
+    own options."""
     chosen = variant(name)
     recipes = []
     if config.heads:
@@ -361,6 +407,9 @@ def resolve(config: StabilityConfig, name: str, task: str, depth: int
         recipes.append(settings.Recipe(
             model=chosen.model, overrides=tuple((f"layer.{k}", v) for k, v in chosen.options),
             source=f"variant {name}: {chosen.note}"))
+    if heads:
+        recipes.append(settings.Recipe(model=chosen.model, overrides=(("layer.heads", heads),),
+                                       source="stability.sweep_heads"))
     rates = _selected_rates(config, chosen.model, task, depth)
     if rates is not None:
         recipes.append(settings.Recipe(
@@ -481,19 +530,23 @@ PRESETS = {
     # learns beyond the majority class) at depths 1 and 2 and five seeds, 400 steps (RotRNN,
     # LRU and the LRU without gamma at depth 2, seed 0, 600 steps: every layer's norm moved by
     # less than 1% over the last 100 steps, as the cosine schedule decays; at 400 the schedule
-    # decays the same way), probed every 50; the depth sweep 1-8 at initialisation. The
-    # networks are the accuracy study's (H = 32, d_state = 32, each registration's width
-    # options: RotRNN in heads of 4 states). Deeper trained networks and sequential digits are
-    # in cpu-full.
+    # decays the same way), probed every 50. The networks are the accuracy study's (H = 32,
+    # d_state = 32, each registration's width options: RotRNN in heads of 4 states). The
+    # initialisation sweep: 8-block networks of every variant at ten seeds, the RotRNN
+    # variants also at 2 and 16 heads beside their registration's 8 (head sizes 16, 4 and 2),
+    # their layers 1..d standing for depth d (so no separate 4-block networks). Deeper trained
+    # networks and sequential digits are in cpu-full.
     "cpu": StabilityConfig(
-        tasks=("listops",), depths=(1, 2, 4, 8), train_depths=(1, 2), seeds=(0, 1, 2, 3, 4),
+        tasks=("listops",), depths=(1, 2, 8), train_depths=(1, 2), seeds=(0, 1, 2, 3, 4),
         steps=400, eval_every=50, long_probe_size=8,
+        init_seeds=tuple(range(10)), sweep_heads=(2, 16),
     ),
     # For decisive CPU numbers (the whole `make report PRESET=cpu-full` is timed in
     # docs/performance.md): five seeds, both tasks trained at two depths, 1500 steps.
     "cpu-full": StabilityConfig(
         depths=(1, 2, 4, 8), train_depths=(2, 4), train_tasks=("listops", "digits"),
         seeds=(0, 1, 2, 3, 4), steps=1500, eval_every=100,
+        init_seeds=tuple(range(10)), sweep_heads=(1, 2, 4, 16),
     ),
     # ListOps-sized networks (each registration's gpu options: RotRNN 128 states in 32 heads,
     # as the authors' sweeps), the papers' 6 blocks trained; 63 training runs of 5000 steps,
@@ -503,6 +556,7 @@ PRESETS = {
         train_depths=(6,), seeds=(0, 1, 2),
         d_model=128, d_state=128, steps=5000, eval_every=250, batch_size=32,
         probe_size=64, profile_points=32, probe_length=2000,
+        init_seeds=tuple(range(10)), sweep_heads=(8, 64),
     ),
 }
 

@@ -3,7 +3,7 @@
 The section is a package by role: `_data` (which rows and runs, from the store; the variants'
 labels and order), `_statistics` (intervals over seeds, the spread per run, the stationary
 norm's components), `tables`, `figures` and `findings` (the spread's verdict, the regime check,
-the stationary verdict); this module puts them in the report's order.
+the stationary verdict), `sweep` (the initialisation sweep); this module puts them in the report's order.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ._statistics import BAND, COMPONENTS, comparison_pairs, components_by_seed,
 from .figures import _depth_figure, _eigen_figure, _profile_figure, _stationary_figure, \
     _training_figure
 from .findings import _finding, _stationary_finding, regime_text
+from .sweep import is_sweep, sweep_figure, sweep_finding, sweep_table
 from .tables import _components_table, _init_table, _levels_table, _spread_table, \
     _summary_table
 
@@ -73,6 +74,11 @@ def section(store: Store) -> list[Artifact]:
     if rows.empty:
         return all_missing(_NO_RUNS_TITLES, no_runs("stability"))
     out: list[Artifact] = []
+    # The initialisation sweep's own runs are in its table and figure only.
+    swept = is_sweep(rows)
+    everything, rows = rows, rows[~swept]
+    if "cfg.sweep" in runs.columns:
+        runs = runs[~runs["cfg.sweep"].fillna(False).astype(bool)]
     for task in sorted(rows["cfg.task"].unique()):
         frame = rows[rows["cfg.task"] == task]
         layer = frame[frame[C.kind] == "layer"]
@@ -94,6 +100,9 @@ def section(store: Store) -> list[Artifact]:
                                             deepest=depth == depths[-1]))
             out.append(_eigen_figure(trained, task, preset))
         out.append(_init_table(frame, task, preset))
+        with_sweep = everything[everything["cfg.task"] == task]
+        out += [sweep_table(with_sweep, task, preset), sweep_figure(with_sweep, task, preset),
+                sweep_finding(with_sweep, task, preset)]
         out.append(_depth_figure(layer, task, preset))
         out.append(_profile_figure(frame[frame[C.kind] == "profile"], task, preset))
         task_runs = runs[runs["cfg.task"] == task] if "cfg.task" in runs.columns else runs
