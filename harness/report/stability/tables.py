@@ -251,7 +251,7 @@ def _init_table(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
             f"component (RMS deviation of a seed's log norms from the mean over seeds), each "
             f"with its mean and 95% t interval over seeds, and the smallest white-noise energy "
             f"reached at the window's start (>= 0.9: stationary). Every variant's "
-            f"registration options (heads as registered); the probe length and the heads are "
-            f"not swept here."),
+            f"registration options (heads as registered); the head count and the probe length "
+            f"are swept in the table stability_init_sweep_{task}."),
         frame=frame_out, digits={c: 3 for c in frame_out.columns}, runs=_run_ids(rows),
     )
