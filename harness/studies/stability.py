@@ -542,11 +542,12 @@ PRESETS = {
         init_seeds=tuple(range(10)), sweep_heads=(2, 16),
     ),
     # For decisive CPU numbers (the whole `make report PRESET=cpu-full` is timed in
-    # docs/performance.md): ten seeds, both tasks trained at depth 2 and at the papers'
-    # ListOps depth of 6 blocks, 1500 steps; the initialisation sweep at 8 blocks, RotRNN at
-    # 1, 2, 4, 8 and 16 heads.
+    # docs/performance.md): ten seeds, ListOps trained at depth 2 and at the papers' ListOps
+    # depth of 6 blocks, 1500 steps (sequential digits at initialisation only: trained too, it
+    # would take the preset past its 2.5 hours); the initialisation sweep at 8 blocks, RotRNN
+    # at 1, 2, 4, 8 and 16 heads.
     "cpu-full": StabilityConfig(
-        depths=(1, 2, 6, 8), train_depths=(2, 6), train_tasks=("listops", "digits"),
+        depths=(1, 2, 6, 8), train_depths=(2, 6), train_tasks=("listops",),
         seeds=tuple(range(10)), steps=1500, eval_every=100,
         init_seeds=tuple(range(10)), sweep_heads=(1, 2, 4, 16),
     ),
