@@ -104,3 +104,4 @@ def test_presets_cover_every_model_with_one_recipe_per_task():
                     for s in specs if s.task == task}
             assert len(same) == 1, (name, task, same)
     assert len(A.STUDY.presets["cpu"].seeds) >= 5  # effect sizes and intervals over five paired seeds
+    assert len(A.STUDY.presets["cpu-full"].seeds) >= 10  # exact tests that can reach 5 % after Holm
