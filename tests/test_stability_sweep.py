@@ -114,7 +114,7 @@ def test_the_sweep_in_the_report(swept):
     assert set(index.get_level_values("Probe")) == {"task length", "long probe"}
     assert set(index.get_level_values("Depth")) == {1, 2}
     assert set(index.get_level_values("Variant")) == {
-        "RotRNN, 1 heads", "RotRNN, 2 heads", "RotRNN, 4 heads", "LRU"}
+        "RotRNN, 1 head", "RotRNN, 2 heads", "RotRNN, 4 heads", "LRU"}
     assert (table.frame["seeds"] == 3).all() and (table.frame["norm"] > 0).all()
     # Depth 1: one layer, no spread across layers; depth 2: a spread, with its interval.
     one = table.frame.xs(1, level="Depth")
@@ -128,7 +128,7 @@ def test_the_sweep_in_the_report(swept):
     assert isinstance(finding, Finding)
     text = " ".join(finding.lines)
     assert "Probe length" in text and "Head count" in text
-    assert "RotRNN task length, 1 heads − 4 heads" in text and "LRU task length − long probe" in text
+    assert "RotRNN task length, 1 head − 4 heads" in text and "LRU task length − long probe" in text
     # The sweep's own runs stay out of every other table: the ordinary init table sees the
     # registration's head count only, with the three seeds.
     init = by_name["stability_init_listops"]

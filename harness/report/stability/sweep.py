@@ -92,8 +92,12 @@ def summary(rows: pd.DataFrame, deepest: int) -> pd.DataFrame:
     return pd.DataFrame.from_records(records)
 
 
+def _heads_text(heads: int) -> str:
+    return f"{heads} head{'s' if heads != 1 else ''}"
+
+
 def _label_heads(variant: str, heads: int) -> str:
-    return f"{_label(variant)}, {heads} heads" if heads else _label(variant)
+    return f"{_label(variant)}, {_heads_text(heads)}" if heads else _label(variant)
 
 
 def _ordered(frame: pd.DataFrame) -> pd.DataFrame:
@@ -298,8 +302,8 @@ def sweep_finding(frame: pd.DataFrame, task: str, preset: str | None) -> Artifac
             counts = sorted(h for p, v, h in values if (p, v) == (probe, variant) and h)
             if len(counts) >= 2:
                 few, many = (values[probe, variant, counts[0]], values[probe, variant, counts[-1]])
-                head_tests.append((f"{_label(variant)} {probe}, {counts[0]} heads",
-                                   f"{counts[-1]} heads", inference.unpaired(few, many)))
+                head_tests.append((f"{_label(variant)} {probe}, {_heads_text(counts[0])}",
+                                   _heads_text(counts[-1]), inference.unpaired(few, many)))
     if head_tests:
         lines.append("Head count, the fewest against the most heads measured, per probe "
                      "(independent networks: Welch's interval, the larger of Welch's and the "
