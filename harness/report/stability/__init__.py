@@ -77,8 +77,7 @@ def section(store: Store) -> list[Artifact]:
     # The initialisation sweep's own runs are in its table and figure only.
     swept = is_sweep(rows)
     everything, rows = rows, rows[~swept]
-    if "cfg.sweep" in runs.columns:
-        runs = runs[~runs["cfg.sweep"].fillna(False).astype(bool)]
+    runs = runs[~is_sweep(runs)]
     for task in sorted(rows["cfg.task"].unique()):
         frame = rows[rows["cfg.task"] == task]
         layer = frame[frame[C.kind] == "layer"]

@@ -199,3 +199,24 @@ def _pair_family(values: dict[str, pd.Series], pairs: list[tuple[str, str]]
              else inference.paired_t_mdd(r.n, family_alpha)) * r.sd)
         for r in family.itertuples()]
     return family
+
+
+def norms_by_seed(rows: pd.DataFrame, column: str) -> tuple[np.ndarray, list[int]]:
+    """``(seeds, layers)`` of ``column`` for one network configuration's rows at one step, and
+    the seeds (those with every layer)."""
+    table = rows.pivot_table(index="seed", columns=C.layer, values=column).dropna()
+    return table.to_numpy(dtype=float), [int(s) for s in table.index]
+
+
+def init_components(norms: np.ndarray) -> dict[str, float]:
+    """The depth and seed components of untrained networks' norms ``(seeds, layers)``, each the
+    mean over seeds with its 95 % t interval: ``{"depth": .., "depth low": .., "depth high":
+    .., "seed": ..}`` (the seed component needs two seeds; NaN with fewer)."""
+    at_init = np.asarray(norms, dtype=float)[:, None, :]  # (seeds, 1 step, layers)
+    record: dict[str, float] = {}
+    for key, component, fewest in (("depth", state_norm.depth_component, 1),
+                                   ("seed", state_norm.seed_component, 2)):
+        per_seed = component(at_init) if len(at_init) >= fewest else np.array([])
+        mean, low, high, _ = inference.mean_interval(per_seed)
+        record.update({key: mean, f"{key} low": low, f"{key} high": high})
+    return record

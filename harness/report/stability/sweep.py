@@ -24,6 +24,7 @@ from ... import stats as inference
 from .. import style
 from .._artifacts import Artifact, Figure, Finding, Missing, Table
 from ._data import C, _label, _run_ids, _variant_order
+from ._statistics import init_components, norms_by_seed
 
 # The two regimes a run's probes measure: the row kind and its per-layer norm column.
 PROBES: dict[str, tuple[str, str]] = {
@@ -61,12 +62,6 @@ def prefix_depths(deepest: int) -> list[int]:
     return sorted({2 ** k for k in range(int(math.log2(deepest)) + 1)} | {deepest})
 
 
-def _norms(rows: pd.DataFrame, column: str) -> tuple[np.ndarray, list[int]]:
-    """``(seeds, layers)`` norms of one (variant, heads) group and its seeds (complete ones)."""
-    table = rows.pivot_table(index="seed", columns=C.layer, values=column).dropna()
-    return table.to_numpy(dtype=float), [int(s) for s in table.index]
-
-
 def summary(rows: pd.DataFrame, deepest: int) -> pd.DataFrame:
     """One record per (probe, variant, heads, network depth d): seeds, the geometric mean norm over
     layers 1..d and seeds, and per seed its depth component (s.d. of log norm across layers
@@ -76,19 +71,13 @@ def summary(rows: pd.DataFrame, deepest: int) -> pd.DataFrame:
     for probe, (kind, column) in PROBES.items():
         of_kind = rows[rows[C.kind] == kind]
         for (variant, heads), group in of_kind.groupby(["cfg.variant", "heads"]):
-            norms, seeds = _norms(group, column)
+            norms, seeds = norms_by_seed(group, column)
             if not seeds:
                 continue
-            for d in prefix_depths(deepest):
-                first = norms[:, None, :d]  # (seeds, 1 step, d layers)
-                record = {"probe": probe, "variant": variant, "heads": heads, "network_depth": d,
-                          "seeds": len(seeds), "norm": float(np.exp(np.log(first).mean()))}
-                for name, component in (("depth", state_norm.depth_component),
-                                        ("seed", state_norm.seed_component)):
-                    per_seed = component(first) if len(seeds) >= 2 else np.array([])
-                    mean, low, high, _ = inference.mean_interval(per_seed)
-                    record.update({name: mean, f"{name} low": low, f"{name} high": high})
-                records.append(record)
+            records += [{"probe": probe, "variant": variant, "heads": heads, "network_depth": d,
+                         "seeds": len(seeds), "norm": float(np.exp(np.log(norms[:, :d]).mean())),
+                         **init_components(norms[:, :d])}
+                        for d in prefix_depths(deepest)]
     return pd.DataFrame.from_records(records)
 
 
@@ -244,7 +233,7 @@ def _per_seed(rows: pd.DataFrame, deepest: int) -> dict[tuple[str, str, int], pd
     for probe, (kind, column) in PROBES.items():
         of_kind = rows[rows[C.kind] == kind]
         for (variant, heads), group in of_kind.groupby(["cfg.variant", "heads"]):
-            norms, seeds = _norms(group, column)
+            norms, seeds = norms_by_seed(group, column)
             if seeds and deepest >= 2:
                 out[probe, variant, heads] = pd.Series(
                     state_norm.depth_component(norms[:, None, :]), index=seeds)

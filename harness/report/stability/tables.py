@@ -8,13 +8,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from ... import state_norm
-from ... import stats as inference
 from .. import style
 from .._artifacts import Artifact, Missing, Table
 from ._data import C, _deepest_trained, _label, _run_ids, _trained, _variant_order
 from ._statistics import COMPONENTS, _components_summary, _cv, _geo, _lambda_shift, \
-    _spread_summary
+    _spread_summary, init_components, norms_by_seed
 
 
 def _summary_table(frame: pd.DataFrame, runs: pd.DataFrame, task: str,
@@ -219,16 +217,9 @@ def _init_table(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
         return Missing(name, title, "no long-probe rows (stored before study version 4)")
     records = []
     for (depth, variant), at in rows.groupby(["cfg.network.depth", "cfg.variant"]):
-        table = at.pivot_table(index="seed", columns=C.layer, values=C.norm_stationary).dropna()
-        norms = table.to_numpy(dtype=float)[:, None, :]  # (seeds, 1 step, layers)
-        record = {"network_depth": int(depth), "variant": variant, "seeds": len(table),
-                  "norm": _geo(at[C.norm_stationary])}
-        for key, component in (("depth", state_norm.depth_component),
-                               ("seed", state_norm.seed_component)):
-            per_seed = (component(norms) if len(table) >= (2 if key == "seed" else 1)
-                        else np.array([]))
-            mean, low, high, _ = inference.mean_interval(per_seed)
-            record.update({key: mean, f"{key} low": low, f"{key} high": high})
+        norms, seeds = norms_by_seed(at, C.norm_stationary)
+        record = {"network_depth": int(depth), "variant": variant, "seeds": len(seeds),
+                  "norm": _geo(at[C.norm_stationary]), **init_components(norms)}
         reached = (pd.to_numeric(at[C.energy_reached], errors="coerce")
                    if C.energy_reached in at.columns else pd.Series(dtype=float))
         record["energy reached (min)"] = reached.min() if reached.notna().any() else math.nan
