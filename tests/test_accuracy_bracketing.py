@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import pandas as pd
 import pytest
 
 from harness.runner import run_study
@@ -20,8 +21,8 @@ _GRID = dict(lr_grid=(3e-3, 1e-2, 3e-2), recurrent_lr_grid=(1e-3, 3e-3, 1e-2),
 
 def _config(lr_extend: int, **overrides) -> A.AccuracyConfig:
     return dataclasses.replace(
-        A.STUDY.config("smoke"), models=("lru",), tasks=("digits",), seeds=(1, 2),
-        tune_tasks=("digits",), lr_extend=lr_extend, **{**_GRID, **overrides})
+        A.STUDY.config("smoke"), models=("lru",), tasks=("digits",), tune_tasks=("digits",),
+        lr_extend=lr_extend, **{"seeds": (1, 2), **_GRID, **overrides})
 
 
 def _study(best_lr: float, *, fail_lr: float | None = None) -> A.Study:
@@ -113,3 +114,75 @@ def test_the_report_says_whether_each_optimum_is_bracketed(tmp_path):
     run_study(_study(0.03), _config(lr_extend=1), store=grown, progress=False)
     with _provenance.reading(grown):
         assert _selection.bracketing(grown)["bracketed"].tolist() == [True]
+
+
+# --------------------------------------------------------------------------------------------
+# Tuning on the first seeds, the other seeds at the selected pair (`tuning_seeds`)
+
+
+def test_the_other_seeds_run_at_the_selected_pair_once_the_selection_is_final(tmp_path):
+    store = Store(tmp_path / "s.sqlite")
+    config = _config(lr_extend=2, seeds=(1, 2, 3), tuning_seeds=1)
+    study = _study(0.1)
+    assert A.tune_seeds(config) == (1,)
+    # Before anything ran: the tuning seed at every pair of the grid, no other seed.
+    assert {s.seed for s in A.grid(config)} == {1}
+    summary = run_study(study, config, store=store, progress=False)
+    bound = study.bind(config, store)
+    # Seed 1 climbed 3e-2 -> 0.1 -> 0.3 and selected 0.1 (bracketed); seeds 2 and 3 then ran
+    # there alone: 5 + 2 runs, each once.
+    assert bound.lr_selected == (("lru", "digits", 1, 0.1, 0.03),)
+    by_seed = {}
+    for s in A.grid(bound):
+        by_seed.setdefault(s.seed, set()).add((s.train.lr, s.train.recurrent_lr))
+    assert by_seed[1] == {(3e-3, 1e-3), (1e-2, 3e-3), (3e-2, 1e-2), (0.1, 0.03), (0.3, 0.1)}
+    assert by_seed[2] == by_seed[3] == {(0.1, 0.03)}
+    assert summary.counts == {"done": 7}
+    assert set(store.recorded("accuracy")) == {study.run_id(s) for s in A.grid(bound)}
+    # A completing run is the very run the full grid would have trained (the same id).
+    full = A.widest(dataclasses.replace(config, tuning_seeds=0))  # every seed, every pair
+    assert {study.run_id(s) for s in A.grid(bound)} < {study.run_id(s) for s in A.grid(full)}
+    assert run_study(study, config, store=store, progress=False).counts == {}
+    # The report selects on the tuning seed: the tuned configuration is every seed at 0.1.
+    from harness.report import _provenance, _selection
+
+    with _provenance.reading(store):
+        assert _selection.tuned_rates(store) == {("lru", "digits", 1): (0.1, 0.03)}
+        assert _selection.bracketing(store)["bracketed"].tolist() == [True]
+
+
+def test_no_other_seed_runs_while_the_tuning_seeds_are_undecided(tmp_path):
+    store = Store(tmp_path / "s.sqlite")
+    config = _config(lr_extend=0, seeds=(1, 2, 3), tuning_seeds=2)
+    summary = run_study(_study(1.0, fail_lr=3e-2), config, store=store, progress=False)
+    # The failed runs leave the cell undecided: seed 3 waits (failed runs are retried by the
+    # next call); without lr_extend a decided cell completes at once.
+    assert summary.counts == {"done": 4, "failed": 2}
+    assert A.STUDY.bind(config, store).lr_selected == ()
+    done = Store(tmp_path / "t.sqlite")
+    summary = run_study(_study(1.0), config, store=done, progress=False)
+    assert summary.counts == {"done": 7}
+    assert A.STUDY.bind(config, done).lr_selected == (("lru", "digits", 1, 3e-2, 1e-2),)
+
+
+def test_selection_reads_the_seeds_trained_at_every_pair():
+    rows = pd.DataFrame({
+        "seed": [1, 1, 2, 3], A.LR: [1e-3, 1e-2, 1e-2, 1e-2], A.RECURRENT_LR: [1e-3] * 4,
+        "val_accuracy": [0.8, 0.7, 0.99, 0.99], "val_loss": [0.2, 0.3, 0.0, 0.0]})
+    # Seeds 2 and 3 ran at 1e-2 only (after seed 1 chose it, say): they do not weigh in.
+    assert A.select(rows, "accuracy") == (1e-3, 1e-3)
+    assert A.selecting(rows)["seed"].tolist() == [1, 1]
+    # Every seed at every pair: all of them count, as before.
+    both = pd.concat([rows, rows.iloc[[0, 0]].assign(seed=[2, 3])])
+    assert A.select(both, "accuracy") == (1e-2, 1e-3)
+
+
+def test_tuning_seeds_is_checked_and_a_plan_prices_the_completing_seeds():
+    with pytest.raises(ValueError, match="tuning_seeds must be a non-negative integer"):
+        _config(lr_extend=0, tuning_seeds=-1)
+    config = _config(lr_extend=1, seeds=(1, 2, 3), tuning_seeds=1)
+    wide = A.grid(A.widest(config))
+    # Seed 1 at the grid's 3 pairs and one step beyond each end; seeds 2 and 3 at one pair.
+    assert sorted(s.seed for s in wide) == [1] * 5 + [2, 3]
+    # tuning_seeds at least the number of seeds: every seed at every pair.
+    assert A.tune_seeds(_config(lr_extend=0, tuning_seeds=5)) == (1, 2)

@@ -77,6 +77,17 @@ class AccuracyConfig:
             cell's optimum is bracketed. 0: the grid as given.
         lr_extensions: ``(model, task, depth, lr, recurrent_lr)`` pairs added beyond the grid's
             ends, read from the store by `bind` (what `lr_extend` made the grid); not a setting.
+        tuning_seeds: how many of ``seeds`` (the first ones, `tune_seeds`) a tuned task is
+            trained with at every learning-rate pair; its selection reads their validation
+            metrics alone (`select`). Each cell's other seeds are trained at its selected pair
+            only, once the selection is final (every pair of the tuning seeds finished, the
+            grid grown as far as ``lr_extend`` lets it), so the tuned configuration has every
+            seed while the grid costs the tuning seeds' runs. 0 (or as many as ``seeds``):
+            every seed at every pair. The parameter-matched runs (``match_parameters``) keep
+            every seed at every pair.
+        lr_selected: ``(model, task, depth, lr, recurrent_lr)``: the pair each tuned cell has
+            selected on its tuning seeds, read from the store by `bind` (where ``tuning_seeds``
+            trains the other seeds at it); not a setting.
         left_out: ``(task, reason)`` for registered tasks this grid does not run, stated in
             the report so that a reader knows why they are absent.
         match_parameters: tasks on which every model is also trained sized to a common
@@ -110,6 +121,8 @@ class AccuracyConfig:
     lr_pairing: Literal["product", "paired"] = "product"
     lr_extend: int = 0
     lr_extensions: tuple[tuple[str, str, int, float, float], ...] = ()
+    tuning_seeds: int = 0
+    lr_selected: tuple[tuple[str, str, int, float, float], ...] = ()
     left_out: tuple[tuple[str, str], ...] = ()
     match_parameters: tuple[str, ...] = ()
     parameter_budget: int | str = "smallest"
@@ -203,11 +216,16 @@ class AccuracyConfig:
             raise ValueError(
                 f"lr_extend={self.lr_extend} needs lr_pairing='paired' and at least two pairs "
                 "in the grid (its spacing is what an extension continues); set lr_extend=0.")
-        object.__setattr__(self, "lr_extensions",
-                           tuple(tuple(e) for e in self.lr_extensions))
-        if any(len(e) != 5 for e in self.lr_extensions):
-            raise ValueError("lr_extensions holds (model, task, depth, lr, recurrent_lr) "
-                             f"entries read from the store; got {self.lr_extensions!r}.")
+        for name in ("lr_extensions", "lr_selected"):
+            object.__setattr__(self, name, tuple(tuple(e) for e in getattr(self, name)))
+            if any(len(e) != 5 for e in getattr(self, name)):
+                raise ValueError(f"{name} holds (model, task, depth, lr, recurrent_lr) entries "
+                                 f"read from the store; got {getattr(self, name)!r}.")
+        if not is_integer(self.tuning_seeds) or self.tuning_seeds < 0:
+            raise ValueError(
+                f"tuning_seeds must be a non-negative integer (how many of the seeds, the first "
+                f"ones, a tuned task trains at every learning-rate pair; 0: every seed); got "
+                f"{self.tuning_seeds!r}.")
 
     def _check_sizing(self) -> None:
         """Check ``match_parameters`` (among the tasks) and ``parameter_budget``."""
@@ -267,6 +285,8 @@ def grid(config: AccuracyConfig) -> list[RunSpec]:
 
     On a task of ``tune_tasks`` each (model, seed) is trained at every learning-rate pair of
     `candidates` (the shared recipe's pair among them); elsewhere at the recipe's pair alone.
+    With ``tuning_seeds``, a tuned task's other seeds are trained at the pair their cell has
+    selected (``lr_selected``), and not at all until it has.
     """
     specs = []
     depths = config.depths or (config.network.depth,)
@@ -284,7 +304,9 @@ def grid(config: AccuracyConfig) -> list[RunSpec]:
                         if matched is not None:
                             arms.append(dataclasses.replace(matched, seed=seed))
                     for arm in arms:
-                        for lr, recurrent_lr in candidates(config, spec):
+                        pairs = (candidates(config, spec) if arm.parameter_budget is not None
+                                 else tuning_pairs(config, spec))
+                        for lr, recurrent_lr in pairs:
                             specs.append(dataclasses.replace(arm, train=dataclasses.replace(
                                 arm.train, lr=lr, recurrent_lr=recurrent_lr)))
     return specs
@@ -349,6 +371,22 @@ def candidates(config: AccuracyConfig, spec: RunSpec) -> list[tuple[float, float
     return [recipe] + [p for p in dict.fromkeys(grid_pairs) if p != recipe]
 
 
+def tune_seeds(config: AccuracyConfig) -> tuple[int, ...]:
+    """The seeds a tuned task trains at every learning-rate pair: the first ``tuning_seeds``
+    of ``seeds``, or every seed when it is 0."""
+    return config.seeds[:config.tuning_seeds] if config.tuning_seeds else config.seeds
+
+
+def tuning_pairs(config: AccuracyConfig, spec: RunSpec) -> list[tuple[float, float]]:
+    """The pairs an equal-width run ``spec`` (at the recipe's rates) is trained at: its
+    `candidates` at a tuning seed (`tune_seeds`), the cell's selected pair (``lr_selected``,
+    none before the selection is final) at another seed of a tuned task."""
+    if spec.task not in config.tune_tasks or spec.seed in tune_seeds(config):
+        return candidates(config, spec)
+    cell = (spec.network.layer, spec.task, spec.network.depth)
+    return [(lr, rlr) for *key, lr, rlr in config.lr_selected if tuple(key) == cell]
+
+
 # --------------------------------------------------------------------------------------------
 # A grid that brackets each cell's optimum (`AccuracyConfig.lr_extend`)
 
@@ -367,15 +405,26 @@ def next_pair(pairs: list[tuple[float, float]], direction: int) -> tuple[float, 
 
 def extensions(config: AccuracyConfig, store: Any) -> tuple[tuple[str, str, int, float, float],
                                                              ...]:
-    """The pairs `lr_extend` adds beyond the grid's ends, from the runs ``store`` holds: per
-    tuned (model, task, depth), step outwards while every seed of the current pairs has
-    finished (done or diverged) and `select` picks an end pair that may still grow."""
-    if not config.lr_extend or not config.tune_tasks:
-        return ()
-    base = dataclasses.replace(config, lr_extensions=())
+    """The pairs `lr_extend` adds beyond the grid's ends, from the runs ``store`` holds
+    (`tuning_state`)."""
+    return tuning_state(config, store)[0]
+
+
+def tuning_state(config: AccuracyConfig, store: Any
+                 ) -> tuple[tuple[tuple[str, str, int, float, float], ...],
+                            tuple[tuple[str, str, int, float, float], ...]]:
+    """``(lr_extensions, lr_selected)`` from the runs ``store`` holds. Per tuned (model, task,
+    depth), over its tuning seeds (`tune_seeds`): step outwards while every run of the current
+    pairs has finished (done or diverged) and `select` picks an end pair that may still grow
+    (``lr_extend``); a cell whose runs have all finished and that may grow no further has its
+    selection final, and its pair is in ``lr_selected`` (needed only with ``tuning_seeds``)."""
+    completing = len(tune_seeds(config)) < len(config.seeds)
+    if not config.tune_tasks or not (config.lr_extend or completing):
+        return (), ()
+    base = dataclasses.replace(config, lr_extensions=(), lr_selected=())
     runs = store.runs(STUDY.name)
     if runs.empty:
-        return ()
+        return (), ()
     status = dict(zip(runs["run_id"], runs["status"]))
     rows = store.read(STUDY.name)
     finals = rows[rows["kind"] == "final"] if not rows.empty else rows
@@ -383,7 +432,7 @@ def extensions(config: AccuracyConfig, store: Any) -> tuple[tuple[str, str, int,
     for spec in grid(base):
         if spec.task in config.tune_tasks and spec.parameter_budget is None:
             cells.setdefault((spec.network.layer, spec.task, spec.network.depth), []).append(spec)
-    out = []
+    added, selected = [], []
     for cell, specs in cells.items():
         pairs = sorted({(s.train.lr, s.train.recurrent_lr) for s in specs})
         seeds = [s for s in specs if (s.train.lr, s.train.recurrent_lr) == pairs[0]]
@@ -398,19 +447,24 @@ def extensions(config: AccuracyConfig, store: Any) -> tuple[tuple[str, str, int,
                          and (cell_rows[COLUMNS.names.selection] == "loss").all() else "accuracy")
             chosen = select(cell_rows, selection)
             direction = {pairs[-1]: +1, pairs[0]: -1}.get(chosen) if chosen else None
-            if direction is None or grown[direction] >= config.lr_extend:
-                break
-            pair = next_pair(pairs, direction)
-            grown[direction] += 1
-            out.append((*cell, *pair))
-            pairs = sorted([*pairs, pair])
-    return tuple(out)
+            if direction is not None and grown[direction] < config.lr_extend:
+                pair = next_pair(pairs, direction)
+                grown[direction] += 1
+                added.append((*cell, *pair))
+                pairs = sorted([*pairs, pair])
+                continue
+            if chosen is not None and completing:
+                selected.append((*cell, *chosen))
+            break
+    return tuple(added), tuple(selected)
 
 
 def widest(config: AccuracyConfig) -> AccuracyConfig:
     """``config`` with every pair `lr_extend` could add: each tuned cell's grid grown by
-    ``lr_extend`` steps at both ends (what a plan prices: the most runs the grid can reach)."""
-    if not config.lr_extend or not config.tune_tasks:
+    ``lr_extend`` steps at both ends, and the seeds beyond ``tuning_seeds`` at one pair (what a
+    plan prices: the most runs the grid can reach)."""
+    if not config.tune_tasks or not (config.lr_extend
+                                     or len(tune_seeds(config)) < len(config.seeds)):
         return config
     base = list(zip(config.lr_grid, config.recurrent_lr_grid))
     added = []
@@ -422,16 +476,22 @@ def widest(config: AccuracyConfig) -> AccuracyConfig:
             pairs = sorted([*pairs, pair])
     cells = {(s.network.layer, s.task, s.network.depth) for s in grid(config)
              if s.task in config.tune_tasks}
+    recipe = (config.train.lr, config.train.recurrent_lr)
+    # The seeds beyond ``tuning_seeds`` at one pair per cell (which one is priced alike).
+    completing = len(tune_seeds(config)) < len(config.seeds)
     return dataclasses.replace(config, lr_extensions=tuple(
-        (*cell, *pair) for cell in sorted(cells) for pair in added))
+        (*cell, *pair) for cell in sorted(cells) for pair in added),
+        lr_selected=tuple((*cell, *recipe) for cell in sorted(cells)) if completing else ())
 
 
 def bind(config: AccuracyConfig, store: Any) -> AccuracyConfig:
-    """``config`` with ``lr_extensions`` read from ``store`` (`Study.from_store`): the pairs
-    beyond the grid's ends that its cells' selections have asked for so far."""
-    if not config.lr_extend:
+    """``config`` with ``lr_extensions`` and ``lr_selected`` read from ``store``
+    (`Study.from_store`): the pairs beyond the grid's ends that its cells' selections have asked
+    for so far, and the cells whose selection is final (`tuning_state`)."""
+    added, selected = tuning_state(config, store)
+    if not config.lr_extend and not selected:
         return config
-    return dataclasses.replace(config, lr_extensions=extensions(config, store))
+    return dataclasses.replace(config, lr_extensions=added, lr_selected=selected)
 
 
 def resolve(config: AccuracyConfig, model: str, task: str, depth: int | None = None
@@ -519,13 +579,28 @@ def trivial_baseline(target: str, train_labels: np.ndarray, test_labels: np.ndar
             "baseline_test_loss": float(-np.mean(np.log(frequencies[test])))}
 
 
+def selecting(final: pd.DataFrame) -> pd.DataFrame:
+    """The rows of one cell's final rows that choose its pair: those of the seeds trained at
+    more than one pair (the tuning seeds, ``AccuracyConfig.tuning_seeds``), so that every pair
+    is judged on the same seeds and a seed trained only at the selected pair (after the
+    selection) does not weigh in; every row when no seed was (a cell of one pair) or when
+    ``final`` names no seed."""
+    if final.empty or "seed" not in final.columns:
+        return final
+    pairs = final.drop_duplicates(["seed", LR, RECURRENT_LR]).groupby("seed").size()
+    tuning = pairs.index[pairs > 1]
+    return final[final["seed"].isin(tuning)] if len(tuning) else final
+
+
 def select(final: pd.DataFrame, selection: str) -> tuple[float, float] | None:
-    """The (lr, recurrent_lr) of one (model, task) cell whose mean validation metric over seeds
-    is best: accuracy (highest) or loss (lowest). Ties go to the smaller rates, in order.
+    """The (lr, recurrent_lr) of one (model, task) cell whose mean validation metric over its
+    tuning seeds (`selecting`) is best: accuracy (highest) or loss (lowest). Ties go to the
+    smaller rates, in order.
 
     ``final`` holds the cell's final rows (columns `LR`, `RECURRENT_LR`, ``val_accuracy``,
-    ``val_loss``); None if it is empty.
+    ``val_loss``, and ``seed``); None if it is empty.
     """
+    final = selecting(final)
     if final.empty:
         return None
     column, sign = ("val_accuracy", -1.0) if selection == "accuracy" else ("val_loss", 1.0)
@@ -599,11 +674,12 @@ _LEFT_OUT_ALWAYS = (
 _CPU = AccuracyConfig(
     # make report's default: every number informative within about 15 minutes on two cores.
     # 4 tasks x 4 models x 5 paired seeds (intervals and effect sizes; an exact test over 5
-    # seeds cannot reach p < 0.05, which the findings say: harness/stats.py) at the one
-    # recipe, and on ListOps (the RotRNN paper's task) three learning-rate pairs for every
-    # model (the grid's diagonal: the shared and the recurrent rate moving together; the full
-    # 3 x 3 product, lr_pairing=product, would add 120 ListOps runs), grown by up to two pairs
-    # at either end where a model selects an end pair (lr_extend): sequential digits (L=64,
+    # seeds cannot reach p < 0.05, which the findings say: harness/stats.py), every task tuned:
+    # three learning-rate pairs for every model (the grid's diagonal: the shared and the
+    # recurrent rate moving together; the full 3 x 3 product, lr_pairing=product, triples the
+    # tuning runs), grown by up to two pairs at either end where a model selects an end pair
+    # (lr_extend), selected on the first two seeds (tuning_seeds) and then trained with the
+    # other three at the selected pair: sequential digits (L=64,
     # 10 classes), ListOps at its cpu size (trees of depth <= 3, 11-37 tokens, 10 classes),
     # the adding problem (L=100, regression, MSE), JapaneseVowels (L<=29, 9 classes). MQAR is
     # left out: at its cpu size (and at L=64 with 4 pairs) every model stayed at chance within
@@ -626,7 +702,8 @@ _CPU = AccuracyConfig(
                       "2-5 arguments, 8000/500/500 examples): 400 steps"),
         *_TASK_SIZES_CPU,
     ),
-    tune_tasks=("listops",),
+    tune_tasks=("digits", "listops", "adding", "ucr"),
+    tuning_seeds=2,
     lr_grid=_LR_GRID,
     recurrent_lr_grid=_RECURRENT_LR_GRID,
     lr_pairing="paired",
