@@ -44,6 +44,10 @@ def _static() -> dict[str, Any]:
         "device_kind": devices[0].device_kind if devices else None,
         "device_count": len(devices),
         "cpu_count": os.cpu_count(),
+        # The cores this process may run on (a worker of the processes executor has its own
+        # share of them, `harness.executors.core_shares`); None where the OS cannot say.
+        "cpu_affinity": (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                         else None),
         "machine": platform.machine(),
         "processor": platform.processor() or None,
         "settings": {name: os.environ.get(name, "") for name in SETTINGS},

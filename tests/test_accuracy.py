@@ -89,11 +89,14 @@ def test_presets_cover_every_model_with_one_recipe_per_task():
         every = A.grid(preset)
         specs = [s for s in every if s.parameter_budget is None]  # equal width
         # Every (model, task, seed, depth) once per learning-rate pair of its task: the recipe's
-        # alone, or the tuning grid's on a tuned task.
+        # alone, or the tuning grid's on a tuned task, there at its tuning seeds (the other
+        # seeds join at the selected pair once the store holds the selection).
         pairs = {t: len(A.candidates(preset, next(s for s in specs if s.task == t)))
                  for t in preset.tasks}
-        assert len(specs) == len(preset.models) * len(preset.seeds) * max(
-            1, len(preset.depths)) * sum(pairs.values())
+        seeds = {t: len(A.tune_seeds(preset) if t in preset.tune_tasks else preset.seeds)
+                 for t in preset.tasks}
+        assert len(specs) == len(preset.models) * max(1, len(preset.depths)) * sum(
+            pairs[t] * seeds[t] for t in preset.tasks)
         # A parameter-matched run only on a task of match_parameters, at its cell's pairs.
         assert {s.task for s in every if s.parameter_budget is not None} <= set(
             preset.match_parameters)
@@ -104,4 +107,6 @@ def test_presets_cover_every_model_with_one_recipe_per_task():
                     for s in specs if s.task == task}
             assert len(same) == 1, (name, task, same)
     assert len(A.STUDY.presets["cpu"].seeds) >= 5  # effect sizes and intervals over five paired seeds
+    # Every task of the default preset tuned on the same grid for every model (issue 27).
+    assert set(A.STUDY.presets["cpu"].tune_tasks) == set(A.STUDY.presets["cpu"].tasks)
     assert len(A.STUDY.presets["cpu-full"].seeds) >= 10  # exact tests that can reach 5 % after Holm

@@ -9,7 +9,8 @@ import os
 import pytest
 
 from harness.cli import main
-from harness.executors import ExecutorError, ProcessExecutor, _seed_major, schedule
+from harness.executors import (ExecutorError, ProcessExecutor, _seed_major, core_shares,
+                               schedule)
 from harness.runner import run_study
 from harness.store import Store
 from harness.studies import PRESET_NAMES, Study
@@ -178,7 +179,8 @@ def _tuned_grid(config) -> list[Tuned]:
 
 
 def _tuned_run(spec: Tuned) -> list[dict]:
-    return [{"value": spec.lr * (spec.seed + 1), "pid": os.getpid()}]
+    return [{"value": spec.lr * (spec.seed + 1), "pid": os.getpid(),
+             "cores": ",".join(map(str, sorted(os.sched_getaffinity(0))))}]
 
 
 def _model(spec: Tuned) -> str:
@@ -227,6 +229,24 @@ def test_workers_serve_every_grid_of_a_with_block(tmp_path):
     assert first.counts == again.counts == {"done": 8}
     assert len(pids) <= 2 and os.getpid() not in pids  # the same two workers throughout
     assert executor._kept is None  # ended with the block
+    # Each worker on its own share of the cores (one each on two), none shared.
+    rows = store.read("tuned")
+    cores = {pid: set(map(int, c.split(","))) for pid, c in zip(rows["pid"], rows["cores"])}
+    shares = core_shares(2)
+    if shares is None:  # fewer than two cores: the workers run unpinned
+        assert set(cores.values()) == {set(os.sched_getaffinity(0))}
+    else:
+        assert all(tuple(sorted(c)) in shares for c in cores.values())
+        if len(cores) == 2:
+            a, b = cores.values()
+            assert not a & b
+
+
+def test_workers_share_the_cores_out_evenly(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 5})
+    assert core_shares(2) == [(0, 1, 2), (3, 5)]  # every core used, sizes within one
+    assert core_shares(5) == [(0,), (1,), (2,), (3,), (5,)]
+    assert core_shares(1) is None and core_shares(6) is None  # one worker, or too few cores
 
 
 def test_an_exclusive_study_runs_one_at_a_time_in_the_driver(capsys, tmp_path):

@@ -152,10 +152,12 @@ def bracketing(store: Store) -> pd.DataFrame:
 
     Columns: ``task``, ``model``, ``depth``, ``pairs`` (how many), ``lowest`` and ``highest``
     (the smallest and largest shared rate tried), ``lr`` and ``rlr`` (selected), ``position``
-    (``"inside"``, ``"largest"`` or ``"smallest"``) and ``bracketed``. Empty without tuned cells.
+    (``"inside"``, ``"largest"`` or ``"smallest"``), ``bracketed``, ``tuning_seeds`` (how many
+    seeds were trained at every pair and select it, `study.selecting`) and ``seeds`` (how many
+    were trained at the selected pair). Empty without tuned cells.
     """
     columns = ["task", "model", "depth", "pairs", "lowest", "highest", "lr", "rlr", "position",
-               "bracketed"]
+               "bracketed", "tuning_seeds", "seeds"]
     rows, runs, _, _ = _selected(store)
     if rows.empty or runs.empty:
         return pd.DataFrame(columns=columns)
@@ -173,6 +175,8 @@ def bracketing(store: Store) -> pd.DataFrame:
         lr, rlr = float(chosen["lr"].iloc[0]), float(chosen["rlr"].iloc[0])
         position = ("largest" if (lr, rlr) == pairs[-1] else
                     "smallest" if (lr, rlr) == pairs[0] else "inside")
+        tuning = study.selecting(cell.assign(**{LR: cell["lr"], RECURRENT_LR: cell["rlr"]}))
         out.append((task, model, int(depth), len(pairs), float(pairs[0][0]),
-                    float(pairs[-1][0]), lr, rlr, position, position == "inside"))
+                    float(pairs[-1][0]), lr, rlr, position, position == "inside",
+                    int(tuning["seed"].nunique()), int(cell.loc[cell["tuned"], "seed"].nunique())))
     return pd.DataFrame(out, columns=columns)

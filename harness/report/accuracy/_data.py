@@ -367,10 +367,28 @@ def tuning_text(tuned: list[str], every: list[str], labels: Labels,
                 "tuned configuration is the one recipe.")
     rest = [t for t in every if t not in tuned]
     text = (f"Learning rates tuned per model on {labels.tasks_text(tuned)} (the same grid for "
-            "every model, selected on the mean validation metric over seeds)")
+            "every model, selected on the mean validation metric over "
+            f"{_tuning_seeds(bracketing)})")
     text += (f"; {labels.tasks_text(rest)} at the one recipe (not tuned at this preset)."
              if rest else ".")
     return text + bracketing_text(bracketing, labels)
+
+
+def _tuning_seeds(bracketing: pd.DataFrame | None) -> str:
+    """Which seeds select a tuned cell's pair, in words: every seed, or the tuning seeds (those
+    trained at every pair) with the others trained at the selected pair alone."""
+    if bracketing is None or bracketing.empty or "tuning_seeds" not in bracketing.columns:
+        return "seeds"
+    fewer = bracketing[bracketing["tuning_seeds"] < bracketing["seeds"]]
+    if fewer.empty:
+        return "seeds"
+    counts = sorted({int(n) for n in fewer["tuning_seeds"]})
+    totals = sorted({int(n) for n in fewer["seeds"]})
+    named = " or ".join(str(n) for n in counts)
+    return (f"the first {named} seeds (of {' or '.join(str(n) for n in totals)}), trained at "
+            "every pair; the other seeds are trained at the selected pair alone, so the "
+            "one-recipe configuration of a cell that selected another pair has only these "
+            "seeds")
 
 
 def bracketing_text(bracketing: pd.DataFrame | None, labels: Labels) -> str:

@@ -8,6 +8,7 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from ... import stats as inference
+from ...studies import accuracy as accuracy_study
 from .. import style
 from .._artifacts import Artifact, Figure, Missing
 from .._selection import _keys
@@ -117,8 +118,9 @@ def _curve(ax, mine: pd.DataFrame, linestyle: str, label: str, regression: bool
 def sensitivity_figure(final: pd.DataFrame, baselines: dict[str, float], labels: Labels,
                        tuned_tasks: list[str], scale: str, run_ids: tuple[str, ...]
                        ) -> Artifact:
-    """Per tuned task a panel: each series' best validation metric (mean over seeds) against
-    the shared learning rate, its selected pair starred."""
+    """Per tuned task a panel: each series' best validation metric (mean over its tuning seeds,
+    `harness.studies.accuracy.selecting`) against the shared learning rate, its selected pair
+    starred."""
     name = "accuracy_sensitivity"
     if not tuned_tasks:
         return Missing(name, TITLES[name],
@@ -135,7 +137,8 @@ def sensitivity_figure(final: pd.DataFrame, baselines: dict[str, float], labels:
         name=name,
         title=TITLES[name],
         caption=(
-            "Best validation metric of each model (mean over seeds) against the shared learning "
+            "Best validation metric of each model (mean over the seeds trained at every pair, "
+            "which select it: the tuning seeds) against the shared learning "
             f"rate, {style_note}; a star in the model's colour marks its selected pair; "
             "dashed: the trivial baseline. A flat line means the ranking hardly depends on "
             "tuning; a steep one, that a shared recipe can favour one model. " + scale
@@ -186,6 +189,10 @@ def _sensitivity_series(ax, mine: pd.DataFrame, point: dict, paired: bool, rlrs:
     recurrent rate, and a star at its selected pair. ``point`` names its panel and series in
     the data. Returns the points drawn."""
     model = mine["model"].iloc[0]
+    # Every point over the same seeds: those trained at more than one pair (the tuning seeds),
+    # as the selection reads them; a seed trained at the selected pair alone is left out.
+    mine = accuracy_study.selecting(
+        mine.assign(**{accuracy_study.LR: mine["lr"], accuracy_study.RECURRENT_LR: mine["rlr"]}))
     data: list[dict] = []
     curves = ([mine] if paired else [mine[mine["rlr"] == rlr] for rlr in rlrs])
     for i, rows in enumerate(curves):
