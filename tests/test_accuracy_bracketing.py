@@ -11,6 +11,7 @@ import math
 import pandas as pd
 import pytest
 
+from harness.errors import Diverged
 from harness.runner import run_study
 from harness.store import Store
 from harness.studies import accuracy as A
@@ -25,13 +26,17 @@ def _config(lr_extend: int, **overrides) -> A.AccuracyConfig:
         lr_extend=lr_extend, **{"seeds": (1, 2), **_GRID, **overrides})
 
 
-def _study(best_lr: float, *, fail_lr: float | None = None) -> A.Study:
+def _study(best_lr: float, *, fail_lr: float | None = None,
+           diverge_above: float = math.inf) -> A.Study:
     """The accuracy study with training replaced by a validation accuracy that peaks at
-    ``best_lr`` (on a log scale), the same for every seed; ``fail_lr`` raises."""
+    ``best_lr`` (on a log scale), the same for every seed; ``fail_lr`` raises; a shared rate
+    above ``diverge_above`` diverges."""
 
     def run(spec: A.RunSpec) -> list[dict]:
         if fail_lr is not None and math.isclose(spec.train.lr, fail_lr):
             raise RuntimeError("this run fails")
+        if spec.train.lr > diverge_above:
+            raise Diverged("non-finite loss", [{"kind": "diverged", "step": 2}], step=2)
         accuracy = 0.9 - 0.1 * abs(math.log10(spec.train.lr / best_lr))
         return [{"kind": "final", "step": 4, "val_accuracy": accuracy, "val_loss": 1 - accuracy,
                  "test_accuracy": accuracy, "test_loss": 1 - accuracy, "selection": "accuracy"}]
@@ -186,3 +191,18 @@ def test_tuning_seeds_is_checked_and_a_plan_prices_the_completing_seeds():
     assert sorted(s.seed for s in wide) == [1] * 5 + [2, 3]
     # tuning_seeds at least the number of seeds: every seed at every pair.
     assert A.tune_seeds(_config(lr_extend=0, tuning_seeds=5)) == (1, 2)
+
+
+def test_a_diverged_rate_above_the_selected_one_brackets_it(tmp_path):
+    from harness.report import _provenance, _selection
+
+    store = Store(tmp_path / "s.sqlite")
+    # Better and better up to 0.1; 0.3 diverges: 0.1 is selected, bracketed by the diverged
+    # pair above it (tried, and worse than any finished one), and the grid stops growing.
+    summary = run_study(_study(10.0, diverge_above=0.2), _config(lr_extend=3), store=store,
+                        progress=False)
+    assert summary.counts == {"done": 8, "diverged": 2}
+    with _provenance.reading(store):
+        table = _selection.bracketing(store)
+    assert table[["lr", "pairs", "highest", "position", "bracketed"]].values.tolist() == [
+        [0.1, 5, 0.3, "inside", True]]

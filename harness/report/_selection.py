@@ -148,7 +148,9 @@ def tuned_rates(store: Store) -> dict[tuple[str, str, int], tuple[float, float]]
 
 def bracketing(store: Store) -> pd.DataFrame:
     """Per tuned cell of the shown preset (finished runs at two or more pairs): the pairs tried,
-    the one selected, and whether it lies inside the grid (``bracketed``) or at an end.
+    the one selected, and whether it lies inside the grid (``bracketed``) or at an end. A pair
+    whose runs diverged was tried and is worse than any finished one: a selected pair below a
+    diverged one is bracketed from above.
 
     Columns: ``task``, ``model``, ``depth``, ``pairs`` (how many), ``lowest`` and ``highest``
     (the smallest and largest shared rate tried), ``lr`` and ``rlr`` (selected), ``position``
@@ -166,9 +168,12 @@ def bracketing(store: Store) -> pd.DataFrame:
     if final.empty:
         return pd.DataFrame(columns=columns)
     final = configurations(_keys(final).reset_index(drop=True))
+    tried = _keys(runs[runs["status"].isin(("done", "diverged"))])
     out = []
     for (task, model, depth), cell in final.groupby(["task", "model", "depth"]):
-        pairs = sorted(set(zip(cell["lr"], cell["rlr"])))
+        mine = tried[(tried["task"] == task) & (tried["model"] == model)
+                     & (tried["depth"] == depth)]
+        pairs = sorted(set(zip(cell["lr"], cell["rlr"])) | set(zip(mine["lr"], mine["rlr"])))
         chosen = cell[cell["tuned"]][["lr", "rlr"]].drop_duplicates()
         if len(pairs) < 2 or len(chosen) != 1:
             continue

@@ -677,7 +677,7 @@ _CPU = AccuracyConfig(
     # seeds cannot reach p < 0.05, which the findings say: harness/stats.py), every task tuned:
     # three learning-rate pairs for every model (the grid's diagonal: the shared and the
     # recurrent rate moving together; the full 3 x 3 product, lr_pairing=product, triples the
-    # tuning runs), grown by up to two pairs at either end where a model selects an end pair
+    # tuning runs), grown by up to three pairs at either end where a model selects an end pair
     # (lr_extend), selected on the first two seeds (tuning_seeds) and then trained with the
     # other three at the selected pair: sequential digits (L=64,
     # 10 classes), ListOps at its cpu size (trees of depth <= 3, 11-37 tokens, 10 classes),
@@ -707,7 +707,7 @@ _CPU = AccuracyConfig(
     lr_grid=_LR_GRID,
     recurrent_lr_grid=_RECURRENT_LR_GRID,
     lr_pairing="paired",
-    lr_extend=2,
+    lr_extend=3,
     left_out=(
         ("mqar", "at its cpu size (and at L = 64 with 4 pairs) every model stayed at chance "
                  "within this budget; it is in cpu-full"),
@@ -746,7 +746,7 @@ _CPU_FULL = AccuracyConfig(
     lr_grid=_LR_GRID,
     recurrent_lr_grid=_RECURRENT_LR_GRID,
     lr_pairing="paired",
-    lr_extend=2,
+    lr_extend=3,
     # ListOps also at a common parameter budget (the smallest layer at this width), beside
     # the equal-width table: an accuracy gap at equal width may be a gap in size.
     match_parameters=("listops",),
