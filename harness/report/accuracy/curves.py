@@ -126,7 +126,8 @@ def sensitivity_figure(final: pd.DataFrame, baselines: dict[str, float], labels:
         return Missing(name, TITLES[name],
                        "no task of this preset is tuned (the cpu-full preset tunes every task).")
     style.apply_style()
-    fig, axes = style.panels(len(tuned_tasks), 2.2, ncols=3)
+    # Four tasks (the cpu preset's) as a 2 x 2 grid, not a row of three and one below.
+    fig, axes = style.panels(len(tuned_tasks), 2.2, ncols=2 if len(tuned_tasks) == 4 else 3)
     data: list[dict] = []
     for ax, task in zip(axes.flat, tuned_tasks):
         points, style_note = _sensitivity_panel(ax, task, final[final["task"] == task],
@@ -140,8 +141,9 @@ def sensitivity_figure(final: pd.DataFrame, baselines: dict[str, float], labels:
             "Best validation metric of each model (mean over the seeds trained at every pair, "
             "which select it: the tuning seeds) against the shared learning "
             f"rate, {style_note}; a star in the model's colour marks its selected pair; "
-            "dashed: the trivial baseline. A flat line means the ranking hardly depends on "
-            "tuning; a steep one, that a shared recipe can favour one model. " + scale
+            "dashed: the trivial baseline; a regression task's MSE on a log axis. A flat line "
+            "means the ranking hardly depends on tuning; a steep one, that a shared recipe can "
+            "favour one model. " + scale
         ),
         figure=fig,
         runs=run_ids,
@@ -168,6 +170,8 @@ def _sensitivity_panel(ax, task: str, of_task: pd.DataFrame, baselines: dict[str
         data += _sensitivity_series(ax, mine, point, paired, rlrs)
     baseline_line(ax, baselines.get(task))
     ax.set_xscale("log")
+    if regression:  # an MSE spans decades between a good rate and a diverging one
+        ax.set_yscale("log")
     lrs = sorted(of_task["lr"].dropna().unique())
     ax.set_xticks(lrs, [f"{v:g}" for v in lrs])
     ax.xaxis.set_minor_formatter(NullFormatter())
