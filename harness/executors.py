@@ -23,9 +23,7 @@ here, end with the driver however it ends (`harness.measure.lifetime`).
 from __future__ import annotations
 
 import importlib.util
-import multiprocessing
 import os
-import queue
 import re
 import socket
 import threading
@@ -72,38 +70,11 @@ def make_executor(
         raise ExecutorError(f"Unknown executor {name!r}; accepted: {', '.join(EXECUTORS)}.")
 
 
-def core_shares(workers: int) -> list[tuple[int, ...]] | None:
-    """Disjoint shares of this process's cores, one per worker, their sizes differing by one
-    at most (two workers on two cores: one core each), or None where the cores are not shared out: one worker, more workers than
-    cores, or an OS that does not say which cores a process may use.
-
-    A worker pinned to its share runs XLA's thread pool on those cores alone. Unpinned, each
-    worker's threads spread over every core and take turns with the other worker's: two
-    workers training the accuracy study's cpu runs side by side stepped at 9.2-10.2 ms
-    unpinned against 7.6 ms pinned (docs/performance.md, "Where a grid's runs execute"). The
-    thread count can change a run's float round-off, as another machine's would; each run
-    records its cores (``cpu_affinity`` in its provenance).
-    """
-    if not hasattr(os, "sched_getaffinity"):
-        return None
-    cores = sorted(os.sched_getaffinity(0))
-    if workers < 2 or workers > len(cores):
-        return None
-    size, extra = divmod(len(cores), workers)
-    bounds = [i * size + min(i, extra) for i in range(workers + 1)]
-    return [tuple(cores[a:b]) for a, b in zip(bounds, bounds[1:])]
-
-
-def _worker_init(shares: Any = None) -> None:
+def _worker_init() -> None:
     """Runs once in each worker process, before its first run (after
-    `harness.measure.lifetime.tie_to_driver`, which ends the worker with its driver): it takes
-    its share of the cores from ``shares`` (a queue of `core_shares`; None: unpinned), before
-    JAX starts its threads, and the driver's compiled programs on disk serve the worker too."""
-    if shares is not None:
-        try:
-            os.sched_setaffinity(0, shares.get(timeout=10))
-        except (queue.Empty, OSError):  # no share left or refused: the worker runs unpinned
-            pass
+    `harness.measure.lifetime.tie_to_driver`, which ends the worker with its driver, and after
+    it took its share of the cores, `harness.measure.lifetime.core_shares`): the driver's
+    compiled programs on disk serve the worker too."""
     enable_compilation_cache()
 
 
@@ -188,14 +159,9 @@ class ProcessExecutor:
     def _pool(self, runs: int) -> processes.WorkerPool:
         if self._kept is not None:
             return self._kept
-        workers = self.workers if self._keep else min(self.workers, runs)
-        shares = core_shares(workers)
-        queued = None
-        if shares is not None:
-            queued = multiprocessing.get_context("spawn").Queue()
-            for share in shares:
-                queued.put(share)
-        pool = processes.worker_pool(workers, _worker_init, (queued,))
+        # Each worker on its own share of the cores (`lifetime.core_shares`).
+        pool = processes.worker_pool(
+            self.workers if self._keep else min(self.workers, runs), _worker_init, pin=True)
         if self._keep:
             self._kept = pool
         return pool

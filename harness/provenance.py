@@ -45,7 +45,7 @@ def _static() -> dict[str, Any]:
         "device_count": len(devices),
         "cpu_count": os.cpu_count(),
         # The cores this process may run on (a worker of the processes executor has its own
-        # share of them, `harness.executors.core_shares`); None where the OS cannot say.
+        # share of them, `harness.measure.lifetime.core_shares`); None where the OS cannot say.
         "cpu_affinity": (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                          else None),
         "machine": platform.machine(),

@@ -9,8 +9,8 @@ import os
 import pytest
 
 from harness.cli import main
-from harness.executors import (ExecutorError, ProcessExecutor, _seed_major, core_shares,
-                               schedule)
+from harness.executors import ExecutorError, ProcessExecutor, _seed_major, schedule
+from harness.measure.lifetime import core_shares
 from harness.runner import run_study
 from harness.store import Store
 from harness.studies import PRESET_NAMES, Study

@@ -64,7 +64,7 @@ def _old_grid(config: A.AccuracyConfig) -> list[A.RunSpec]:
             for model in config.models:
                 for depth in config.depths or (config.network.depth,):
                     spec = _old_resolve(config, model, task, depth, seed)
-                    for lr, recurrent_lr in A.candidates(config, spec):
+                    for lr, recurrent_lr in A.tuning_pairs(config, spec):
                         specs.append(dataclasses.replace(spec, train=dataclasses.replace(
                             spec.train, lr=lr, recurrent_lr=recurrent_lr)))
     return specs

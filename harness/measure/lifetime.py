@@ -35,6 +35,7 @@ import multiprocessing.connection
 import multiprocessing.context
 import multiprocessing.process
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -61,20 +62,28 @@ _REAP_FOR_S = 5.0
 
 
 def worker_pool(
-    workers: int, initializer: Callable[..., None] | None = None, initargs: tuple[Any, ...] = ()
+    workers: int, initializer: Callable[..., None] | None = None, initargs: tuple[Any, ...] = (),
+    *, pin: bool = False,
 ) -> ProcessPoolExecutor:
     """A pool of ``workers`` spawned processes that end when this process (the driver) ends.
 
     Spawned, never forked: a fork copies JAX's threads' state. Each worker first runs
-    `tie_to_driver`, then ``initializer(*initargs)``. Create the pool and submit to it from the
-    main thread: Linux's parent-death signal follows the thread that started a worker.
+    `tie_to_driver`, then (with ``pin``) takes its own share of the cores (`core_shares`), then
+    runs ``initializer(*initargs)``. Create the pool and submit to it from the main thread:
+    Linux's parent-death signal follows the thread that started a worker.
     """
     context = _RecordingSpawn()
+    shares = core_shares(workers) if pin else None
+    queued = None
+    if shares is not None:
+        queued = context.Queue()
+        for share in shares:
+            queued.put(share)
     pool = ProcessPoolExecutor(
         max_workers=workers,
         mp_context=context,
         initializer=_init_worker,
-        initargs=(os.getpid(), initializer, initargs),
+        initargs=(os.getpid(), initializer, initargs, queued),
     )
     _workers[pool] = context.processes
     return pool
@@ -101,10 +110,39 @@ _workers: weakref.WeakKeyDictionary[ProcessPoolExecutor, list[Any]] = (
     weakref.WeakKeyDictionary())
 
 
+def core_shares(workers: int) -> list[tuple[int, ...]] | None:
+    """Disjoint shares of this process's cores, one per worker, their sizes differing by one
+    at most (two workers on two cores: one core each), or None where the cores are not shared
+    out: one worker, more workers than cores, or an OS that does not say which cores a process
+    may use.
+
+    A worker pinned to its share runs its threads (XLA's pool) on those cores alone. Unpinned,
+    each worker's threads spread over every core and contend with the other worker's: two
+    workers training the accuracy study's cpu runs side by side stepped at 9.2-10.2 ms
+    unpinned against 7.6 ms pinned (docs/performance.md, "Where a grid's runs execute"). The
+    thread count can change a run's float round-off, as another machine's would; each run
+    records the cores it could use (``cpu_affinity`` in its provenance).
+    """
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    if workers < 2 or workers > len(cores):
+        return None
+    size, extra = divmod(len(cores), workers)
+    bounds = [i * size + min(i, extra) for i in range(workers + 1)]
+    return [tuple(cores[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+
 def _init_worker(
-    driver: int, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]
+    driver: int, initializer: Callable[..., None] | None, initargs: tuple[Any, ...],
+    shares: Any = None,
 ) -> None:
     tie_to_driver(driver)
+    if shares is not None:  # before the initializer, so before JAX starts its threads
+        try:
+            os.sched_setaffinity(0, shares.get(timeout=10))
+        except (queue.Empty, OSError):  # no share left, or refused: the worker runs unpinned
+            pass
     if initializer is not None:
         initializer(*initargs)
 
