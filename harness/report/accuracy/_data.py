@@ -385,7 +385,7 @@ def _tuning_seeds(bracketing: pd.DataFrame | None) -> str:
     counts = sorted({int(n) for n in fewer["tuning_seeds"]})
     totals = sorted({int(n) for n in fewer["seeds"]})
     named = " or ".join(str(n) for n in counts)
-    return (f"the first {named} seeds (of {' or '.join(str(n) for n in totals)}), trained at "
+    return (f"{named} of the {' or '.join(str(n) for n in totals)} seeds, those trained at "
             "every pair; the other seeds are trained at the selected pair alone, so the "
             "one-recipe configuration of a cell that selected another pair has only these "
             "seeds")

@@ -124,7 +124,8 @@ def sensitivity_figure(final: pd.DataFrame, baselines: dict[str, float], labels:
     name = "accuracy_sensitivity"
     if not tuned_tasks:
         return Missing(name, TITLES[name],
-                       "no task of this preset is tuned (the cpu-full preset tunes every task).")
+                       "no task of this preset is tuned (the cpu and cpu-full presets tune "
+                       "every task).")
     style.apply_style()
     # Four tasks (the cpu preset's) as a 2 x 2 grid, not a row of three and one below.
     fig, axes = style.panels(len(tuned_tasks), 2.2, ncols=2 if len(tuned_tasks) == 4 else 3)
