@@ -206,3 +206,24 @@ def test_a_diverged_rate_above_the_selected_one_brackets_it(tmp_path):
         table = _selection.bracketing(store)
     assert table[["lr", "pairs", "highest", "position", "bracketed"]].values.tolist() == [
         [0.1, 5, 0.3, "inside", True]]
+
+
+def test_a_layer_outside_the_presets_list_keeps_its_tuned_runs_in_the_preset(tmp_path,
+                                                                              monkeypatch):
+    from harness.report import _provenance
+
+    # The cpu preset as if it listed RotRNN alone: the LRU's runs stand for a user's layer,
+    # whose preset is found by building the grid with it as the only model.
+    cpu = dataclasses.replace(A.STUDY.presets["cpu"], models=("rotrnn",))
+    monkeypatch.setitem(A.STUDY.presets, "cpu", cpu)
+    store = Store(tmp_path / "s.sqlite")
+    config = dataclasses.replace(cpu, models=("lru",))
+    run_study(_study(0.03), config, store=store, progress=False)
+    ids = set(store.recorded("accuracy"))
+    completing = {A.STUDY.run_id(s) for s in A.grid(A.STUDY.bind(config, store))
+                  if s.seed not in A.tune_seeds(config)}
+    assert completing and completing <= ids  # seeds 2-4 ran at each cell's selected pair
+    with _provenance.reading(store):
+        labels = _provenance.run_presets("accuracy", sorted(ids), dict.fromkeys(ids, "lru"))
+    # Every run, the completing ones and the grid's growth included, is the preset's.
+    assert {labels[i] for i in ids} == {"cpu"}

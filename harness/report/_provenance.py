@@ -119,9 +119,13 @@ def _model_grids(study_name: str, model: str, bound: str) -> dict[str, frozenset
     out = {}
     for preset in PRESET_NAMES:
         try:
-            config = _config_at(study, preset)
+            config = study.config(preset)
             field = next(f for f, _ in _MODEL_FIELDS if hasattr(config, f))
             config = dataclasses.replace(config, **{field: (model,)})
+            # Bound with the model in it: what a grid reads from the store (the accuracy
+            # study's grown pairs and selected rates) is read per model.
+            if study.from_store is not None and _STORE["store"] is not None:
+                config = study.bind(config, _STORE["store"])
             out[preset] = frozenset(study.run_id(spec) for spec in study.grid(config))
         except Exception as e:  # its runs stay custom; the report still renders
             log.info("study %r at preset %r cannot take model %r (%s: %s)", study_name,

@@ -377,6 +377,12 @@ def tune_seeds(config: AccuracyConfig) -> tuple[int, ...]:
     return config.seeds[:config.tuning_seeds] if config.tuning_seeds else config.seeds
 
 
+def _completing(config: AccuracyConfig) -> bool:
+    """Whether some seeds of a tuned task train at its selected pair alone (``tuning_seeds``
+    fewer than the seeds)."""
+    return len(tune_seeds(config)) < len(config.seeds)
+
+
 def tuning_pairs(config: AccuracyConfig, spec: RunSpec) -> list[tuple[float, float]]:
     """The pairs an equal-width run ``spec`` (at the recipe's rates) is trained at: its
     `candidates` at a tuning seed (`tune_seeds`), the cell's selected pair (``lr_selected``,
@@ -403,13 +409,6 @@ def next_pair(pairs: list[tuple[float, float]], direction: int) -> tuple[float, 
                  )  # type: ignore[return-value]
 
 
-def extensions(config: AccuracyConfig, store: Any) -> tuple[tuple[str, str, int, float, float],
-                                                             ...]:
-    """The pairs `lr_extend` adds beyond the grid's ends, from the runs ``store`` holds
-    (`tuning_state`)."""
-    return tuning_state(config, store)[0]
-
-
 def tuning_state(config: AccuracyConfig, store: Any
                  ) -> tuple[tuple[tuple[str, str, int, float, float], ...],
                             tuple[tuple[str, str, int, float, float], ...]]:
@@ -418,7 +417,7 @@ def tuning_state(config: AccuracyConfig, store: Any
     pairs has finished (done or diverged) and `select` picks an end pair that may still grow
     (``lr_extend``); a cell whose runs have all finished and that may grow no further has its
     selection final, and its pair is in ``lr_selected`` (needed only with ``tuning_seeds``)."""
-    completing = len(tune_seeds(config)) < len(config.seeds)
+    completing = _completing(config)
     if not config.tune_tasks or not (config.lr_extend or completing):
         return (), ()
     base = dataclasses.replace(config, lr_extensions=(), lr_selected=())
@@ -463,8 +462,7 @@ def widest(config: AccuracyConfig) -> AccuracyConfig:
     """``config`` with every pair `lr_extend` could add: each tuned cell's grid grown by
     ``lr_extend`` steps at both ends, and the seeds beyond ``tuning_seeds`` at one pair (what a
     plan prices: the most runs the grid can reach)."""
-    if not config.tune_tasks or not (config.lr_extend
-                                     or len(tune_seeds(config)) < len(config.seeds)):
+    if not config.tune_tasks or not (config.lr_extend or _completing(config)):
         return config
     base = list(zip(config.lr_grid, config.recurrent_lr_grid))
     added = []
@@ -478,10 +476,10 @@ def widest(config: AccuracyConfig) -> AccuracyConfig:
              if s.task in config.tune_tasks}
     recipe = (config.train.lr, config.train.recurrent_lr)
     # The seeds beyond ``tuning_seeds`` at one pair per cell (which one is priced alike).
-    completing = len(tune_seeds(config)) < len(config.seeds)
     return dataclasses.replace(config, lr_extensions=tuple(
         (*cell, *pair) for cell in sorted(cells) for pair in added),
-        lr_selected=tuple((*cell, *recipe) for cell in sorted(cells)) if completing else ())
+        lr_selected=tuple((*cell, *recipe) for cell in sorted(cells))
+        if _completing(config) else ())
 
 
 def bind(config: AccuracyConfig, store: Any) -> AccuracyConfig:
