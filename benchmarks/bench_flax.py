@@ -24,9 +24,9 @@ def flax_program(model: str, length: int, mode: str, frontend: str) -> common.Pr
     import jax
     from flax import nnx
 
-    from harness.measure import timing
-    from models.flax import linen, to_flax_params
-    from models.flax import nnx as flax_nnx
+    from linrnn_bench.harness.measure import timing
+    from linrnn_bench.models.flax import linen, to_flax_params
+    from linrnn_bench.models.flax import nnx as flax_nnx
 
     if mode not in common.MODES:
         raise NotImplementedError(f"mode={mode!r} is not benchmarked; accepted: {common.MODES}.")

@@ -176,7 +176,7 @@ class TrackMemoryChunked:
 
 
 def _require_native() -> None:
-    from models import _native
+    from linrnn_bench.models import _native
 
     if not _native.available():  # asv records a skip
         raise NotImplementedError(f"native kernels: {_native.status().reason}")
@@ -249,7 +249,7 @@ class TrackScanInPlace:
     def setup(self):
         import jax
 
-        from models import _native
+        from linrnn_bench.models import _native
 
         if jax.default_backend() != "cpu" or not _native.available():
             raise NotImplementedError("the in-place variant is the CPU's native kernel")

@@ -44,7 +44,7 @@ TARGET_NETWORK_SPEEDUP = 5.0
 @functools.cache
 def run_spec(model: str, task: str, preset: str = PRESET) -> Any:
     """The accuracy study's run of (``model``, ``task``) at ``preset``, first seed."""
-    from harness.studies import accuracy
+    from linrnn_bench.harness.studies import accuracy
 
     config = accuracy.STUDY.presets[preset]
     for spec in accuracy.grid(config):
@@ -56,7 +56,7 @@ def run_spec(model: str, task: str, preset: str = PRESET) -> Any:
 
 @functools.cache
 def built_task(task: str, options: tuple) -> Any:
-    import tasks
+    from linrnn_bench import tasks
 
     return tasks.build(task, **dict(options))
 
@@ -106,8 +106,8 @@ def training_step(model: str, task: str, baseline: bool = False) -> Any:
     import jax
     import jax.random as jr
 
-    from harness import train as training
-    from harness.studies.throughput_step import TrainingStep
+    from linrnn_bench.harness import train as training
+    from linrnn_bench.harness.studies.throughput_step import TrainingStep
 
     spec = run_spec(model, task)
     the_task = built_task(spec.task, spec.task_options)
@@ -126,7 +126,7 @@ def step_speedup(model: str, task: str, *, repeats: int = 10) -> dict:
     and their ratio; the check that both compute the same loss."""
     import jax
 
-    from harness.measure import timing
+    from linrnn_bench.harness.measure import timing
 
     ours, theirs = training_step(model, task), training_step(model, task, baseline=True)
     ours_s, theirs_s = [], []
@@ -155,7 +155,7 @@ def baseline_loss_error(model: str, task: str) -> float:
     import jax.numpy as jnp
     import jax.random as jr
 
-    from harness import train as training
+    from linrnn_bench.harness import train as training
 
     spec = run_spec(model, task)
     the_task = built_task(spec.task, spec.task_options)
@@ -235,8 +235,8 @@ class TrackNetworkCompile(_StepCell):
 def step_roofline(model: str, task: str, *, repeats: int = 5) -> dict:
     """The whole step's roofline columns (`harness.studies.throughput_step.step_counts`), peaks
     measured in this process around the timing."""
-    from harness.measure import roofline, timing
-    from harness.studies.throughput_step import step_counts
+    from linrnn_bench.harness.measure import roofline, timing
+    from linrnn_bench.harness.studies.throughput_step import step_counts
 
     step = training_step(model, task)
     median, peaks = roofline.peaks_around(
@@ -250,7 +250,7 @@ def step_compile_seconds(model: str, task: str) -> float:
     persistent one, and the process's: the step was compiled once already)."""
     import jax
 
-    from harness.measure import timing
+    from linrnn_bench.harness.measure import timing
 
     step = training_step(model, task)
     lowered = step.stepper.lowered(step.batches[0], step.key)
@@ -346,7 +346,7 @@ def before_after(revision: str, models: tuple[str, ...], task: str, *, repeats: 
     """
     import numpy as np
 
-    from harness import train as after
+    from linrnn_bench.harness import train as after
 
     rows = []
     with revision_worktree(revision) as tree:

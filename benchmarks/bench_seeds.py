@@ -41,7 +41,7 @@ TARGET_SPEEDUP = 3.0
 def _clear() -> None:
     import jax
 
-    from harness import train
+    from linrnn_bench.harness import train
 
     jax.clear_caches()
     train._flat_step.cache_clear()
@@ -52,8 +52,8 @@ def _timed(fn) -> tuple[float, float]:
     """(wall seconds, compile seconds) of ``fn()``."""
     import jax
 
-    from harness import train
-    from harness.measure.timing import Stopwatch
+    from linrnn_bench.harness import train
+    from linrnn_bench.harness.measure.timing import Stopwatch
 
     compiling = [0.0]
     listener = train._compile_listener(compiling)
@@ -71,7 +71,7 @@ def seed_group_times(model: str, task: str, seeds: int, *, steps: int | None = N
                      cold: bool = True, preset: str = PRESET) -> dict[str, Any]:
     """Wall and compile seconds of ``seeds`` seeds one by one and as one group (module
     docstring); ``steps`` shortens the runs (None: the preset's)."""
-    from harness import train
+    from linrnn_bench.harness import train
 
     spec = run_spec(model, task, preset)
     config = spec.train if steps is None else dataclasses.replace(
@@ -112,7 +112,7 @@ def _group_parts(model: str, task: str, seeds: int, preset: str = PRESET):
     import jax.random as jr
     import numpy as np
 
-    from harness import train
+    from linrnn_bench.harness import train
 
     spec = run_spec(model, task, preset)
     built = built_task(spec.task, spec.task_options)
@@ -207,7 +207,7 @@ def profile_group(model: str, task: str, seeds: list[int], *, repeats: int = 15,
     import jax
     import numpy as np
 
-    from harness import train
+    from linrnn_bench.harness import train
 
     parts = {k: _group_parts(model, task, k, preset) for k in seeds}
     out: dict[int, dict[str, Any]] = {}

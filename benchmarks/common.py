@@ -32,7 +32,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-import models
+from linrnn_bench import models
 
 BATCH = 8
 D_MODEL = 128
@@ -66,7 +66,7 @@ def enable_compilation_cache() -> None:
     same programs again. `Program.compile_s` is measured with the cache off
     (`harness.measure.timing.compile_timed`), so compile times stay compile times.
     """
-    from harness.runner import enable_compilation_cache as enable
+    from linrnn_bench.harness.runner import enable_compilation_cache as enable
 
     enable()
 
@@ -127,7 +127,7 @@ def _check_mode(mode: str) -> None:
 
 
 def _compile(function: Callable, *args: Any) -> Program:
-    from harness.measure import timing
+    from linrnn_bench.harness.measure import timing
 
     compiled, lower_s, compile_s = timing.compile_timed(function, *args)
     return Program(compiled, args, lower_s, compile_s)
@@ -138,7 +138,7 @@ def layer_program(model: str, length: int, mode: str, algorithm: str = "auto") -
     program (`harness.programs.layer_program`) on the inputs of `inputs` (the same key)."""
     import jax.random as jr
 
-    from harness import programs
+    from linrnn_bench.harness import programs
 
     _check_mode(mode)
     function, args, _, _ = programs.layer_program(
@@ -256,7 +256,7 @@ def reference_error(model: str, length: int) -> float:
 
 
 def median_seconds(program: Program, *, repeats: int = 5) -> float:
-    from harness.measure import timing
+    from linrnn_bench.harness.measure import timing
 
     return timing.time_calls(program.call, warmup=1, repeats=repeats).median_s
 
@@ -264,7 +264,7 @@ def median_seconds(program: Program, *, repeats: int = 5) -> float:
 def _alternate(first: Program, second: Program, repeats: int) -> tuple[Any, Any]:
     """The `harness.measure.timing.Timing` of each program, their calls alternating (so that
     machine load falls on both alike), after one untimed call each."""
-    from harness.measure import timing
+    from linrnn_bench.harness.measure import timing
 
     first.run(), second.run()
     first_s, second_s = [], []
@@ -316,8 +316,8 @@ def _against_roofline(
     this process just before and after the timing (the better of the two)."""
     import equinox as eqx
 
-    from harness.measure import roofline
-    from models.network import count_parameters
+    from linrnn_bench.harness.measure import roofline
+    from linrnn_bench.models.network import count_parameters
 
     median, peaks = roofline.peaks_around(lambda: median_seconds(program, repeats=repeats))
     the_layer = layer(model)
@@ -330,7 +330,7 @@ def _against_roofline(
 
 def roofline_fraction(model: str, length: int, mode: str, *, repeats: int = 5) -> dict:
     """The layer's median time against its roofline bound, peaks measured in this process."""
-    from harness.measure import roofline
+    from linrnn_bench.harness.measure import roofline
 
     program = layer_program(model, length, mode)
     median, counts, peaks = _against_roofline(program, model, length, mode, repeats)
@@ -347,7 +347,7 @@ def speedup_ceiling(model: str, length: int, mode: str, *, repeats: int = 5) -> 
     fraction of the roofline that the in-run target needs; above 1 the target cannot be met with
     the layer's FLOPs on this machine.
     """
-    from harness.measure import roofline
+    from linrnn_bench.harness.measure import roofline
 
     program = reference_program(model, length, mode)
     reference_s, counts, peaks = _against_roofline(program, model, length, mode, repeats)
@@ -389,8 +389,8 @@ def scan_program(length: int = SCAN_LENGTH, variant: str = "engine") -> tuple[Pr
     import jax.numpy as jnp
     import jax.random as jr
 
-    from models import _engine, _native
-    from models._scan import planar_scan
+    from linrnn_bench.models import _engine, _native
+    from linrnn_bench.models._scan import planar_scan
 
     if variant not in SCAN_VARIANTS:
         raise ValueError(f"Unknown scan variant {variant!r}; accepted: {list(SCAN_VARIANTS)}.")
@@ -410,7 +410,7 @@ def scan_program(length: int = SCAN_LENGTH, variant: str = "engine") -> tuple[Pr
     def scan_in_place(lam, b):
         return jax.vmap(lambda x: _native.planar_scan(*lam, x, reverse=False, in_place=True))(b)
 
-    from harness.measure import timing
+    from linrnn_bench.harness.measure import timing
 
     compiled, lower_s, compile_s = timing.compile_timed(
         scan_in_place, lam, b, donate_argnums=(1,)
@@ -422,7 +422,7 @@ def scan_bandwidth_fraction(
     length: int = SCAN_LENGTH, *, repeats: int = 5, variant: str = "engine"
 ) -> dict:
     """The scan alone: its memory-bound roofline (b read, h written) against its median time."""
-    from harness.measure import roofline
+    from linrnn_bench.harness.measure import roofline
 
     program, states = scan_program(length, variant)
     median, peaks = roofline.peaks_around(lambda: median_seconds(program, repeats=repeats))
@@ -440,8 +440,8 @@ def working_memory(
     """
     import equinox as eqx
 
-    from harness.measure.memory import compiled_memory
-    from harness.programs import COMPLEX_BYTES
+    from linrnn_bench.harness.measure.memory import compiled_memory
+    from linrnn_bench.harness.programs import COMPLEX_BYTES
 
     program = layer_program(model, length, mode, algorithm)
     memory = compiled_memory(program.compiled)
@@ -470,7 +470,7 @@ def activation_memory(model: str, algorithm: str = "auto") -> dict:
     that `jax.vmap` makes before summing them (B x 4PH numbers), a parametrisation's
     intermediates (RotRNN's matrix exponential) and the like.
     """
-    from harness.measure.memory import fit_linear
+    from linrnn_bench.harness.measure.memory import fit_linear
 
     points = [working_memory(model, n, algorithm=algorithm) for n in LENGTHS]
     fit = fit_linear([float(n) for n in LENGTHS], [float(p["temp_bytes"]) for p in points])
@@ -485,7 +485,7 @@ def activation_memory(model: str, algorithm: str = "auto") -> dict:
 def environment(model: str | None = None) -> dict:
     """Allocator, XLA flags, backend and device of this process (recorded with every result),
     and the engine algorithm the layer runs (``models.resolve_algorithm``)."""
-    from harness.measure import roofline
+    from linrnn_bench.harness.measure import roofline
 
     out = roofline.environment_columns()
     if model is not None:

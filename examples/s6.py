@@ -18,10 +18,11 @@ the paper's code has them.
 Initialisation (the paper's): A_log[d, n] = log(n + 1) (S4D-Real), D_skip = 1, and b_Delta the
 inverse softplus of a log-uniform draw in [dt_min, dt_max].
 
-Use it from the command line by its import path (the repository root on ``PYTHONPATH``):
+Use it from the command line by its import path, from the repository root (``linrnn-bench``
+finds the modules of the folder it runs in, as ``python -m`` does):
 
-    python -m harness check-layer examples.s6:S6
-    python -m harness study throughput --preset smoke "models=(examples.s6:S6,lru)"
+    linrnn-bench check-layer examples.s6:S6
+    linrnn-bench study throughput --preset smoke "models=(examples.s6:S6,lru)"
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
-import models
+from linrnn_bench import models
 
 
 @dataclasses.dataclass(frozen=True)

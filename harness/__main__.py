@@ -1,8 +1,6 @@
-"""``python -m harness``: see `harness.cli`."""
+"""``python -m harness`` from a clone: the command moved; say in one line what to type."""
 
 import sys
 
-from .cli import main
-
-if __name__ == "__main__":  # not when a spawned worker process imports this module
-    sys.exit(main())
+sys.exit("the harness is now `linrnn-bench` (or `python -m linrnn_bench`): e.g. "
+         f"linrnn-bench {' '.join(sys.argv[1:]) or 'list'}")

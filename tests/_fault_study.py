@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.studies import PRESET_NAMES, Study
+from linrnn_bench.harness.studies import PRESET_NAMES, Study
 
 RUNS = 4
 
@@ -55,10 +55,10 @@ STUDY = Study("faults", "toy grid for fault injection", dict.fromkeys(PRESET_NAM
 def main(store_path: str, workers: int | str) -> int:
     """Run the grid into ``store_path`` with ``workers`` worker processes, or with the Ray
     executor (a local Ray) when ``workers`` is ``"ray"``."""
-    from harness.cli import _stop
-    from harness.executors import ProcessExecutor, RayExecutor
-    from harness.runner import run_study
-    from harness.store import Store
+    from linrnn_bench.harness.cli import _stop
+    from linrnn_bench.harness.executors import ProcessExecutor, RayExecutor
+    from linrnn_bench.harness.runner import run_study
+    from linrnn_bench.harness.store import Store
 
     signal.signal(signal.SIGTERM, _stop)
     executor = RayExecutor() if workers == "ray" else ProcessExecutor(int(workers))
@@ -75,17 +75,17 @@ def held_figure_worker_init() -> None:
     each worker first writes a file ``worker-<pid>`` into ``LINRNN_FAULT_FILES`` (it runs
     after `harness.measure.lifetime.tie_to_driver`, so the worker is tied to its driver by then)."""
     (Path(os.environ["LINRNN_FAULT_FILES"]) / f"worker-{os.getpid()}").write_text("")
-    from harness.report import _writers
+    from linrnn_bench.harness.report import _writers
 
     _writers._figure_worker_init()  # the worker imported the module afresh: not replaced
     time.sleep(float(os.environ.get("LINRNN_FAULT_SLEEP", "0.5")))
 
 
 def report_main(store_path: str, out: str) -> int:
-    """``python -m harness report --workers 2`` on ``store_path``, its figure workers held
+    """``linrnn-bench report --workers 2`` on ``store_path``, its figure workers held
     by `held_figure_worker_init`."""
-    from harness import cli
-    from harness.report import _writers
+    from linrnn_bench.harness import cli
+    from linrnn_bench.harness.report import _writers
 
     _writers._figure_worker_init = held_figure_worker_init
     return cli.main(["report", "--workers", "2", "--store", store_path, "--out", out])

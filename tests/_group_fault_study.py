@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any
 
-from harness.studies import PRESET_NAMES, Study
+from linrnn_bench.harness.studies import PRESET_NAMES, Study
 
 CONFIGS, SEEDS = 3, 3
 RUNS = CONFIGS * SEEDS
@@ -57,9 +57,9 @@ STUDY = Study("group_faults", "toy grid of seed groups for fault injection",
 
 
 def main(store_path: str, workers: int) -> int:
-    from harness.executors import ProcessExecutor
-    from harness.runner import run_study
-    from harness.store import Store
+    from linrnn_bench.harness.executors import ProcessExecutor
+    from linrnn_bench.harness.runner import run_study
+    from linrnn_bench.harness.store import Store
 
     run_study(STUDY, None, store=Store(store_path), executor=ProcessExecutor(workers),
               progress=False)

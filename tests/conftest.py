@@ -11,7 +11,7 @@ import itertools
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# As harness/__init__.py: one OpenBLAS thread, so that LAPACK calls do not leave spinning threads.
+# As linrnn_bench/harness/__init__.py: one OpenBLAS thread, so that LAPACK calls do not leave spinning threads.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import jax  # noqa: E402
@@ -33,7 +33,7 @@ def pytest_collection_modifyitems(config, items):
     """Tests parametrised with ``algorithm="native"`` or ``"fused"`` skip, saying why, where the
     native kernels cannot be built (no C++ compiler, or ``LINRNN_NATIVE=0``); CI builds and runs
     them."""
-    from models import _native
+    from linrnn_bench.models import _native
 
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})

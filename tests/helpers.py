@@ -22,11 +22,11 @@ import jax.random as jr
 import numpy as np
 import scipy.linalg
 
-from models import _registry
-from models.lru import LRU
-from models.rotrnn import RotRNN
-from models.s4d import S4D
-from models.s5 import S5
+from linrnn_bench.models import _registry
+from linrnn_bench.models.lru import LRU
+from linrnn_bench.models.rotrnn import RotRNN
+from linrnn_bench.models.s4d import S4D
+from linrnn_bench.models.s5 import S5
 
 
 # Tolerances by dtype: float32 round-off accumulated over a few thousand steps, float64 tight.
@@ -383,7 +383,7 @@ TOY_SOURCE = textwrap.dedent('''
     import jax.numpy as jnp
     import jax.random as jr
 
-    import models
+    from linrnn_bench import models
 
 
     @dataclasses.dataclass(frozen=True)
@@ -482,7 +482,7 @@ def assert_printable(artifacts) -> None:
     """Every figure among ``artifacts`` passes the layout check at its own (paper) size: no
     legend or text over data, no colliding or clipped text, nothing below 7 pt; and carries the
     numbers it draws (`assert_figure_data`)."""
-    from harness.report import Figure, _layout
+    from linrnn_bench.harness.report import Figure, _layout
 
     problems = {a.name: _layout.problems(a.figure) for a in artifacts if isinstance(a, Figure)}
     assert problems and not any(problems.values()), problems
@@ -498,7 +498,7 @@ def assert_figure_data(artifacts) -> None:
     coordinates are a layout, are not data)."""
     import pandas as pd
 
-    from harness.report import Figure
+    from linrnn_bench.harness.report import Figure
 
     figures = [a for a in artifacts if isinstance(a, Figure)]
     assert figures, "no figure among the artifacts"
@@ -532,7 +532,7 @@ def assert_figure_data(artifacts) -> None:
 
 def small_store(root: Path) -> Path:
     """A small valid results store holding one run, ``root/good.sqlite``."""
-    from harness.store import Store
+    from linrnn_bench.harness.store import Store
 
     path = root / "good.sqlite"
     Store(path).record(run_id="r0", study="accuracy", status="done", config={"seed": 0},

@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-import models
-import tasks
-from harness import config as C
-from harness.studies import accuracy as A
+from linrnn_bench import models
+from linrnn_bench import tasks
+from linrnn_bench.harness import config as C
+from linrnn_bench.harness.studies import accuracy as A
 
 
 def test_grid_is_models_by_tasks_by_seeds_by_depths_with_seeds_outermost():

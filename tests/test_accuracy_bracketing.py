@@ -11,10 +11,10 @@ import math
 import pandas as pd
 import pytest
 
-from harness.errors import Diverged
-from harness.runner import run_study
-from harness.store import Store
-from harness.studies import accuracy as A
+from linrnn_bench.harness.errors import Diverged
+from linrnn_bench.harness.runner import run_study
+from linrnn_bench.harness.store import Store
+from linrnn_bench.harness.studies import accuracy as A
 
 _GRID = dict(lr_grid=(3e-3, 1e-2, 3e-2), recurrent_lr_grid=(1e-3, 3e-3, 1e-2),
              lr_pairing="paired")
@@ -106,7 +106,7 @@ def test_lr_extend_is_refused_where_it_cannot_apply():
 
 
 def test_the_report_says_whether_each_optimum_is_bracketed(tmp_path):
-    from harness.report import _provenance, _selection
+    from linrnn_bench.harness.report import _provenance, _selection
 
     store = Store(tmp_path / "s.sqlite")
     run_study(_study(10.0), _config(lr_extend=1), store=store, progress=False)
@@ -149,7 +149,7 @@ def test_the_other_seeds_run_at_the_selected_pair_once_the_selection_is_final(tm
     assert {study.run_id(s) for s in A.grid(bound)} < {study.run_id(s) for s in A.grid(full)}
     assert run_study(study, config, store=store, progress=False).counts == {}
     # The report selects on the tuning seed: the tuned configuration is every seed at 0.1.
-    from harness.report import _provenance, _selection
+    from linrnn_bench.harness.report import _provenance, _selection
 
     with _provenance.reading(store):
         assert _selection.tuned_rates(store) == {("lru", "digits", 1): (0.1, 0.03)}
@@ -194,7 +194,7 @@ def test_tuning_seeds_is_checked_and_a_plan_prices_the_completing_seeds():
 
 
 def test_a_diverged_rate_above_the_selected_one_brackets_it(tmp_path):
-    from harness.report import _provenance, _selection
+    from linrnn_bench.harness.report import _provenance, _selection
 
     store = Store(tmp_path / "s.sqlite")
     # Better and better up to 0.1; 0.3 diverges: 0.1 is selected, bracketed by the diverged
@@ -210,7 +210,7 @@ def test_a_diverged_rate_above_the_selected_one_brackets_it(tmp_path):
 
 def test_a_layer_outside_the_presets_list_keeps_its_tuned_runs_in_the_preset(tmp_path,
                                                                               monkeypatch):
-    from harness.report import _provenance
+    from linrnn_bench.harness.report import _provenance
 
     # The cpu preset as if it listed RotRNN alone: the LRU's runs stand for a user's layer,
     # whose preset is found by building the grid with it as the only model.

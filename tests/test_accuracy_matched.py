@@ -9,15 +9,15 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from harness import config as _config
-from harness.errors import ConfigError
-from harness.report import _provenance
-from harness.report.accuracy import build
-from harness.runner import run_study
-from harness.store import Store
-from harness.studies import _matched
-from harness.studies import accuracy as A
-from models.network import NetworkConfig
+from linrnn_bench.harness import config as _config
+from linrnn_bench.harness.errors import ConfigError
+from linrnn_bench.harness.report import _provenance
+from linrnn_bench.harness.report.accuracy import build
+from linrnn_bench.harness.runner import run_study
+from linrnn_bench.harness.store import Store
+from linrnn_bench.harness.studies import _matched
+from linrnn_bench.harness.studies import accuracy as A
+from linrnn_bench.models.network import NetworkConfig
 
 
 def _config_matched(**overrides) -> A.AccuracyConfig:
@@ -116,8 +116,8 @@ def test_matched_runs_have_their_own_table_and_leave_the_others_unchanged(tmp_pa
 
 
 def test_a_preset_that_sizes_a_task_says_its_matched_runs_are_missing(tmp_path):
-    from harness.report import accuracy as section
-    from harness.report._artifacts import Missing
+    from linrnn_bench.harness.report import accuracy as section
+    from linrnn_bench.harness.report._artifacts import Missing
 
     store = Store(tmp_path / "empty.sqlite")
     labels = section.Labels(pd.DataFrame({"depth": [2], "task": ["listops"],

@@ -2,7 +2,7 @@
 
 Every row states what must happen (an exit status, or an exception class) and the words the
 message must hold: the bad thing (a key, a value, a path) and what is accepted or what to do.
-Command-line rows run `harness.cli.main` in this process (what ``python -m harness`` runs; one
+Command-line rows run `harness.cli.main` in this process (what ``linrnn-bench`` runs; one
 row at the end runs the real interpreter to check the process's own output), and no row may
 print "Traceback". A new bad input is one new row.
 """
@@ -23,13 +23,13 @@ import jax.random as jr
 import jaxtyping
 import pytest
 
-import models
-import tasks
-from harness import config as _config
-from harness.cli import main
-from harness.errors import ConfigError, StoreError
-from harness.report import _writers
-from harness.store import Store
+from linrnn_bench import models
+from linrnn_bench import tasks
+from linrnn_bench.harness import config as _config
+from linrnn_bench.harness.cli import main
+from linrnn_bench.harness.errors import ConfigError, StoreError
+from linrnn_bench.harness.report import _writers
+from linrnn_bench.harness.store import Store
 
 from helpers import isolated_registry, small_store
 
@@ -82,7 +82,7 @@ import dataclasses
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import models
+from linrnn_bench import models
 
 @dataclasses.dataclass(frozen=True)
 class Cfg:
@@ -350,7 +350,8 @@ def _flax(call: Callable[[Any], Any]) -> Callable[[Path], Any]:
     """``call(models.flax)``; the Flax adapters are imported only by the rows that use them."""
 
     def run(tmp: Path) -> Any:
-        import models.flax
+        import linrnn_bench.models.flax
+        from linrnn_bench import models
 
         return call(models.flax)
 
@@ -358,7 +359,7 @@ def _flax(call: Callable[[Any], Any]) -> Callable[[Path], Any]:
 
 
 def _lru_params(dtype: Any) -> dict[str, Any]:
-    from models.flax import to_flax_params
+    from linrnn_bench.models.flax import to_flax_params
 
     layer = models.build("lru", d_model=4, d_state=4, key=jr.PRNGKey(0))
     return {k: v.astype(dtype) for k, v in to_flax_params(layer).items()}
@@ -572,7 +573,7 @@ PROCESS_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
 @pytest.mark.parametrize("argv, status, words", [c[1:] for c in PROCESS_CASES],
                          ids=[c[0] for c in PROCESS_CASES])
 def test_command_line_process(argv, status, words, tmp_path):
-    done = subprocess.run([sys.executable, "-m", "harness", *_argv(argv, tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "linrnn_bench", *_argv(argv, tmp_path)],
                           capture_output=True, text=True, timeout=120,
                           cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == status, done.stderr

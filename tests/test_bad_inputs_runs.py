@@ -21,14 +21,15 @@ from typing import Any
 
 import pytest
 
-import harness.runner
-from harness import config as _config
-from harness import store as store_module
-from harness.cli import main
-from harness.errors import ConfigError, Diverged, StoreError
-from harness.store import APPLICATION_ID, Store
-from harness.studies import accuracy
-from harness.train import save_checkpoint
+import linrnn_bench.harness.runner
+from linrnn_bench import harness
+from linrnn_bench.harness import config as _config
+from linrnn_bench.harness import store as store_module
+from linrnn_bench.harness.cli import main
+from linrnn_bench.harness.errors import ConfigError, Diverged, StoreError
+from linrnn_bench.harness.store import APPLICATION_ID, Store
+from linrnn_bench.harness.studies import accuracy
+from linrnn_bench.harness.train import save_checkpoint
 
 from helpers import isolated_registry, small_store
 
@@ -176,7 +177,7 @@ class _Resolved(Exception):
 
 @pytest.fixture
 def resolved(monkeypatch, tmp_path) -> Callable[..., Any]:
-    """``resolved(*argv)``: the one spec ``python -m harness train *argv`` would run."""
+    """``resolved(*argv)``: the one spec ``linrnn-bench train *argv`` would run."""
 
     def stand_in(study, config, **kwargs):
         raise _Resolved(study.grid(config))
@@ -367,7 +368,7 @@ def test_a_checkpoint_that_meets_a_full_disk_leaves_no_temporary_file(tmp_path, 
     previous = tmp_path / "ckpt" / "run.eqx"
     save_checkpoint(previous, {"step": 1}, {"w": 1.0})
     kept = previous.read_bytes()
-    monkeypatch.setattr("harness.train.checkpoints.eqx.tree_serialise_leaves", full)
+    monkeypatch.setattr("linrnn_bench.harness.train.checkpoints.eqx.tree_serialise_leaves", full)
     with pytest.raises(OSError, match="disk holding .*ckpt is full.*previous one.*kept.*Free "
                                       "space and rerun") as info:
         save_checkpoint(previous, {"step": 2}, {"w": 2.0})
@@ -403,7 +404,7 @@ BOOM = textwrap.dedent('''
 
     import jax
 
-    import models
+    from linrnn_bench import models
 
 
     @dataclasses.dataclass(frozen=True)
@@ -476,7 +477,7 @@ def test_a_run_that_raises_exits_1(command, tmp_path, monkeypatch, capsys):
 
 def test_report_run_renders_then_exits_1_when_a_run_failed(tmp_path, monkeypatch, capsys):
     # One study (the accuracy one) so that the test stays short; its one run raises.
-    from harness import studies
+    from linrnn_bench.harness import studies
 
     monkeypatch.setattr(studies, "names", lambda: ["accuracy"])
     monkeypatch.setattr(accuracy, "train", _raising(RuntimeError("out of luck")))

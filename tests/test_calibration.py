@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from harness import stats as inference
+from linrnn_bench.harness import stats as inference
 
 DRAWS = 10_000
 ALPHA = inference.ALPHA

@@ -8,13 +8,13 @@ import os
 
 import pytest
 
-from harness.cli import main
-from harness.executors import ExecutorError, ProcessExecutor, _seed_major, schedule
-from harness.measure.lifetime import core_shares
-from harness.runner import run_study
-from harness.store import Store
-from harness.studies import PRESET_NAMES, Study
-from harness.studies import get as get_study
+from linrnn_bench.harness.cli import main
+from linrnn_bench.harness.executors import ExecutorError, ProcessExecutor, _seed_major, schedule
+from linrnn_bench.harness.measure.lifetime import core_shares
+from linrnn_bench.harness.runner import run_study
+from linrnn_bench.harness.store import Store
+from linrnn_bench.harness.studies import PRESET_NAMES, Study
+from linrnn_bench.harness.studies import get as get_study
 
 SMOKE_ONE = ["models=lru"]  # one model of the smoke preset: seconds
 
@@ -206,7 +206,7 @@ def test_workers_take_one_run_of_every_program_group_first():
 
 
 def test_the_studies_group_runs_by_their_programs():
-    from harness.studies import accuracy, stability
+    from linrnn_bench.harness.studies import accuracy, stability
 
     specs = accuracy.STUDY.grid(accuracy.STUDY.presets["cpu"])
     groups = {accuracy.programs(s) for s in specs}
@@ -312,8 +312,8 @@ def test_train_explain_prints_each_option_and_its_source_and_trains_nothing(caps
 
 
 def test_one_spelling_for_preset_and_layer_options(capsys, tmp_path, monkeypatch):
-    from harness import cli
-    from harness.studies import accuracy
+    from linrnn_bench.harness import cli
+    from linrnn_bench.harness.studies import accuracy
 
     seen = {}
 
@@ -322,10 +322,10 @@ def test_one_spelling_for_preset_and_layer_options(capsys, tmp_path, monkeypatch
         return cli_summary(study.name)
 
     def cli_summary(name):
-        from harness.runner import Summary
+        from linrnn_bench.harness.runner import Summary
         return Summary(study=name, total=0, skipped=0, counts={}, seconds=0.0)
 
-    monkeypatch.setattr("harness.runner.run_study", fake_run_study)
+    monkeypatch.setattr("linrnn_bench.harness.runner.run_study", fake_run_study)
     store = str(tmp_path / "s.sqlite")
     # preset=P and --preset P are one setting, in study as in train.
     assert main(["study", "accuracy", "preset=smoke", "models=lru,rotrnn", "layer.r_min=0.5",
@@ -352,8 +352,8 @@ def test_one_spelling_for_preset_and_layer_options(capsys, tmp_path, monkeypatch
 def test_report_that_cannot_write_a_table_exits_non_zero(tmp_path, monkeypatch, capsys):
     """A table whose file fails to write leaves the rest of the report in place, named in the
     index, and the command exits 1 naming it (a partial report never passes for a whole one)."""
-    from harness.report import _writers
-    from harness.store import Store
+    from linrnn_bench.harness.report import _writers
+    from linrnn_bench.harness.store import Store
 
     Store(tmp_path / "s.sqlite")  # empty: the published numbers' tables are still written
     write_table = _writers.write_table

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import pytest
 
-from harness import config as C
+from linrnn_bench.harness import config as C
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +88,7 @@ def test_flatten_and_hash_are_stable_identities():
 
 def test_layer_options_are_parsed_by_the_layer_config_class():
     """``network.layer.<field>`` and ``network.layer_options=`` go through the layer's class."""
-    from models.network import NetworkConfig
+    from linrnn_bench.models.network import NetworkConfig
 
     base = NetworkConfig(layer="lru")
     out = C.replace(base, {"layer.r_min": "0.5", "layer.bidirectional": "yes"})
@@ -118,7 +118,7 @@ def test_layer_options_are_parsed_by_the_layer_config_class():
     ],
 )
 def test_bad_layer_options_say_what_is_accepted(overrides, message):
-    from models.network import NetworkConfig
+    from linrnn_bench.models.network import NetworkConfig
 
     with pytest.raises(C.ConfigError, match=message):
         C.replace(NetworkConfig(layer="lru"), overrides)

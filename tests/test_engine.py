@@ -19,9 +19,9 @@ import scipy.signal
 from jax import lax
 
 from helpers import tol
-from models import _engine, _native
-from models._scan import linear_scan, planar_scan, to_planar
-from models._system import DiscreteSystem
+from linrnn_bench.models import _engine, _native
+from linrnn_bench.models._scan import linear_scan, planar_scan, to_planar
+from linrnn_bench.models._system import DiscreteSystem
 
 # --------------------------------------------------------------------------------------------
 # Systems and the float64 reference

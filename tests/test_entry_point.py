@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models import _registry
+from linrnn_bench.models import _registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,7 +34,7 @@ def test_a_layer_installed_by_entry_point_joins_a_preset_and_its_report(tmp_path
            "LINRNN_JAX_CACHE": ""}
 
     def harness(*argv: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "harness", *argv], cwd=ROOT, env=env,
+        done = subprocess.run([sys.executable, "-m", "linrnn_bench", *argv], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, (argv, done.stdout[-2000:], done.stderr[-2000:])
         return done.stdout
@@ -49,7 +49,8 @@ def test_a_layer_installed_by_entry_point_joins_a_preset_and_its_report(tmp_path
     assert np.isfinite(rows["test loss"].to_numpy(float)).all()
     # The toy's run is the smoke preset's, as the LRU's is: one preset, not "custom" (read
     # in a process where the entry point is installed, as the report's was).
-    script = ("from harness.report import _provenance; from harness.store import Store; "
+    script = ("from linrnn_bench.harness.report import _provenance; "
+              "from linrnn_bench.harness.store import Store; "
               f"f = _provenance.with_presets(Store({str(store)!r}).runs('accuracy'), 'accuracy'); "
               "print(sorted(set(zip(f['cfg.network.layer'], f['preset']))))")
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,

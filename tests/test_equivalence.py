@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from helpers import cast, complex_reference, dense_reference, inputs, precision, tol
-from models.equivalence import rotrnn_to_lru
-from models.lru import LRU
-from models.rotrnn import RotRNN, RotRNNConfig
+from linrnn_bench.models.equivalence import rotrnn_to_lru
+from linrnn_bench.models.lru import LRU
+from linrnn_bench.models.rotrnn import RotRNN, RotRNNConfig
 
 # The RotRNN tests' shapes (H channels, N real states in HEADS heads, L steps), so that the
 # compilations are shared.

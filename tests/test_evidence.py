@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 from scipy import optimize, stats
 
-from harness import stats as inference
-from harness.report import _stats, accuracy
-from harness.report._artifacts import Finding, Table
-from harness.store import Store
-from harness.studies import accuracy as accuracy_study
+from linrnn_bench.harness import stats as inference
+from linrnn_bench.harness.report import _stats, accuracy
+from linrnn_bench.harness.report._artifacts import Finding, Table
+from linrnn_bench.harness.store import Store
+from linrnn_bench.harness.studies import accuracy as accuracy_study
 from helpers import assert_printable
 
 _PROV = {"git_commit": "0" * 40, "git_dirty": False, "versions": {"jax": "0.10.2"},
@@ -378,8 +378,8 @@ def _trained_rows(spreads: dict[str, tuple[float, ...]]) -> pd.DataFrame:
 
 
 def test_stability_verdict_is_computed_for_whichever_layers_are_present():
-    from harness.report import stability as report
-    from harness.report.stability.findings import _finding
+    from linrnn_bench.harness.report import stability as report
+    from linrnn_bench.harness.report.stability.findings import _finding
 
     rng = np.random.default_rng(0)
     eight = lambda centre: tuple(centre * (1 + 0.1 * rng.standard_normal(8)))  # noqa: E731

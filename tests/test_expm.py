@@ -16,7 +16,7 @@ import pytest
 import scipy.linalg
 from jax.test_util import check_grads
 
-from models._expm import MAX_SQUARINGS, THETA_7, expm_skew
+from linrnn_bench.models._expm import MAX_SQUARINGS, THETA_7, expm_skew
 
 
 def skew(rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:

@@ -29,9 +29,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.errors import StoreError
-from harness.runner import run_study
-from harness.store import Store
+from linrnn_bench.harness.errors import StoreError
+from linrnn_bench.harness.runner import run_study
+from linrnn_bench.harness.store import Store
 from helpers import record_synthetic_accuracy
 
 TESTS = Path(__file__).resolve().parent
@@ -213,7 +213,7 @@ def test_end_pool_ends_workers_busy_with_a_long_call():
     import multiprocessing
     import multiprocessing.connection
 
-    from harness.measure import lifetime
+    from linrnn_bench.harness.measure import lifetime
 
     pool = lifetime.worker_pool(2)
     before = set(multiprocessing.active_children())
@@ -230,7 +230,7 @@ def test_end_pool_ends_workers_busy_with_a_long_call():
 
 _MARKED_DRIVER = """
 import subprocess, sys, time
-from harness.measure import lifetime
+from linrnn_bench.harness.measure import lifetime
 with lifetime.marked():  # as a local Ray is started: its processes carry the mark
     subprocess.Popen(["sleep", "300"])  # no parent-death signal: orphaned if not reaped
 subprocess.Popen(["sleep", "301"])  # started outside the block: not the reaper's to kill
@@ -272,7 +272,7 @@ def test_a_driver_holding_a_reaped_folder_keeps_its_exit_status(tmp_path):
     # the reaper sweeps that folder and must not kill the driver (its status would be 137).
     script = (
         "import sys\n"
-        "from harness.measure import lifetime\n"
+        "from linrnn_bench.harness.measure import lifetime\n"
         "held = open(sys.argv[1] + '/log.txt', 'w')\n"
         "lifetime.reap_holders(sys.argv[1])\n"
         "sys.exit(3)\n"
@@ -339,8 +339,8 @@ MALFORMED_RAY_ADDRESSES = {
 
 @pytest.mark.parametrize("case", list(MALFORMED_RAY_ADDRESSES))
 def test_a_malformed_ray_address_is_refused_before_ray_is_touched(case, monkeypatch, capsys):
-    from harness import executors
-    from harness.cli import main
+    from linrnn_bench.harness import executors
+    from linrnn_bench.harness.cli import main
 
     address, why = MALFORMED_RAY_ADDRESSES[case]
     monkeypatch.setattr(executors, "_import_ray", lambda: pytest.fail("Ray was imported"))
@@ -352,7 +352,7 @@ def test_a_malformed_ray_address_is_refused_before_ray_is_touched(case, monkeypa
 
 
 def test_an_unreachable_ray_address_fails_with_one_line_before_any_run(tmp_path, capsys):
-    from harness.cli import main
+    from linrnn_bench.harness.cli import main
 
     with socket.socket() as s:  # a port nothing listens on: bound, then released
         s.bind(("127.0.0.1", 0))
@@ -370,7 +370,7 @@ def test_an_unreachable_ray_address_fails_with_one_line_before_any_run(tmp_path,
 def test_a_silent_host_fails_within_the_connection_timeout(monkeypatch):
     # A connection that never opens (the probe's connect stands in for a host that drops
     # packets) is given up after the timeout, with one line naming it.
-    from harness import executors
+    from linrnn_bench.harness import executors
 
     def silent(address, timeout):
         time.sleep(timeout + 5.0)

@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from harness.report import _layout, style  # noqa: E402
+from linrnn_bench.harness.report import _layout, style  # noqa: E402
 
 
 def _figure():

@@ -23,12 +23,12 @@ import pytest
 import scipy.linalg
 from flax import nnx
 
-import models
+from linrnn_bench import models
 from helpers import cast, inputs, precision, tol
-from models import flax as mflax
-from models._hippo import block_hippo_n
-from models.flax import from_flax_params, linen, to_flax_params
-from models.flax import nnx as mnnx
+from linrnn_bench.models import flax as mflax
+from linrnn_bench.models._hippo import block_hippo_n
+from linrnn_bench.models.flax import from_flax_params, linen, to_flax_params
+from linrnn_bench.models.flax import nnx as mnnx
 
 # Small shapes: H channels, L steps, a batch of two sequences.
 H, L, BATCH = 3, 8, 2
@@ -209,7 +209,7 @@ def test_dropin_s5_without_V_takes_it_from_Vinv():
 
 def test_published_defaults_read_alike_by_config_and_dropin():
     # minimal-LRU's default r_max = 1: one rule, in LRUConfig, for a config and the drop-in.
-    from models._validate import MAX_RADIUS
+    from linrnn_bench.models._validate import MAX_RADIUS
 
     config = models.make_config("lru", d_model=H, d_state=4, r_min=0.0, r_max=1.0)
     assert config.r_max == MAX_RADIUS == linen.LRU(d_hidden=4, d_model=H).config().r_max
@@ -531,7 +531,7 @@ def test_dropin_lru_in_minimal_lru_batching_pattern():
                       variable_axes={"params": None, "dropout": None},
                       split_rngs={"params": False, "dropout": True})
     module = batched(d_hidden=D_STATE, d_model=H)
-    from models._validate import MAX_RADIUS
+    from linrnn_bench.models._validate import MAX_RADIUS
 
     assert linen.LRU(d_hidden=4, d_model=H).config().r_max == MAX_RADIUS
     u = inputs(8, (BATCH, L, H))

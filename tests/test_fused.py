@@ -18,8 +18,8 @@ import pytest
 from jax.test_util import check_grads
 
 from helpers import tol
-from models._fused import fused_recurrence
-from models._scan import planar_scan
+from linrnn_bench.models._fused import fused_recurrence
+from linrnn_bench.models._scan import planar_scan
 
 CHUNK = 4
 LENGTHS = [1, 3, 8, 11]
@@ -155,7 +155,7 @@ def _layer_states(layer, u):
 @pytest.mark.parametrize("algorithm", ["chunked", "fused"])
 @pytest.mark.parametrize("model", ["rotrnn", "lru", "s5"])
 def test_chunked_layers_equal_sequential_forward_and_gradients(model, algorithm, getkey):
-    import models
+    from linrnn_bench import models
 
     key = getkey()
     # Short chunks through the layer's own call: bidirectional, so both directions are fused.
@@ -192,7 +192,7 @@ def test_chunked_layers_equal_sequential_forward_and_gradients(model, algorithm,
 # (conftest skips tests parametrised with algorithm="fused" there).
 @pytest.mark.parametrize("refused", ["chunked", "fused"])
 def test_chunked_is_refused_for_a_bank(refused):
-    import models
+    from linrnn_bench import models
 
     with pytest.raises(ValueError, match=f"S4DConfig.algorithm='{refused}' is not accepted"):
         models.make_config("s4d", d_model=4, d_state=8, algorithm=refused)

@@ -1,4 +1,5 @@
-"""The import graph of harness/, models/ and tasks/: no cycles, and imports flow one way.
+"""The import graph of linrnn_bench's harness/, models/ and tasks/: no cycles, and imports flow
+one way; and nothing imports a generic top-level ``models``, ``tasks`` or ``harness``.
 
 Every ``import`` statement counts, including those inside functions (an import moved into a
 function to hide a cycle is still a cycle). Read from the source with `ast`: nothing is imported.
@@ -10,16 +11,22 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# Modules are named below relative to the one import name (``harness.runner`` is
+# ``linrnn_bench.harness.runner``).
+NAMESPACE = "linrnn_bench"
+PACKAGE_ROOT = ROOT / NAMESPACE
 PACKAGES = ("harness", "models", "tasks")
-# Which of our packages each package may import (besides itself): harness -> models, tasks.
-ALLOWED = {"harness": {"models", "tasks"}, "models": set(), "tasks": set()}
+# Which of our packages each package may import (besides itself): harness -> models, tasks; and
+# every one the standard-library leaf `paths`.
+ALLOWED = {"harness": {"models", "tasks", "paths"}, "models": {"paths"}, "tasks": {"paths"},
+           "paths": set()}
 
 
 def _modules() -> dict[str, Path]:
-    out = {}
+    out = {"paths": PACKAGE_ROOT / "paths.py"}
     for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            parts = path.relative_to(ROOT).with_suffix("").parts
+        for path in (PACKAGE_ROOT / package).rglob("*.py"):
+            parts = path.relative_to(PACKAGE_ROOT).with_suffix("").parts
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             out[".".join(parts)] = path
@@ -45,6 +52,7 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
         else:
             continue
         for target in targets:
+            target = target.removeprefix(NAMESPACE + ".")
             # The longest known module that the target names.
             parts = target.split(".")
             for end in range(len(parts), 0, -1):
@@ -138,5 +146,25 @@ def test_only_the_measuring_package_reads_clocks_or_starts_processes():
         and (found := _clock_or_process_imports(path))
     }
     assert not outside, f"clocks or processes outside {_MEASURING_PACKAGE}: {outside}"
-    inside = _clock_or_process_imports(ROOT / "harness" / "measure" / "processes.py")
+    inside = _clock_or_process_imports(PACKAGE_ROOT / "harness" / "measure" / "processes.py")
     assert "subprocess" in inside  # the check reads what it is meant to read
+
+
+def test_nothing_imports_a_generic_top_level_package():
+    """``import models`` (or tasks, harness) would find a researcher's own package first, or
+    ours under a second name in a clone: the project, its tests, benchmarks and examples import
+    ``linrnn_bench.*`` only."""
+    generic = set(PACKAGES)
+    wrong = []
+    for folder in (PACKAGE_ROOT, ROOT / "tests", ROOT / "benchmarks", ROOT / "examples"):
+        for path in folder.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                wrong += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names
+                          if n.split(".")[0] in generic]
+    assert not wrong, f"imports of a generic top-level package: {wrong}"

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 
-from models.lru import LRU, LRUConfig
+from linrnn_bench.models.lru import LRU, LRUConfig
 
 # H channels, P complex states.
 H, P = 3, 12

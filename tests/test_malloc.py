@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from harness import _malloc
+from linrnn_bench.harness import _malloc
 
 
 def test_keep_freed_memory_stands_down_when_switched_off_or_tunables_are_set(monkeypatch):
@@ -32,7 +32,8 @@ def _glibc() -> bool:
 def test_importing_harness_applies_the_settings_in_a_fresh_process():
     # A fresh process without GLIBC_TUNABLES (as outside `make`): importing harness works with
     # the settings applied, and glibc accepts every value (a refused mallopt returns False).
-    code = ("import harness, harness._malloc as m, harness.provenance as p; "
+    code = ("import linrnn_bench.harness, linrnn_bench.harness._malloc as m, "
+            "linrnn_bench.harness.provenance as p; "
             "print(m.keep_freed_memory()); print(p.provenance()['malloc'])")
     env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
     env.pop(_malloc.ENV, None)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from harness.measure import processes, timing
+from linrnn_bench.harness.measure import processes, timing
 
 
 def test_a_function_in_a_fresh_process_returns_its_json_result():

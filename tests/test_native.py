@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from helpers import tol
-from models import _engine, _native
-from models._scan import planar_scan
-from models._system import DiscreteSystem
+from linrnn_bench.models import _engine, _native
+from linrnn_bench.models._scan import planar_scan
+from linrnn_bench.models._system import DiscreteSystem
 
 native_only = pytest.mark.skipif(
     not _native.available(), reason=f"native kernel: {_native.status().reason}"

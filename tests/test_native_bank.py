@@ -20,11 +20,11 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-import models
+from linrnn_bench import models
 from helpers import tol
-from models import _engine, _native
-from models._native import bank
-from models._system import DiscreteSystem
+from linrnn_bench.models import _engine, _native
+from linrnn_bench.models._native import bank
+from linrnn_bench.models._system import DiscreteSystem
 
 pytestmark = pytest.mark.skipif(
     not _native.available(), reason=f"native kernels unavailable: {_native.status().reason}"

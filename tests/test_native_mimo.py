@@ -15,8 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from models import _native
-from models._scan import planar_scan
+from linrnn_bench.models import _native
+from linrnn_bench.models._scan import planar_scan
 
 pytestmark = pytest.mark.skipif(
     not _native.available(), reason=f"native kernels: {_native.status().reason}"
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def _mimo_output(*args, **kwargs):
-    from models._native.mimo import mimo_output
+    from linrnn_bench.models._native.mimo import mimo_output
 
     return mimo_output(*args, **kwargs)
 

@@ -9,8 +9,8 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-import models
-from models.network import Network, NetworkConfig, count_parameters, recurrent_mask
+from linrnn_bench import models
+from linrnn_bench.models.network import Network, NetworkConfig, count_parameters, recurrent_mask
 
 from helpers import tol
 

@@ -24,12 +24,12 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-import models
-from harness.errors import Diverged
-from harness.runner import run_study
-from harness.store import Store
-from harness.studies import Study
-from models._validate import MAX_RADIUS, MIN_TIMESCALE
+from linrnn_bench import models
+from linrnn_bench.harness.errors import Diverged
+from linrnn_bench.harness.runner import run_study
+from linrnn_bench.harness.store import Store
+from linrnn_bench.harness.studies import Study
+from linrnn_bench.models._validate import MAX_RADIUS, MIN_TIMESCALE
 
 MIMO = ("sequential", "native", "fused", "parallel", "chunked")
 BANK = ("sequential", "native", "parallel", "convolution")

@@ -24,15 +24,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import models
-from harness import cli, layer_check, programs, provenance, studies, variants
-from harness.report import style
-from harness.report import theory as theory_report
-from harness.report._artifacts import Table
-from harness.runner import run_study
-from harness.store import Store
-from harness.studies import memory, theory, throughput
-from models import _registry
+from linrnn_bench import models
+from linrnn_bench.harness import cli, layer_check, programs, provenance, studies, variants
+from linrnn_bench.harness.report import style
+from linrnn_bench.harness.report import theory as theory_report
+from linrnn_bench.harness.report._artifacts import Table
+from linrnn_bench.harness.runner import run_study
+from linrnn_bench.harness.store import Store
+from linrnn_bench.harness.studies import memory, theory, throughput
+from linrnn_bench.models import _registry
 
 from helpers import assert_rows_declared, isolated_registry, write_toy_module
 
@@ -107,7 +107,7 @@ def _mine(field: str) -> type:
 
 
 def test_a_users_registration_is_replaced_only_when_asked(outside):
-    from models.flax import field_shapes
+    from linrnn_bench.models.flax import field_shapes
 
     with isolated_registry():
         first = _mine("a")
@@ -139,7 +139,7 @@ def test_a_module_that_fails_half_way_registers_nothing(tmp_path, monkeypatch):
     source = textwrap.dedent("""
         import dataclasses
         import equinox as eqx
-        import models
+        from linrnn_bench import models
 
         @dataclasses.dataclass(frozen=True)
         class Cfg:
@@ -169,7 +169,7 @@ def test_train_refuses_a_layer_that_is_not_an_equinox_module(tmp_path, monkeypat
     monkeypatch.setenv("LINRNN_CHECKPOINTS", str(tmp_path / "checkpoints"))
     (tmp_path / "plain_layer.py").write_text(textwrap.dedent("""
         import dataclasses
-        import models
+        from linrnn_bench import models
 
         @dataclasses.dataclass(frozen=True)
         class Cfg:
@@ -313,8 +313,8 @@ def test_an_entry_point_adds_a_model_by_name(outside, monkeypatch):
 
 def test_the_selective_layer_in_the_accuracy_study_and_the_whole_report(outside, tmp_path):
     # Trained by the accuracy study at the smoke preset beside a layer of ours, by import path.
-    from harness.report import render
-    from harness.studies import accuracy
+    from linrnn_bench.harness.report import render
+    from linrnn_bench.harness.studies import accuracy
 
     store = Store(tmp_path / "store.sqlite")
     # Seed 1: runs outside the smoke grid, so the report shows these two models alone.
@@ -347,8 +347,8 @@ LINEN_SOURCE = textwrap.dedent('''
     import jax
     import jax.numpy as jnp
 
-    import models
-    from models.flax.linen import FromLinen
+    from linrnn_bench import models
+    from linrnn_bench.models.flax.linen import FromLinen
 
 
     @dataclasses.dataclass(frozen=True)
@@ -393,9 +393,9 @@ LINEN = "linen_layer:decay"
 
 def test_a_flax_linen_layer_passes_check_layer_and_enters_the_accuracy_table(tmp_path, capsys):
     # Written by the user outside the package, named by import path as any outside layer.
-    from harness.report import render
-    from harness.studies import accuracy
-    from models.flax.linen import FromLinen
+    from linrnn_bench.harness.report import render
+    from linrnn_bench.harness.studies import accuracy
+    from linrnn_bench.models.flax.linen import FromLinen
 
     (tmp_path / "linen_layer.py").write_text(LINEN_SOURCE)
     sys.path.insert(0, str(tmp_path))

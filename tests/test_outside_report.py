@@ -22,13 +22,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import models
-from harness import config as _config
-from harness import layer_check
-from harness.report import _provenance, style
-from harness.store import Store
-from harness.studies import accuracy
-from models import _registry
+from linrnn_bench import models
+from linrnn_bench.harness import config as _config
+from linrnn_bench.harness import layer_check
+from linrnn_bench.harness.report import _provenance, style
+from linrnn_bench.harness.store import Store
+from linrnn_bench.harness.studies import accuracy
+from linrnn_bench.models import _registry
 
 from helpers import isolated_registry
 
@@ -106,7 +106,7 @@ LEAKY_SOURCE = textwrap.dedent('''
     import jax
     import jax.numpy as jnp
 
-    import models
+    from linrnn_bench import models
 
 
     @dataclasses.dataclass(frozen=True)
@@ -162,7 +162,7 @@ COMPILE_SCRIPT = textwrap.dedent('''
     import jax
     import jax.numpy as jnp
     from jax._src import monitoring
-    from harness.measure import timing
+    from linrnn_bench.harness.measure import timing
 
     hits = []
     monitoring.register_event_listener(
@@ -234,8 +234,8 @@ def test_the_documented_worked_example_puts_the_layer_beside_ours(tmp_path, monk
 
     def run(command: str) -> None:
         argv = shlex.split(command.replace("$MINE", S6).replace("$PWD", str(ROOT)))
-        assert argv[:3] == [".venv/bin/python", "-m", "harness"], command
-        argv = [sys.executable, *argv[1:]]
+        assert argv[0] == ".venv/bin/linrnn-bench", command
+        argv = [sys.executable, "-m", "linrnn_bench", *argv[1:]]
         if argv[3] in ("study", "report"):
             argv += ["--store", str(store)]
         if argv[3] == "report":
@@ -246,7 +246,7 @@ def test_the_documented_worked_example_puts_the_layer_beside_ours(tmp_path, monk
 
     studies = [c for c in commands if " study " in c]
     report = [c for c in commands if " report" in c]
-    assert {c.split()[4] for c in studies} == {"accuracy", "stability", "throughput", "memory"}
+    assert {c.split()[2] for c in studies} == {"accuracy", "stability", "throughput", "memory"}
     # `report --run --preset smoke` would also run all four of ours at smoke: for time, the
     # test stands one of them (the LRU) in for the four, run beside the layer by each
     # documented study command (one process per study, as a user's would be).
@@ -270,9 +270,9 @@ def test_the_documented_worked_example_puts_the_layer_beside_ours(tmp_path, monk
 
     # The figures, from the sections' Figure artifacts of the same store: S6 is in each legend
     # (or panel title) with finite data; the roofline figure names it in its caption instead.
-    from harness.report import memory as memory_report
-    from harness.report import stability as stability_report
-    from harness.report import throughput as throughput_report
+    from linrnn_bench.harness.report import memory as memory_report
+    from linrnn_bench.harness.report import stability as stability_report
+    from linrnn_bench.harness.report import throughput as throughput_report
 
     s = Store(store)
     figures = {a.name: a for module in (throughput_report, memory_report, stability_report)
@@ -296,7 +296,7 @@ def test_the_documented_worked_example_puts_the_layer_beside_ours(tmp_path, monk
 def test_one_layer_stored_under_two_names_keeps_two_table_rows_apart():
     # A layer run by its import path and by its registered name (a user's study, then
     # `report --run`) is two rows of a table; labels alone would read the same and collide.
-    from harness.report import style as report_style
+    from linrnn_bench.harness.report import style as report_style
 
     labels = report_style.model_labels(["lru", S6, "s6", "lru"])
     assert labels["lru"] == "LRU"

@@ -15,14 +15,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import models
-from harness import programs
-from harness.measure import memory as measure_memory
-from harness.measure import roofline, timing
-from harness.config import ConfigError
-from harness.runner import run_study
-from harness.store import Store
-from harness.studies import memory, throughput
+from linrnn_bench import models
+from linrnn_bench.harness import programs
+from linrnn_bench.harness.measure import memory as measure_memory
+from linrnn_bench.harness.measure import roofline, timing
+from linrnn_bench.harness.config import ConfigError
+from linrnn_bench.harness.runner import run_study
+from linrnn_bench.harness.store import Store
+from linrnn_bench.harness.studies import memory, throughput
 
 from helpers import assert_printable, assert_rows_declared, tol
 
@@ -329,9 +329,9 @@ def test_memory_smoke_rows(smoke_store):
 
 
 def test_report_sections(smoke_store):
-    from harness.report import Figure, Missing, Table
-    from harness.report import memory as memory_section
-    from harness.report import throughput as throughput_section
+    from linrnn_bench.harness.report import Figure, Missing, Table
+    from linrnn_bench.harness.report import memory as memory_section
+    from linrnn_bench.harness.report import throughput as throughput_section
 
     for module, tables in ((throughput_section, {"throughput_all"}),
                            (memory_section, {"memory_fit", "memory_points"})):

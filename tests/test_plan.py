@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from harness import plan, studies
-from harness.cli import main
-from models.network import NetworkConfig
+from linrnn_bench.harness import plan, studies
+from linrnn_bench.harness.cli import main
+from linrnn_bench.models.network import NetworkConfig
 
 H100 = plan.device_target("h100")
 

@@ -25,7 +25,7 @@ import jax
 import numpy as np
 import pytest
 
-import models
+from linrnn_bench import models
 from helpers import (
     bank_reference,
     cast,
@@ -43,7 +43,7 @@ from helpers import (
     tol,
     with_algorithm,
 )
-from models import _native
+from linrnn_bench.models import _native
 
 
 H = 3

@@ -15,9 +15,9 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-import models
+from linrnn_bench import models
 from helpers import inputs, tol
-from models._registry import config_class
+from linrnn_bench.models._registry import config_class
 
 H, D_STATE, L, BATCH = 3, 12, 16, 3
 NAMES = models.names()
@@ -201,7 +201,7 @@ def test_width_options_keep_the_authors_head_size():
 
 
 def test_ablations_become_variants_built_with_width_options():
-    from harness.variants import build_options, check_variants, variant, variants
+    from linrnn_bench.harness.variants import build_options, check_variants, variant, variants
 
     assert list(variants()) == ["rotrnn", "rotrnn-no-xi", "rotrnn-ring", "lru", "lru-no-gamma",
                                 "s4d", "s5"]
@@ -230,7 +230,7 @@ def test_every_study_pickles_for_the_worker_processes():
     # fail there (and only there, after the grid started).
     import pickle
 
-    from harness import studies
+    from linrnn_bench.harness import studies
 
     for name in studies.names():
         study = studies.get(name)

@@ -16,10 +16,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.report import MARKER, README_TEXT, ReportError, ReportIncomplete, Section, render
-from harness.report import _published, _selection, _writers, accuracy, style
-from harness.report._artifacts import Figure, Table
-from harness.store import Store
+from linrnn_bench.harness.report import MARKER, README_TEXT, ReportError, ReportIncomplete, Section, render
+from linrnn_bench.harness.report import _published, _selection, _writers, accuracy, style
+from linrnn_bench.harness.report._artifacts import Figure, Table
+from linrnn_bench.harness.store import Store
 from helpers import (SYNTHETIC_ACCURACY, SYNTHETIC_PROVENANCE, assert_figure_data,
                      record_synthetic_accuracy)
 
@@ -151,18 +151,18 @@ def test_missing_or_broken_section_is_stated(tmp_path, monkeypatch):
     import sys
     import types
 
-    from harness import studies
+    from linrnn_bench.harness import studies
 
-    broken = types.ModuleType("harness.report.brokenstudy")
+    broken = types.ModuleType("linrnn_bench.harness.report.brokenstudy")
 
     def section(store):
         raise RuntimeError("boom")
 
     broken.SECTION = Section("brokenstudy", "Broken", "A section that raises.", section)
-    untyped = types.ModuleType("harness.report.untypedstudy")
+    untyped = types.ModuleType("linrnn_bench.harness.report.untypedstudy")
     untyped.TITLE, untyped.INTRO, untyped.section = "Untyped", "Old style.", lambda store: []
-    monkeypatch.setitem(sys.modules, "harness.report.brokenstudy", broken)
-    monkeypatch.setitem(sys.modules, "harness.report.untypedstudy", untyped)
+    monkeypatch.setitem(sys.modules, "linrnn_bench.harness.report.brokenstudy", broken)
+    monkeypatch.setitem(sys.modules, "linrnn_bench.harness.report.untypedstudy", untyped)
     monkeypatch.setattr(studies, "names",
                         lambda: ["accuracy", "nosuchstudy", "brokenstudy", "untypedstudy"])
     out = tmp_path / "reports"
@@ -182,10 +182,10 @@ def test_missing_or_broken_section_is_stated(tmp_path, monkeypatch):
 def test_every_study_has_a_typed_section():
     import importlib
 
-    from harness import studies
+    from linrnn_bench.harness import studies
 
     for name in studies.names():
-        section = importlib.import_module(f"harness.report.{name}").SECTION
+        section = importlib.import_module(f"linrnn_bench.harness.report.{name}").SECTION
         assert isinstance(section, Section) and section.study == name
         assert section.title and section.intro and callable(section.build)
 
@@ -326,7 +326,7 @@ def test_never_writes_into_the_store_folder_or_over_a_users_file(store, tmp_path
 
 def test_the_command_line_refuses_an_out_holding_the_store_before_any_run(store, tmp_path,
                                                                         capsys):
-    from harness.cli import main
+    from linrnn_bench.harness.cli import main
 
     rep = tmp_path / "rep"
     render(store, rep)
@@ -340,7 +340,7 @@ def test_the_command_line_refuses_an_out_holding_the_store_before_any_run(store,
 
 
 def test_one_artifact_regenerated_alone_is_byte_identical(store, tmp_path, capsys):
-    from harness.cli import main
+    from linrnn_bench.harness.cli import main
 
     full = tmp_path / "full"
     render(store, full)
@@ -469,7 +469,7 @@ def test_depth_sweep_and_diverged_cells(tmp_path):
 
 
 def test_grid_runs_not_yet_made_keep_their_cells(tmp_path):
-    from harness import studies
+    from linrnn_bench.harness import studies
 
     study = studies.get("accuracy")
     specs = study.grid(study.config("smoke"))

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from helpers import cast, dense_parameters, inputs, precision, rotation_blocks, tol
-from models.rotrnn import RotRNN, RotRNNConfig
+from linrnn_bench.models.rotrnn import RotRNN, RotRNNConfig
 
 # H channels, N real states in HEADS heads of N / HEADS = 4, L steps.
 H, N, HEADS, L = 3, 12, 3, 16

@@ -18,9 +18,9 @@ import pytest
 from helpers import as64, tol, with_algorithm
 from helpers import perturbed_s4d as perturbed
 
-import models
-from models import _native
-from models.s4d import S4D, S4DConfig
+from linrnn_bench import models
+from linrnn_bench.models import _native
+from linrnn_bench.models.s4d import S4D, S4DConfig
 
 F32 = tol(np.float32)
 H, N, L = 3, 8, 12  # one set of shapes, so compiled code is shared between tests

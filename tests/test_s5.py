@@ -23,9 +23,9 @@ import pytest
 import scipy.linalg
 from helpers import as64, discretise_by_hand, run_loop, tol, with_algorithm
 
-import models
-from models import _hippo
-from models.s5 import S5, S5Config
+from linrnn_bench import models
+from linrnn_bench.models import _hippo
+from linrnn_bench.models.s5 import S5, S5Config
 
 F32 = tol(np.float32)
 H, P, J, L = 3, 8, 2, 12  # one set of shapes, so compiled code is shared between tests

@@ -12,8 +12,8 @@ import math
 
 import pytest
 
-from harness import studies
-from harness.studies._schema import Column, Schema
+from linrnn_bench.harness import studies
+from linrnn_bench.harness.studies._schema import Column, Schema
 
 SCHEMA = Schema(
     columns={

@@ -35,14 +35,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import models
-import tasks
-from harness import train as T
-from harness.errors import Diverged
-from harness.runner import pending, run_study
-from harness.store import Store
-from harness.studies import Group, accuracy
-from models.network import NetworkConfig
+from linrnn_bench import models
+from linrnn_bench import tasks
+from linrnn_bench.harness import train as T
+from linrnn_bench.harness.errors import Diverged
+from linrnn_bench.harness.runner import pending, run_study
+from linrnn_bench.harness.store import Store
+from linrnn_bench.harness.studies import Group, accuracy
+from linrnn_bench.models.network import NetworkConfig
 
 from helpers import isolated_registry
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-import models
-import tasks
-from harness import config as _config
-from harness import settings
-from harness.studies import accuracy as A
+from linrnn_bench import models
+from linrnn_bench import tasks
+from linrnn_bench.harness import config as _config
+from linrnn_bench.harness import settings
+from linrnn_bench.harness.studies import accuracy as A
 
 
 def _old_resolve(config: A.AccuracyConfig, model: str, task: str, depth: int, seed: int
@@ -131,14 +131,14 @@ def test_each_option_says_where_it_came_from():
 
 
 def _lru_run(config) -> Any:
-    from harness.studies import stability as S
+    from linrnn_bench.harness.studies import stability as S
 
     return next(r for r in S.grid(config) if r.variant == "lru" and r.train is not None)
 
 
 def test_stability_takes_per_task_options_from_the_registration(monkeypatch):
-    from harness.studies import stability as S
-    from models import _registry
+    from linrnn_bench.harness.studies import stability as S
+    from linrnn_bench.models import _registry
 
     config = S.STUDY.config("smoke")
     assert dict(_lru_run(config).network.layer_options) == {"r_min": 0.0, "r_max": 0.99}
@@ -165,8 +165,8 @@ def test_stability_takes_per_task_options_from_the_registration(monkeypatch):
 def _tuned_accuracy_store(path, best: tuple[float, float]):
     """A store holding a tuned accuracy cell (LRU on ListOps at the smoke size, two rate pairs,
     two seeds) whose best mean validation accuracy is at ``best``."""
-    from harness import config as hc
-    from harness.store import Store
+    from linrnn_bench.harness import config as hc
+    from linrnn_bench.harness.store import Store
 
     config = A.STUDY.config("smoke", {"models": "lru", "tasks": "listops", "seeds": "0,1",
                                       "tune_tasks": "listops", "lr_grid": "0.003,0.03",
@@ -185,8 +185,8 @@ def _tuned_accuracy_store(path, best: tuple[float, float]):
 
 
 def test_stability_trains_at_the_accuracy_studys_selected_rates(tmp_path):
-    from harness.report import _selection
-    from harness.studies import stability as S
+    from linrnn_bench.harness.report import _selection
+    from linrnn_bench.harness.studies import stability as S
 
     store = _tuned_accuracy_store(tmp_path / "s.sqlite", best=(0.03, 0.01))
     assert _selection.tuned_rates(store) == {("lru", "listops", 1): (0.03, 0.01)}
@@ -209,8 +209,8 @@ def test_stability_trains_at_the_accuracy_studys_selected_rates(tmp_path):
 
 
 def test_the_report_places_selected_rate_runs_in_their_preset(tmp_path):
-    from harness.report import _provenance
-    from harness.studies import stability as S
+    from linrnn_bench.harness.report import _provenance
+    from linrnn_bench.harness.studies import stability as S
 
     store = _tuned_accuracy_store(tmp_path / "s.sqlite", best=(0.03, 0.01))
     run_id = S.STUDY.run_id(_lru_run(S.STUDY.bind(S.STUDY.config("smoke"), store)))

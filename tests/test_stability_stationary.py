@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import tasks
-from harness import state_norm
-from harness.report import stability as report
-from harness.studies import _stability_probe, stability
-from models import DiscreteSystem
+from linrnn_bench import tasks
+from linrnn_bench.harness import state_norm
+from linrnn_bench.harness.report import stability as report
+from linrnn_bench.harness.studies import _stability_probe, stability
+from linrnn_bench.models import DiscreteSystem
 
 P, SEEDS, STEPS, LAYERS, EXAMPLES = 8, 4, 4, 3, 64
 EVALS = np.arange(STEPS) * 100

@@ -12,17 +12,17 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-import models
-import tasks
+from linrnn_bench import models
+from linrnn_bench import tasks
 from helpers import assert_printable, tol
-from harness import train as training
-from harness.report import _layout
-from harness.report import stability as stability_report
-from harness.report._artifacts import Figure, Finding, Missing, Table
-from harness.report.stability import sweep
-from harness.runner import run_study
-from harness.store import Store
-from harness.studies import _stability_probe, stability
+from linrnn_bench.harness import train as training
+from linrnn_bench.harness.report import _layout
+from linrnn_bench.harness.report import stability as stability_report
+from linrnn_bench.harness.report._artifacts import Figure, Finding, Missing, Table
+from linrnn_bench.harness.report.stability import sweep
+from linrnn_bench.harness.runner import run_study
+from linrnn_bench.harness.store import Store
+from linrnn_bench.harness.studies import _stability_probe, stability
 
 # Init-only networks of two blocks: RotRNN at its smoke head count (2) and swept at 1 and 4,
 # the LRU (no heads option) beside it; three seeds.

@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from harness import state_norm
-from models import DiscreteSystem
+from linrnn_bench.harness import state_norm
+from linrnn_bench.models import DiscreteSystem
 
 P = 16  # states per layer
 

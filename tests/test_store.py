@@ -12,10 +12,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.provenance import SETTINGS
-from harness.runner import pending, run_study
-from harness.store import Snapshot, Store, StoreError
-from harness.studies import Diverged, Study
+from linrnn_bench.harness.provenance import SETTINGS
+from linrnn_bench.harness.runner import pending, run_study
+from linrnn_bench.harness.store import Snapshot, Store, StoreError
+from linrnn_bench.harness.studies import Diverged, Study
 
 
 def record(store: Store, run_id: str, rows, status="done", study="s", seed=0):
@@ -80,7 +80,7 @@ def test_a_file_that_is_not_a_store_is_a_clear_error(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys
-    from harness.store import Store
+    from linrnn_bench.harness.store import Store
     store = Store(sys.argv[1])
     for i in range(40):
         rows = [{"writer": sys.argv[2], "i": i, "j": j} for j in range(25)]

@@ -8,8 +8,8 @@ import logging
 import numpy as np
 import pytest
 
-import tasks
-from tasks import _cache
+from linrnn_bench import tasks
+from linrnn_bench.tasks import _cache
 
 # Tasks that build with no data on disk (generated, or data shipped in installed packages).
 SELF_CONTAINED = ["listops", "pathfinder", "pathx", "mqar", "selective_copy", "adding", "digits",
@@ -232,7 +232,7 @@ def test_corrupt_cache_file_is_detected_and_regenerated(tmp_path, caplog, corrup
     corrupt(first.cache_path)
     with pytest.raises(_cache.CacheCorrupt):
         _cache.load(first.cache_path, cache_key=first.cache_path.stem.split("-")[-1])
-    with caplog.at_level(logging.WARNING, logger="tasks"):
+    with caplog.at_level(logging.WARNING, logger="linrnn_bench.tasks"):
         again = tasks.build("mqar", cache_dir=tmp_path, **smoke("mqar"))
     assert not again.cache_hit
     assert any("corrupt" in r.getMessage() for r in caplog.records)

@@ -8,8 +8,8 @@ from collections import deque
 import numpy as np
 import pytest
 
-import tasks
-from tasks import digits, listops, lra_listops, pathfinder, selective_copy
+from linrnn_bench import tasks
+from linrnn_bench.tasks import digits, listops, lra_listops, pathfinder, selective_copy
 
 
 def build(name, tmp_path, **overrides):
@@ -236,7 +236,7 @@ def test_mqar_queries_ask_for_the_value_of_their_key(tmp_path):
 
 def test_mqar_power_law_favours_early_queries():
     cfg = tasks.make_config("mqar", seq_len=256, num_kv_pairs=4, vocab_size=64, power_a=0.01)
-    from tasks import mqar
+    from linrnn_bench.tasks import mqar
 
     _, labels = mqar.sample(cfg, 2000, np.random.default_rng(0))
     positions = np.nonzero(labels >= 0)[1] - 2 * cfg.num_kv_pairs

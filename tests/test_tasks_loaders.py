@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import tasks
-from tasks import listops, lra_image, speech_commands, ucr
+from linrnn_bench import tasks
+from linrnn_bench.tasks import listops, lra_image, speech_commands, ucr
 
 
 def build(name, path, tmp_path, **options):

@@ -9,14 +9,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import models
+from linrnn_bench import models
 from helpers import assert_printable, assert_rows_declared, tol
-from harness.config import ConfigError
-from harness.report import theory as theory_report
-from harness.report._artifacts import Figure, Missing, Table
-from harness.runner import run_study
-from harness.store import Store
-from harness.studies import theory
+from linrnn_bench.harness.config import ConfigError
+from linrnn_bench.harness.report import theory as theory_report
+from linrnn_bench.harness.report._artifacts import Figure, Missing, Table
+from linrnn_bench.harness.runner import run_study
+from linrnn_bench.harness.store import Store
+from linrnn_bench.harness.studies import theory
 
 SMOKE = theory.PRESETS["smoke"]
 

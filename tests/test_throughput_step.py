@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from harness.report import Table
-from harness.report import throughput as throughput_section
-from harness.studies import throughput as TP
+from linrnn_bench.harness.report import Table
+from linrnn_bench.harness.report import throughput as throughput_section
+from linrnn_bench.harness.studies import throughput as TP
 
 
 def test_step_rows_time_the_study_step_in_parts():

@@ -13,11 +13,11 @@ import numpy as np
 import optax
 import pytest
 
-from harness import train as T
-from harness.runner import execute
-from harness.studies import Diverged, Study
-from models.network import NetworkConfig, recurrent_mask
-from tasks._base import Split, TaskInfo
+from linrnn_bench.harness import train as T
+from linrnn_bench.harness.runner import execute
+from linrnn_bench.harness.studies import Diverged, Study
+from linrnn_bench.models.network import NetworkConfig, recurrent_mask
+from linrnn_bench.tasks._base import Split, TaskInfo
 
 from helpers import tol
 
@@ -382,7 +382,7 @@ class RotRNNBeforeRename(eqx.Module):
 def test_a_checkpoint_written_before_a_field_rename_loads(tmp_path):
     # Leaves are stored by position, not by field name: a checkpoint whose RotRNN layers (in
     # the networks and the optimiser's state) had the field gamma_log resumes into today's tree.
-    from models.rotrnn import RotRNN
+    from linrnn_bench.models.rotrnn import RotRNN
 
     net, task = dataclasses.replace(NET, layer="rotrnn"), ToyTask()
 

@@ -13,9 +13,9 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from harness import train as T
-from models.network import NetworkConfig
-from tasks._base import Split, TaskInfo
+from linrnn_bench.harness import train as T
+from linrnn_bench.models.network import NetworkConfig
+from linrnn_bench.tasks._base import Split, TaskInfo
 
 from helpers import tol
 

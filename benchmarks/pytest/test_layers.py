@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import common
-from models import _native
+from linrnn_bench.models import _native
 
 ROUNDS = 5
 CASES = [(m, L, mode) for m in common.MODELS for L in common.LENGTHS for mode in common.MODES]
@@ -75,7 +75,7 @@ def test_reference(benchmark, case):
 
 @pytest.mark.parametrize("variant", common.SCAN_VARIANTS)
 def test_scan_bandwidth(benchmark, variant):
-    from models import _native
+    from linrnn_bench.models import _native
 
     if variant == "in_place" and not _native.available():
         pytest.skip(f"the in-place variant is the native kernel: {_native.status().reason}")

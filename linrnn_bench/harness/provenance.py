@@ -1,0 +1,86 @@
+"""Where a number came from: commit, tree state, library versions, backend and hardware."""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+from datetime import datetime, timezone
+from importlib import metadata
+from typing import Any
+
+from linrnn_bench import paths
+
+from . import _malloc
+from .measure.processes import command_output
+
+# This project's own version first: an installed wheel has no commit to record.
+_LIBRARIES = ("linrnn-bench", "jax", "jaxlib", "equinox", "flax", "optax", "numpy", "pandas")
+# Process settings that change speed or memory (the Makefile sets the first two): recorded as
+# set, "" where unset.
+SETTINGS = ("GLIBC_TUNABLES", "OPENBLAS_NUM_THREADS", "XLA_FLAGS", "LD_PRELOAD")
+
+
+def _git(*args: str) -> str | None:
+    """A git command in this project's checkout; None for an installed wheel (whose folder may
+    sit inside another repository, whose commit says nothing about this code)."""
+    root = paths.checkout()
+    return None if root is None else command_output(["git", *args], cwd=root, timeout_s=10)
+
+
+@functools.cache
+def _static() -> dict[str, Any]:
+    import jax
+
+    devices = jax.devices()
+    versions = {}
+    for lib in _LIBRARIES:
+        try:
+            versions[lib] = metadata.version(lib)
+        except metadata.PackageNotFoundError:
+            versions[lib] = None
+    return {
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "versions": versions,
+        "python": platform.python_version(),
+        "backend": jax.default_backend(),
+        "device_kind": devices[0].device_kind if devices else None,
+        "device_count": len(devices),
+        "cpu_count": os.cpu_count(),
+        # The cores this process may run on (a worker of the processes executor has its own
+        # share of them, `harness.measure.lifetime.core_shares`); None where the OS cannot say.
+        "cpu_affinity": (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                         else None),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "settings": {name: os.environ.get(name, "") for name in SETTINGS},
+        "malloc": _malloc.applied,  # set in this process by harness/_malloc.py, or ""
+    }
+
+
+def provenance() -> dict[str, Any]:
+    """A JSON-ready dict describing this process: commit, dirty tree, versions, device, and
+    (only when there are any) the models registered from outside this package, each with its
+    import path and the sha256 of its source file, as the commit says nothing about them."""
+    out = dict(_static())
+    outside = outside_models()
+    if outside:
+        out["outside_models"] = outside
+    return out
+
+
+def outside_models() -> dict[str, dict[str, Any]]:
+    """``{name: {"origin": "module:Layer", "source_sha256": hex}}`` of every registered model
+    that is not one of this package's."""
+    from linrnn_bench import models
+
+    return {
+        m.name: {"origin": m.origin, "source_sha256": m.source_sha256}
+        for m in models.infos() if m.origin != models.BUILTIN
+    }
+
+
+def now() -> str:
+    """The current UTC time in ISO 8601, seconds precision."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,324 @@
+"""One look for every figure of the report: colours, markers, sizes and matplotlib settings.
+
+Every figure calls `apply_style()` before drawing and colours a model with `model_colour(name)`
+(or a whole seaborn ``palette=model_palette(names)``), so a model has one colour throughout the
+report. The colours are the Okabe–Ito palette (Okabe & Ito, 2008, "Color Universal Design"),
+chosen to stay distinguishable under the common forms of colour blindness; each model also has
+its own marker so that a grey-scale print still tells them apart. Colours, markers, labels and
+the order of models all come from the model registry (`models.infos()`): the n-th registered
+model gets the n-th colour and marker, so a model registered from outside gets the next ones.
+
+Typical use in a section module::
+
+    from linrnn_bench.harness.report import style
+
+    style.apply_style()
+    fig, ax = plt.subplots(figsize=style.figsize())
+    for name in style.order_models(frame["cfg.model"].unique()):
+        ax.plot(x, y, label=style.model_label(name), color=style.model_colour(name),
+                marker=style.model_marker(name))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import matplotlib as mpl
+
+# How a measured program is named in titles and tables (throughput and memory studies).
+MODE_LABELS: dict[str, str] = {
+    "forward": "forward", "forward_backward": "fwd+bwd", "train": "train step"
+}
+
+# Okabe–Ito colours, given to models in registration order. Blue, vermillion, bluish green and
+# reddish purple are the four most distinct from each other for deuteranopes, protanopes and
+# tritanopes alike, so the first four models get them; the rest go, in this order, to models
+# registered later (yellow last: it is faint on white).
+PALETTE: tuple[str, ...] = (
+    "#0072B2",  # blue
+    "#D55E00",  # vermillion
+    "#009E73",  # bluish green
+    "#CC79A7",  # reddish purple
+    "#E69F00",  # orange
+    "#56B4E9",  # sky blue
+    "#000000",  # black
+    "#F0E442",  # yellow
+)
+MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+# Neutral colour for things that are not a model (published values, reference lines).
+REFERENCE_COLOUR = "#555555"
+
+# Figure geometry: a single column of a two-column paper is about 3.3 in wide, a full width
+# about 6.8 in. A fixed DPI makes the PNG bytes a function of the figure alone.
+COLUMN_WIDTH_IN = 3.3
+FULL_WIDTH_IN = 6.8
+DPI = 200
+
+_RC: dict[str, object] = {
+    "figure.dpi": DPI,
+    "savefig.dpi": DPI,
+    "savefig.bbox": "tight",
+    "savefig.pad_inches": 0.02,
+    "figure.constrained_layout.use": True,
+    "font.family": "DejaVu Sans",  # ships with matplotlib: the same glyphs everywhere
+    "font.size": 8.0,
+    "axes.titlesize": 9.0,
+    "axes.labelsize": 8.0,
+    "legend.fontsize": 7.0,
+    "xtick.labelsize": 7.0,
+    "ytick.labelsize": 7.0,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.5,
+    "lines.linewidth": 1.2,
+    "lines.markersize": 4.0,
+    "legend.frameon": False,
+    # Text stays text in PDFs (TrueType, type 42), so a journal's checker accepts the fonts.
+    "pdf.fonttype": 42,
+    "ps.fonttype": 42,
+    # Fixed salt: SVG ids (and anything else matplotlib hashes) do not change between runs.
+    "svg.hashsalt": "linrnn-bench",
+    "path.simplify": True,
+    "axes.prop_cycle": mpl.cycler(color=list(PALETTE)),
+}
+
+
+def apply_style() -> None:
+    """Set the report's matplotlib style (idempotent; call before drawing each figure).
+
+    Seaborn's ``ticks`` look with the report's sizes; the colour cycle is the model palette, so
+    even a figure that forgets `model_colour` draws in the same colours.
+    """
+    import seaborn as sns
+
+    sns.set_theme(context="paper", style="ticks", rc=_RC)
+    mpl.rcParams.update(_RC)
+
+
+def model_order() -> tuple[str, ...]:
+    """Registered model names in the order every table and legend lists them."""
+    from linrnn_bench import models
+
+    return tuple(m.name for m in models.infos())
+
+
+def _place(name: str) -> int:
+    # A model's place in the registry (a model registered from outside comes after ours). A
+    # name given by import path registers its layer on first sight (`models.resolve`), so the
+    # order is read again after resolving it. A name no registry knows (an import path that no
+    # longer resolves) takes the place after every registered one: such names share a colour.
+    order = model_order()
+    if name in order:
+        return order.index(name)
+    resolved = _resolved(name)
+    order = model_order()
+    if resolved is not None and resolved in order:
+        return order.index(resolved)
+    return len(order)
+
+
+def _resolved(name: str) -> str | None:
+    from linrnn_bench import models
+
+    try:
+        return models.resolve(name)
+    except (ValueError, TypeError):
+        return None
+
+
+def model_colour(name: str) -> str:
+    """The model's colour as a hex string, the same in every figure of the report."""
+    return PALETTE[_place(name) % len(PALETTE)]
+
+
+def model_marker(name: str) -> str:
+    """The model's matplotlib marker, the same in every figure of the report."""
+    return MARKERS[_place(name) % len(MARKERS)]
+
+
+def model_labels(names) -> dict[str, str]:
+    """``{name: label}`` for the model names of a table (`model_label`); names that would share
+    a label (one layer stored by its import path and by its registered name) get the name
+    beside it, so that no two rows read the same."""
+    names = list(dict.fromkeys(names))
+    labels = {n: model_label(n) for n in names}
+    shared = {lab for lab in labels.values() if list(labels.values()).count(lab) > 1}
+    return {n: f"{lab} ({n})" if lab in shared else lab for n, lab in labels.items()}
+
+
+def model_label(name: str) -> str:
+    """The model's name as the papers write it (its registration's label, e.g. ``RotRNN``)."""
+    resolved = _resolved(name)
+    if resolved is None:
+        return name
+    from linrnn_bench import models
+
+    return models.info(resolved).label
+
+
+def task_label(key: str, options: Mapping[str, Any] | None = None) -> str:
+    """The task's name as papers write it ("ListOps", "JapaneseVowels"): its registration's
+    label (`tasks.label`), given the run's task ``options`` where the name depends on them; a
+    key no registration knows is written as words ("my_task" -> "My task")."""
+    from linrnn_bench import tasks
+
+    return tasks.label(str(key), options)
+
+
+def task_labels(frame, task: str = "cfg.task", options: str = "cfg.task_options"
+                ) -> dict[str, str]:
+    """``{task key: label}`` for every task of ``frame`` (rows of the store), each label from
+    the ``options`` column of its runs (the ``cfg.task_options`` pairs a run records) where
+    there is one. A key whose runs name different labels gets them joined with " / "; two keys
+    that would share a label get their key beside it, so that no two columns read the same."""
+    out: dict[str, str] = {}
+    if task not in getattr(frame, "columns", ()):
+        return out
+    for key in dict.fromkeys(frame[task].dropna()):
+        rows = frame[frame[task] == key]
+        given = ([v for v in rows[options] if isinstance(v, (list, tuple, Mapping))]
+                 if options in rows.columns else [])
+        found = [task_label(key, _options(v)) for v in given] or [task_label(key)]
+        out[str(key)] = " / ".join(dict.fromkeys(found))
+    shared = [k for k, v in out.items() if list(out.values()).count(v) > 1]
+    for key in shared:
+        out[key] = f"{out[key]} ({key})"
+    return out
+
+
+def _options(value) -> dict[str, Any]:
+    # A run's task options as the store returns them: pairs (JSON lists) or a mapping.
+    if isinstance(value, Mapping):
+        return dict(value)
+    return {str(pair[0]): pair[1] for pair in value if len(pair) == 2}
+
+
+def order_models(names: Iterable[str]) -> list[str]:
+    """``names`` without repeats: registered models first in registry order, then outside
+    layers in the order they were registered (an import path seen here for the first time
+    registers now, in the order of ``names``), then names no registry knows, sorted."""
+    unique = list(dict.fromkeys(names))
+    places = {n: _place(n) for n in unique}  # in order: first sight registers first
+    return sorted(unique, key=lambda n: (places[n], n))
+
+
+def model_palette(names: Iterable[str]) -> dict[str, str]:
+    """``{name: colour}`` for seaborn's ``palette=`` (use with ``hue_order=order_models(...)``)."""
+    return {n: model_colour(n) for n in order_models(names)}
+
+
+def figsize(width: str = "column", aspect: float = 0.75) -> tuple[float, float]:
+    """Figure size in inches: ``width`` is ``"column"`` (3.3 in) or ``"full"`` (6.8 in)."""
+    if width == "column":
+        w = COLUMN_WIDTH_IN
+    elif width == "full":
+        w = FULL_WIDTH_IN
+    else:
+        raise ValueError(f"width must be 'column' or 'full', got {width!r}.")
+    if not aspect > 0:
+        raise ValueError(f"aspect must be a positive height/width ratio, got {aspect!r}.")
+    return (w, w * aspect)
+
+
+def panels(n: int, height: float, *, ncols: int = 4, sharey: bool = False,
+           width: str | None = None):
+    """A grid of ``n`` panels, ``ncols`` to a row (fewer when ``n`` is smaller), ``height``
+    inches per row; the unused panels of the last row hidden. ``width`` is ``"column"`` or
+    ``"full"`` (`figsize`); by default a single column of panels is column-wide, several are
+    full-width. ``sharey``: one y-axis for every panel, so they compare at a glance.
+
+    Returns:
+        ``(fig, axes)``, ``axes`` a 2-D array (rows, columns) whatever ``n``.
+    """
+    import matplotlib.pyplot as plt
+
+    ncols = max(1, min(ncols, n))
+    nrows = math.ceil(n / ncols)
+    figure_width = figsize(width or ("full" if ncols > 1 else "column"))[0]
+    fig, axes = plt.subplots(nrows, ncols, squeeze=False, sharey=sharey,
+                             figsize=(figure_width, height * nrows))
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
+def figure_legend(fig, entries=None, ncol: int | None = None) -> None:
+    """One legend for the whole figure, above its panels (outside every axes, so it covers no
+    data): ``entries`` ``{label: handle}``, by default every labelled artist of every axes,
+    each label once. Three columns on a column-wide figure, six on a full-width one, unless
+    ``ncol`` says how many (for long labels)."""
+    if entries is None:
+        entries = legend_entries(fig)
+    if entries:
+        narrow = fig.get_figwidth() < FULL_WIDTH_IN - 0.1
+        fig.legend(list(entries.values()), list(entries), loc="outside upper center",
+                   ncol=min(len(entries), ncol or (3 if narrow else 6)))
+
+
+def n_seeds_text(counts: Iterable[int]) -> str:
+    """"n = 5 seeds" or "n = 3 to 5 seeds" for the seed counts behind a figure's drawn points
+    (a caption's words for the n of its intervals); "no finished seed" when there are none."""
+    found = sorted({int(n) for n in counts if n > 0})
+    if not found:
+        return "no finished seed"
+    if found[0] == found[-1]:
+        return f"n = {found[0]} seed{'s' if found[0] != 1 else ''}"
+    return f"n = {found[0]} to {found[-1]} seeds"
+
+
+def legend_entries(fig) -> dict:
+    """``{label: handle}`` of every labelled artist of ``fig``'s axes, each label once."""
+    entries: dict = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    return entries
+
+
+def length_axes(ax: Any, title: str, ylabel: str) -> None:
+    """A panel of a quantity against sequence length: both axes log-scale (L in powers of two)
+    with plain tick labels, ``title`` and ``ylabel``."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    plain_log_ticks(ax, "x")
+    plain_log_ticks(ax, "y")
+    ax.set_title(title)
+    ax.set_xlabel("sequence length L (steps)")
+    ax.set_ylabel(ylabel)
+
+
+def plain_log_ticks(ax, which: str = "y") -> None:
+    """Tick labels of a logarithmic axis written as plain numbers (0.5, 2, 300; not 2x10^0),
+    with 2 and 5 between the powers of ten labelled too when the axis spans under two decades
+    (call after plotting: it reads the axis' limits). Above that only the powers are labelled,
+    so that no two labels collide."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    low, high = sorted(ax.get_ylim() if which == "y" else ax.get_xlim())
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    axis.set_major_formatter(plain)
+    decades = math.log10(high / low) if low > 0 else math.inf
+    if getattr(axis.get_transform(), "base", 10) != 10:
+        # A base-2 axis (sequence lengths): its powers are the labels; a minor 2 x or 5 x a
+        # power of ten (500 beside 512) would collide with them.
+        axis.set_minor_formatter(NullFormatter())
+    elif decades < 0.5:  # within a factor of about 3: a few evenly spaced ticks
+        axis.set_major_locator(MaxNLocator(nbins=3, steps=[1, 2, 5, 10]))
+        axis.set_minor_formatter(NullFormatter())
+    elif decades < 2:
+        # Only 2 and 5 times a power of ten: LogLocator falls back to linear ticks where too
+        # few of them are in view, and those must stay unlabelled.
+        def two_or_five(value: float, _) -> str:
+            mantissa = value / 10.0 ** math.floor(math.log10(value)) if value > 0 else 0.0
+            return f"{value:g}" if min(abs(mantissa - 2), abs(mantissa - 5)) < 1e-6 else ""
+
+        axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+        axis.set_minor_formatter(FuncFormatter(two_or_five))
+    else:
+        axis.set_minor_formatter(NullFormatter())
