@@ -227,3 +227,65 @@ def test_a_layer_outside_the_presets_list_keeps_its_tuned_runs_in_the_preset(tmp
         labels = _provenance.run_presets("accuracy", sorted(ids), dict.fromkeys(ids, "lru"))
     # Every run, the completing ones and the grid's growth included, is the preset's.
     assert {labels[i] for i in ids} == {"cpu"}
+
+
+def test_no_tuning_seed_enters_a_tuned_mean_or_test(tmp_path):
+    from linrnn_bench.harness.report import _provenance, accuracy
+    from linrnn_bench.harness.report.accuracy import _data
+
+    # Seed 1 tunes; seeds 2 and 3 are held out. The tuning seed's test accuracy is made 1.0 at
+    # every pair, so that any leak of it into a tuned mean shows.
+    base = _study(0.03)
+
+    def run(spec: A.RunSpec) -> list[dict]:
+        rows = base.run(spec)
+        return [{**rows[-1], "test_accuracy": 1.0}] if spec.seed == 1 else rows
+
+    store = Store(tmp_path / "s.sqlite")
+    config = dataclasses.replace(_config(lr_extend=0, seeds=(1, 2, 3), tuning_seeds=1),
+                                 models=("lru", "s5"))
+    run_study(dataclasses.replace(base, run=run), config, store=store, progress=False)
+    with _provenance.reading(store):
+        selection = _data.load(store)
+        artifacts = {a.name: a for a in accuracy.build(store)}
+    tuned = selection.tuned_final
+    assert set(tuned["seed"]) == {2, 3} and set(tuned["lr"]) == {3e-2}
+    # Seed 1 chose the pair (it is the one trained at every pair) and is in no tuned number.
+    assert selection.final.loc[selection.final["seed"] == 1, "tuned"].eq(False).all()
+    assert selection.final.loc[selection.final["seed"] == 1, "selected"].any()
+    assert artifacts["accuracy_tuned"].frame.at["LRU", "Sequential digits"] == pytest.approx(90.0)
+    assert set(artifacts["accuracy_significance"].frame["paired seeds"]) == {2}
+
+
+def test_a_store_without_held_out_seeds_shows_no_tuned_number(tmp_path):
+    from linrnn_bench.harness.report import _provenance, accuracy
+
+    store = Store(tmp_path / "s.sqlite")
+    config = _config(lr_extend=0, seeds=(1, 2), tuning_seeds=0)  # every seed at every pair
+    run_study(_study(0.03), config, store=store, progress=False)
+    with _provenance.reading(store):
+        artifacts = {a.name: a for a in accuracy.build(store)}
+    assert "no seed is held out" in artifacts["accuracy_tuned"].reason
+    assert "no seed is held out" in artifacts["accuracy_significance"].reason
+    assert artifacts["accuracy_test"].frame.shape[0] >= 1  # the one recipe is still shown
+
+
+def test_a_matched_cell_is_tuned_on_its_own_tuning_seeds_and_holds_the_others_out():
+    config = dataclasses.replace(
+        _config(lr_extend=1, seeds=(1, 2, 3), tuning_seeds=1), models=("rotrnn", "lru"),
+        match_parameters=("digits",),
+        network=dataclasses.replace(A.STUDY.config("smoke").network, d_model=16, d_state=16))
+    specs = A.grid(config)
+    matched = [s for s in specs if s.parameter_budget is not None]
+    # Before any selection: the tuning seed alone, at every pair, in both arms.
+    assert matched and {s.seed for s in specs} == {1}
+    cells = {A.cell_key(s) for s in matched}
+    assert all(model.startswith("matched:") for model, _, _ in cells)
+    # A matched cell's selection trains its held-out seeds at its own pair.
+    (model, task, depth), = cells
+    bound = dataclasses.replace(config, lr_selected=((model, task, depth, 1e-2, 3e-3),))
+    held = [s for s in A.grid(bound) if s.parameter_budget is not None and s.seed != 1]
+    assert {(s.seed, s.train.lr) for s in held} == {(2, 1e-2), (3, 1e-2)}
+    # The widest grid prices the matched cell's growth and held-out seeds too.
+    wide = [s for s in A.grid(A.widest(config)) if s.parameter_budget is not None]
+    assert {s.seed for s in wide} == {1, 2, 3} and len(wide) == 5 + 2

@@ -412,8 +412,10 @@ def pairwise(scores: pd.DataFrame, higher_is_better: bool, *, alpha: float = ALP
 
     Returns one row per pair: ``first``, ``second``, the `Comparison` fields, ``m`` (the
     family's size), ``p_holm``, ``significant`` (p_holm <= alpha), ``better`` (the model a
-    significant difference favours, else ""), and ``mdd_family``: the MDD at alpha / m, where a
-    pair is rejected by Holm whatever the others do.
+    significant difference favours, else ""), ``mdd_family``: the MDD of the pair's test at
+    alpha / m, where a pair is rejected by Holm whatever the others do (infinite where that
+    test cannot reach alpha / m at this n), and ``mdd_t_family``: that of a paired t-test at
+    alpha / m (what a normal-theory test at the family's level could detect).
     """
     records = []
     for a, b in itertools.combinations(scores.columns, 2):
@@ -434,6 +436,8 @@ def pairwise(scores: pd.DataFrame, higher_is_better: bool, *, alpha: float = ALP
             (sign_flip_mdd(row.n, family_alpha) if row.test == "exact sign-flip"
              else paired_t_mdd(row.n, family_alpha)) * row.sd)
         for row in frame.itertuples()]
+    frame["mdd_t_family"] = [math.nan if row.n < 2 else paired_t_mdd(row.n, family_alpha) * row.sd
+                             for row in frame.itertuples()]
     return frame
 
 

@@ -601,6 +601,12 @@ def _index(
         lines.append(f"- [{section.title}](#{_slug(section.title)}): {_census(section, written)}")
     findings = [(s, a) for s in sections if not s.problem for a in s.artifacts
                 if isinstance(a, Finding) and a.lines]
+    design = [(s, f) for s, f in findings if f.design]
+    findings = [(s, f) for s, f in findings if not f.design]
+    if design:
+        lines += ["", "## What this report can decide", ""]
+        lines += [f"- [{section.title}](#{_slug(finding.title)}): {line}"
+                  for section, finding in design for line in finding.lines]
     if findings:
         lines += ["", "## Findings", "",
                   "What the statistics of each section support, computed from the data (each "

@@ -84,13 +84,17 @@ class Finding:
     """Sentences a section computed from its statistics, stated in the index (no files).
 
     Each line must be true whichever way the data came out: it is built from the numbers it
-    states, never written for one outcome. ``runs`` as for `Table`.
+    states, never written for one outcome. ``runs`` as for `Table`. ``design``: the lines say
+    what the preset's design can decide (its n, the smallest p its tests can reach after
+    correction, the differences it could detect), which the index states once, at its top,
+    before any finding.
     """
 
     name: str
     title: str
     lines: tuple[str, ...]
     runs: tuple[str, ...] = ()
+    design: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -99,27 +99,35 @@ def _same(a: float, b: float) -> bool:
 
 
 def configurations(final: pd.DataFrame) -> pd.DataFrame:
-    """``final`` (keyed by `_keys`) with boolean columns ``recipe`` and ``tuned``: whether the
-    run is at its cell's shared-recipe rates (recorded in its spec), and at the rates
-    `study.select` picks on validation. A cell with one rate pair has both true for every
-    run (also for runs of a study version that did not record the recipe)."""
+    """``final`` (keyed by `_keys`) with boolean columns ``recipe``, ``selected``, ``held_out``
+    and ``tuned``: whether the run is at its cell's shared-recipe rates (recorded in its spec);
+    at the rates `study.select` picks on validation; of a seed whose validation metric took no
+    part in that choice (not one of the cell's tuning seeds, `study.selecting`); and both, the
+    tuned configuration, whose test metrics the report averages and compares. A tuning seed
+    never enters the tuned configuration: a selection on validation biases the test metric of
+    the very runs it selects upwards. A cell with one rate pair was not tuned: every run is in
+    all four (also for runs of a study version that did not record the recipe)."""
     is_recipe = np.zeros(len(final), dtype=bool)
-    is_tuned = np.zeros(len(final), dtype=bool)
+    is_selected = np.zeros(len(final), dtype=bool)
+    held_out = np.ones(len(final), dtype=bool)
     for key, cell in final.groupby(["task", "model", "depth"]):
         position = final.index.get_indexer(cell.index)
         if cell[["lr", "rlr"]].drop_duplicates().shape[0] == 1:
-            is_recipe[position] = is_tuned[position] = True
+            is_recipe[position] = is_selected[position] = True
             continue
         selection = "loss" if (cell[SELECTION] == "loss").all() else "accuracy"
-        chosen = study.select(cell.assign(**{LR: cell["lr"], RECURRENT_LR: cell["rlr"]}),
-                              selection)
+        keyed = cell.assign(**{LR: cell["lr"], RECURRENT_LR: cell["rlr"]})
+        chosen = study.select(keyed, selection)
         is_recipe[position] = [_same(a, r_lr) and _same(b, r_rlr) for a, b, r_lr, r_rlr
                                in zip(cell["lr"], cell["rlr"], cell["recipe_lr"],
                                       cell["recipe_rlr"])]
+        tuning = set(study.selecting(keyed)["seed"]) if "seed" in cell.columns else set()
+        held_out[position] = ~cell["seed"].isin(tuning).to_numpy() if tuning else False
         if chosen is not None:
-            is_tuned[position] = [_same(a, chosen[0]) and _same(b, chosen[1])
-                                  for a, b in zip(cell["lr"], cell["rlr"])]
-    return final.assign(recipe=is_recipe, tuned=is_tuned)
+            is_selected[position] = [_same(a, chosen[0]) and _same(b, chosen[1])
+                                     for a, b in zip(cell["lr"], cell["rlr"])]
+    return final.assign(recipe=is_recipe, selected=is_selected, held_out=held_out,
+                        tuned=is_selected & held_out)
 
 
 def tuned_rates(store: Store) -> dict[tuple[str, str, int], tuple[float, float]]:
@@ -139,7 +147,7 @@ def tuned_rates(store: Store) -> dict[tuple[str, str, int], tuple[float, float]]
     for (task, model, depth), cell in final.groupby(["task", "model", "depth"]):
         if cell[["lr", "rlr"]].drop_duplicates().shape[0] < 2:
             continue
-        chosen = cell[cell["tuned"]][["lr", "rlr"]].drop_duplicates()
+        chosen = cell[cell["selected"]][["lr", "rlr"]].drop_duplicates()
         if len(chosen) == 1:
             out[str(model), str(task), int(depth)] = (float(chosen["lr"].iloc[0]),
                                                       float(chosen["rlr"].iloc[0]))
@@ -156,10 +164,12 @@ def bracketing(store: Store) -> pd.DataFrame:
     (the smallest and largest shared rate tried), ``lr`` and ``rlr`` (selected), ``position``
     (``"inside"``, ``"largest"`` or ``"smallest"``), ``bracketed``, ``tuning_seeds`` (how many
     seeds were trained at every pair and select it, `study.selecting`) and ``seeds`` (how many
-    were trained at the selected pair). Empty without tuned cells.
+    were trained at the selected pair), ``held_out`` (how many of those are not tuning seeds:
+    the tuned configuration's n) and ``tie`` (whether the selection was decided by the tie
+    rule of `study.select`, smaller rates first). Empty without tuned cells.
     """
     columns = ["task", "model", "depth", "pairs", "lowest", "highest", "lr", "rlr", "position",
-               "bracketed", "tuning_seeds", "seeds"]
+               "bracketed", "tuning_seeds", "seeds", "held_out", "tie"]
     rows, runs, _, _ = _selected(store)
     if rows.empty or runs.empty:
         return pd.DataFrame(columns=columns)
@@ -174,14 +184,18 @@ def bracketing(store: Store) -> pd.DataFrame:
         mine = tried[(tried["task"] == task) & (tried["model"] == model)
                      & (tried["depth"] == depth)]
         pairs = sorted(set(zip(cell["lr"], cell["rlr"])) | set(zip(mine["lr"], mine["rlr"])))
-        chosen = cell[cell["tuned"]][["lr", "rlr"]].drop_duplicates()
+        chosen = cell[cell["selected"]][["lr", "rlr"]].drop_duplicates()
         if len(pairs) < 2 or len(chosen) != 1:
             continue
         lr, rlr = float(chosen["lr"].iloc[0]), float(chosen["rlr"].iloc[0])
         position = ("largest" if (lr, rlr) == pairs[-1] else
                     "smallest" if (lr, rlr) == pairs[0] else "inside")
-        tuning = study.selecting(cell.assign(**{LR: cell["lr"], RECURRENT_LR: cell["rlr"]}))
+        keyed = cell.assign(**{LR: cell["lr"], RECURRENT_LR: cell["rlr"]})
+        selection = "loss" if (cell[SELECTION] == "loss").all() else "accuracy"
         out.append((task, model, int(depth), len(pairs), float(pairs[0][0]),
                     float(pairs[-1][0]), lr, rlr, position, position == "inside",
-                    int(tuning["seed"].nunique()), int(cell.loc[cell["tuned"], "seed"].nunique())))
+                    int(study.selecting(keyed)["seed"].nunique()),
+                    int(cell.loc[cell["selected"], "seed"].nunique()),
+                    int(cell.loc[cell["tuned"], "seed"].nunique()),
+                    study.tied(keyed, selection)))
     return pd.DataFrame(out, columns=columns)

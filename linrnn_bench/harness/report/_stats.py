@@ -97,15 +97,16 @@ def coefficient_of_variation(values: Sequence[float]) -> float:
 
 
 def detectable_text(row, unit: str = "", spec: str = ".2f") -> str:
-    """The difference a comparison's test could detect (80 % power, 5 %), in words: its MDD
-    and that under Holm's correction (a `harness.stats.pairwise` row), or, where the exact test
-    cannot reach 5 % at this n, what a paired t-test could detect."""
-    if math.isfinite(row.mdd):
-        family = (f"{row.mdd_family:{spec}}{unit} under Holm" if math.isfinite(row.mdd_family)
-                  else "none under Holm at this n")
-        return f"MDD {row.mdd:{spec}}{unit} ({family})"
-    if math.isfinite(row.mdd_t):
-        return f"a paired t-test could detect {row.mdd_t:{spec}}{unit}"
+    """The difference a comparison's test could detect (80 % power) at the level it is judged
+    at, Holm's first step (alpha / m; a `harness.stats.pairwise` row), in words; where the exact
+    test cannot reach that level at this n, what a paired t-test at it could detect."""
+    family = getattr(row, "mdd_family", math.nan)
+    if math.isfinite(family):
+        return f"MDD {family:{spec}}{unit} at the Holm level"
+    t_family = getattr(row, "mdd_t_family", math.nan)
+    if math.isfinite(t_family):
+        return (f"the exact test cannot reach the Holm level at n = {row.n}; a paired t-test "
+                f"there could detect {t_family:{spec}}{unit}")
     return "no detectable difference can be stated"
 
 

@@ -81,13 +81,16 @@ class AccuracyConfig:
             trained with at every learning-rate pair; its selection reads their validation
             metrics alone (`select`). Each cell's other seeds are trained at its selected pair
             only, once the selection is final (every pair of the tuning seeds finished, the
-            grid grown as far as ``lr_extend`` lets it), so the tuned configuration has every
-            seed while the grid costs the tuning seeds' runs. 0 (or as many as ``seeds``):
-            every seed at every pair. The parameter-matched runs (``match_parameters``) keep
-            every seed at every pair.
+            grid grown as far as ``lr_extend`` lets it): these held-out seeds are the tuned
+            configuration the report averages and compares, never the tuning seeds (whose
+            test metrics the selection favoured). 0 (or as many as ``seeds``): every seed at
+            every pair, and then no seed is held out and the report shows no tuned number.
+            The parameter-matched runs (``match_parameters``) are tuned the same way, as cells
+            of their own.
         lr_selected: ``(model, task, depth, lr, recurrent_lr)``: the pair each tuned cell has
             selected on its tuning seeds, read from the store by `bind` (where ``tuning_seeds``
-            trains the other seeds at it); not a setting.
+            trains the other seeds at it; a parameter-matched cell's model is written
+            ``matched:<model>``, `cell_key`); not a setting.
         left_out: ``(task, reason)`` for registered tasks this grid does not run, stated in
             the report so that a reader knows why they are absent.
         match_parameters: tasks on which every model is also trained sized to a common
@@ -304,9 +307,7 @@ def grid(config: AccuracyConfig) -> list[RunSpec]:
                         if matched is not None:
                             arms.append(dataclasses.replace(matched, seed=seed))
                     for arm in arms:
-                        pairs = (candidates(config, spec) if arm.parameter_budget is not None
-                                 else tuning_pairs(config, spec))
-                        for lr, recurrent_lr in pairs:
+                        for lr, recurrent_lr in tuning_pairs(config, arm):
                             specs.append(dataclasses.replace(arm, train=dataclasses.replace(
                                 arm.train, lr=lr, recurrent_lr=recurrent_lr)))
     return specs
@@ -356,6 +357,15 @@ def programs(spec: RunSpec) -> tuple[Any, ...]:
             train.clip_norm is None)
 
 
+def cell_key(spec: RunSpec) -> tuple[str, str, int]:
+    """The tuning cell a run belongs to, as ``lr_extensions`` and ``lr_selected`` name it:
+    (model, task, depth), the model prefixed ``matched:`` for a run sized to a parameter
+    budget (an arm with its own selection)."""
+    model = spec.network.layer
+    return (model if spec.parameter_budget is None else f"matched:{model}", spec.task,
+            spec.network.depth)
+
+
 def candidates(config: AccuracyConfig, spec: RunSpec) -> list[tuple[float, float]]:
     """The (lr, recurrent_lr) pairs ``spec``'s task is trained at: the recipe's pair first, then
     on a task of ``tune_tasks`` the grid's pairs (`AccuracyConfig.lr_pairing`)."""
@@ -366,7 +376,7 @@ def candidates(config: AccuracyConfig, spec: RunSpec) -> list[tuple[float, float
         grid_pairs = list(zip(config.lr_grid, config.recurrent_lr_grid))
     else:
         grid_pairs = [(a, b) for a in config.lr_grid for b in config.recurrent_lr_grid]
-    cell = (spec.network.layer, spec.task, spec.network.depth)
+    cell = cell_key(spec)
     grid_pairs += [(lr, rlr) for *key, lr, rlr in config.lr_extensions if tuple(key) == cell]
     return [recipe] + [p for p in dict.fromkeys(grid_pairs) if p != recipe]
 
@@ -384,12 +394,12 @@ def _completing(config: AccuracyConfig) -> bool:
 
 
 def tuning_pairs(config: AccuracyConfig, spec: RunSpec) -> list[tuple[float, float]]:
-    """The pairs an equal-width run ``spec`` (at the recipe's rates) is trained at: its
+    """The pairs a run ``spec`` (at the recipe's rates; either arm) is trained at: its
     `candidates` at a tuning seed (`tune_seeds`), the cell's selected pair (``lr_selected``,
     none before the selection is final) at another seed of a tuned task."""
     if spec.task not in config.tune_tasks or spec.seed in tune_seeds(config):
         return candidates(config, spec)
-    cell = (spec.network.layer, spec.task, spec.network.depth)
+    cell = cell_key(spec)
     return [(lr, rlr) for *key, lr, rlr in config.lr_selected if tuple(key) == cell]
 
 
@@ -429,8 +439,8 @@ def tuning_state(config: AccuracyConfig, store: Any
     finals = rows[rows["kind"] == "final"] if not rows.empty else rows
     cells: dict[tuple[str, str, int], list[RunSpec]] = {}
     for spec in grid(base):
-        if spec.task in config.tune_tasks and spec.parameter_budget is None:
-            cells.setdefault((spec.network.layer, spec.task, spec.network.depth), []).append(spec)
+        if spec.task in config.tune_tasks:
+            cells.setdefault(cell_key(spec), []).append(spec)
     added, selected = [], []
     for cell, specs in cells.items():
         pairs = sorted({(s.train.lr, s.train.recurrent_lr) for s in specs})
@@ -472,8 +482,7 @@ def widest(config: AccuracyConfig) -> AccuracyConfig:
             pair = next_pair(pairs, direction)
             added.append(pair)
             pairs = sorted([*pairs, pair])
-    cells = {(s.network.layer, s.task, s.network.depth) for s in grid(config)
-             if s.task in config.tune_tasks}
+    cells = {cell_key(s) for s in grid(config) if s.task in config.tune_tasks}
     recipe = (config.train.lr, config.train.recurrent_lr)
     # The seeds beyond ``tuning_seeds`` at one pair per cell (which one is priced alike).
     return dataclasses.replace(config, lr_extensions=tuple(
@@ -593,21 +602,35 @@ def selecting(final: pd.DataFrame) -> pd.DataFrame:
 def select(final: pd.DataFrame, selection: str) -> tuple[float, float] | None:
     """The (lr, recurrent_lr) of one (model, task) cell whose mean validation metric over its
     tuning seeds (`selecting`) is best: accuracy (highest) or loss (lowest). Ties go to the
-    smaller rates, in order.
+    smaller rates, in order (`tied` says whether that rule decided).
 
     ``final`` holds the cell's final rows (columns `LR`, `RECURRENT_LR`, ``val_accuracy``,
     ``val_loss``, and ``seed``); None if it is empty.
     """
+    order = _ranked_pairs(final, selection)
+    return tuple(float(v) for v in order[0][0]) if order else None  # type: ignore[return-value]
+
+
+def tied(final: pd.DataFrame, selection: str) -> bool:
+    """Whether `select`'s choice was decided by its tie rule: another pair has the same mean
+    validation metric over the tuning seeds (equal to float precision)."""
+    order = _ranked_pairs(final, selection)
+    return len(order) > 1 and math.isclose(order[0][1], order[1][1], rel_tol=1e-12,
+                                           abs_tol=1e-15)
+
+
+def _ranked_pairs(final: pd.DataFrame, selection: str) -> list[tuple[tuple[float, float], float]]:
+    """The cell's pairs with their mean validation metric over the tuning seeds, best first
+    (ties: the smaller rates first)."""
     final = selecting(final)
     if final.empty:
-        return None
+        return []
     column, sign = ("val_accuracy", -1.0) if selection == "accuracy" else ("val_loss", 1.0)
+    if column not in final.columns:
+        return []
     means = (final.assign(metric=pd.to_numeric(final[column], errors="coerce"))
              .groupby([LR, RECURRENT_LR])["metric"].mean().dropna())
-    if means.empty:
-        return None
-    order = sorted(means.items(), key=lambda item: (sign * item[1], item[0]))
-    return tuple(float(v) for v in order[0][0])  # type: ignore[return-value]
+    return sorted(means.items(), key=lambda item: (sign * item[1], item[0]))
 
 
 # Columns of the store that the report and `select` read (a study owns its rows' schema).
@@ -671,8 +694,9 @@ _LEFT_OUT_ALWAYS = (
 
 _CPU = AccuracyConfig(
     # make report's default: every number informative within about 15 minutes on two cores.
-    # 4 tasks x 4 models x 5 paired seeds (intervals and effect sizes; an exact test over 5
-    # seeds cannot reach p < 0.05, which the findings say: harness/stats.py), every task tuned:
+    # 4 tasks x 4 models x 5 paired seeds, 2 of them tuning and 3 held out (estimates with
+    # intervals; an exact test over 3 seeds cannot reach p < 0.05, which the report says at its
+    # top; cpu-full is the preset that can decide), every task tuned:
     # three learning-rate pairs for every model (the grid's diagonal: the shared and the
     # recurrent rate moving together; the full 3 x 3 product, lr_pairing=product, triples the
     # tuning runs), grown by up to three pairs at either end where a model selects an end pair
@@ -717,30 +741,32 @@ _CPU = AccuracyConfig(
 )
 
 _CPU_FULL = AccuracyConfig(
-    # Decisive CPU numbers within about two and a half hours on two cores (the whole `make
-    # report PRESET=cpu-full` is timed in docs/performance.md): 10 seeds, every task tuned on the
-    # cpu preset's three learning-rate pairs (grown at an end the same way), twice the steps,
-    # ListOps deeper and longer (trees of depth <= 4, 21-99 tokens, 16000 training examples),
-    # MQAR and selective copying, and ListOps again at a common parameter budget for the
-    # models whose layer is not within it at this width; 780 runs before the grid grows. The
-    # full 3 x 3 product of the two grids (lr_pairing=product) takes about three times this
-    # study's time. Same code, same report.
+    # The powered CPU preset: 12 paired seeds, of which the first 2 tune (every learning-rate
+    # pair of the cpu preset's grid, grown at an end the same way) and the other 10 are held
+    # out, trained at the selected pair alone: the tuned comparisons are over 10 held-out
+    # seeds, where the exact sign-flip test's smallest p (2/2^10 = 0.002) passes Holm over the
+    # 6 pairs of four models (0.05/6 = 0.0083). Twice the cpu preset's steps, evaluated 10
+    # times per run (a validation curve that can show its plateau); ListOps deeper and longer
+    # (trees of depth <= 4, 21-99 tokens, 16000 training examples); MQAR and selective
+    # copying; ListOps again at a common parameter budget for the models whose layer is not
+    # within it at this width (tuned and held out the same way, as cells of their own).
     models=_MODELS,
     tasks=("digits", "listops", "adding", "ucr", "mqar", "selective_copy"),
-    seeds=tuple(range(10)),
+    seeds=tuple(range(12)),
     task_preset="cpu",
     network=NetworkConfig(depth=2, d_model=32, d_state=32),
     train=TrainConfig(steps=600, batch_size=32, lr=3e-3, recurrent_lr=1e-3, weight_decay=0.05,
-                      eval_every=100, eval_batch_size=256),
+                      eval_every=60, eval_batch_size=256),
     recipes=(
         Recipe(task="listops", overrides=(
             ("task.min_length", 20), ("task.max_length", 100), ("task.max_depth", 4),
-            ("task.num_train", 16000), ("train.steps", 1500)),
+            ("task.num_train", 16000), ("train.steps", 1500), ("train.eval_every", 150)),
             source="ListOps (LRA generator) with trees of depth <= 4, 2-5 arguments, 21-99 "
                    "tokens: 1500 steps"),
         *_TASK_SIZES_CPU,
     ),
     tune_tasks=("digits", "listops", "adding", "ucr", "mqar", "selective_copy"),
+    tuning_seeds=2,
     lr_grid=_LR_GRID,
     recurrent_lr_grid=_RECURRENT_LR_GRID,
     lr_pairing="paired",

@@ -38,13 +38,14 @@ from __future__ import annotations
 import pandas as pd
 
 from ...store import Store
-from .._artifacts import Artifact, Missing, Section, all_missing
+from ... import stats as inference
+from .._artifacts import Artifact, Finding, Missing, Section, all_missing
 from .._selection import BUDGET, bracketing
 from . import curves, figures, findings, tables
 from ._data import (STATE, STUDY, TITLES, Labels, Selection, baselines, bracketing_text,
                     layer_parameters, left_out, load, matched_tasks, scale_text, tuning_text)
-from ._statistics import apart, friedman_text, informative, pairs_text, ranks, significance, \
-    summarise
+from ._statistics import (apart, design_lines, friedman_text, informative, pairs_text,
+                          peaked_last, ranks, significance, summarise)
 
 __all__ = ["INTRO", "SECTION", "STUDY", "TITLE", "build", "summarise"]
 
@@ -74,7 +75,7 @@ INTRO = (
 
 # Not stated missing when the store holds no accuracy run: the findings, and the
 # parameter-matched tables (which only a preset that sizes a task to a budget makes).
-_NOT_LISTED_WHEN_EMPTY = ("accuracy_findings", "accuracy_matched",
+_NOT_LISTED_WHEN_EMPTY = ("accuracy_findings", "accuracy_design", "accuracy_matched",
                           "accuracy_matched_significance")
 
 
@@ -87,12 +88,14 @@ def build(store: Store) -> list[Artifact]:
                            selection)
     final, labels = selection.final, Labels(selection.runs)
     recipe_cells = summarise(selection.recipe_final, selection.runs_at("recipe"))
-    tuned_cells = summarise(selection.tuned_final, selection.runs_at("tuned"))
     base = baselines(final)
     scale = scale_text(final, selection.preset)
     tuned_tasks = selection.tuned_tasks
     bracketed = bracketing(store)
     tuning = tuning_text(tuned_tasks, sorted(final["task"].unique()), labels, bracketed)
+    if selection.tuned_final.empty:
+        return _without_held_out(selection, recipe_cells, base, labels, scale)
+    tuned_cells = summarise(selection.tuned_final, selection.runs_at("tuned"))
     run_ids, tuned_ids = selection.run_ids(), selection.run_ids("tuned")
     out = _results(selection, recipe_cells, tuned_cells, base, labels, scale, tuning)
     is_informative = informative(recipe_cells, tuned_cells, base, labels)
@@ -100,6 +103,10 @@ def build(store: Store) -> list[Artifact]:
     differences = significance(selection.tuned_final, labels)
     out.append(tables.significance_table(differences, labels, tuning, scale, tuned_ids))
     across = ranks(tuned_cells, labels)
+    design = design_lines(differences, across, labels)
+    if design:
+        out.insert(0, Finding(name="accuracy_design", title=TITLES["accuracy_design"],
+                              lines=tuple(design), runs=tuned_ids, design=True))
     out += _rank_artifacts(across, scale, tuned_ids)
     out.append(tables.detail_table(recipe_cells, tuned_cells, base, labels,
                                    scale + selection.note, run_ids))
@@ -117,8 +124,31 @@ def build(store: Store) -> list[Artifact]:
                                            labels, scale, tuned_ids))
     out.append(findings.findings(is_informative, differences, across, tuned_tasks,
                                  left_out(selection.preset), labels, run_ids,
-                                 bracketing_text(bracketed, labels)))
+                                 bracketing_text(bracketed, labels),
+                                 peaked_last(selection.tuned_final, selection.evals)))
     return out
+
+
+# Why a store whose tuning used every seed has no tuned configuration to show.
+NO_HELD_OUT = ("every seed of the tuned cells was trained at every learning-rate pair and took "
+               "part in choosing it, so no seed is held out: a tuned mean or test would be "
+               "over the very runs the selection favoured (set tuning_seeds below the number "
+               "of seeds).")
+
+
+def _without_held_out(selection: Selection, recipe_cells: pd.DataFrame,
+                      base: dict[str, float], labels: Labels, scale: str) -> list[Artifact]:
+    """The section of a store without held-out seeds: the one-recipe table, and every table
+    and figure of the tuned configuration stated missing with `NO_HELD_OUT`."""
+    classified = recipe_cells[~recipe_cells["regression"].astype(bool)]
+    out: list[Artifact] = []
+    if not classified.empty:
+        out.append(tables.results_table(
+            "accuracy_test", classified, base, labels,
+            "the one shared recipe. " + scale + selection.note, selection.run_ids("recipe")))
+    shown = {a.name for a in out}
+    return out + [Missing(name, title, NO_HELD_OUT) for name, title in TITLES.items()
+                  if name not in shown and name not in _NOT_LISTED_WHEN_EMPTY]
 
 
 def _results(selection: Selection, recipe_cells: pd.DataFrame, tuned_cells: pd.DataFrame,
@@ -168,6 +198,9 @@ def _matched_artifacts(store: Store, preset: str | None, width: pd.DataFrame, la
         return [Missing(n, TITLES[n], reason)
                 for n in ("accuracy_matched", "accuracy_matched_significance")]
     tuned = selection.tuned_final
+    if tuned.empty:
+        return [Missing(n, TITLES[n], NO_HELD_OUT)
+                for n in ("accuracy_matched", "accuracy_matched_significance")]
     cells = summarise(tuned, selection.runs_at("tuned"))
     sizes = (tuned.assign(layer_params=layer_parameters(tuned), d_state=tuned[STATE],
                           budget=tuned[BUDGET])
@@ -190,6 +223,15 @@ def _rank_artifacts(across: dict, scale: str, run_ids: tuple[str, ...]) -> list[
         return [Missing("accuracy_ranks", TITLES["accuracy_ranks"], reason),
                 Missing("accuracy_cd", TITLES["accuracy_cd"], reason)]
     rank_table = tables.ranks_table(across, scale, run_ids)
+    k = table.shape[1]
+    if across["smallest_p"] > inference.ALPHA / max(k * (k - 1) // 2, 1):
+        # A diagram that could never separate two models would only look like a result.
+        return [rank_table, Missing(
+            "accuracy_cd", TITLES["accuracy_cd"],
+            f"with {table.shape[0]} tasks the exact Wilcoxon test's smallest p "
+            f"({across['smallest_p']:.3g}) cannot reach the Holm level over the {k} models' "
+            "pairs, so the diagram could separate none; the average ranks are in "
+            "accuracy_ranks.")]
     stats_text = f"{friedman_text(across)} {pairs_text(across)}"
     return [rank_table, figures.cd_figure(rank_table.frame["average rank"], apart(across),
                                           table.shape[0], stats_text, run_ids)]

@@ -46,6 +46,7 @@ STEP = C.step
 VAL = C.val_accuracy
 VAL_LOSS = C.val_loss
 BEST_VAL = C.val_accuracy  # on the final row: at the selected (best) step
+BEST_STEP = C.best_step
 TEST = C.test_accuracy
 TEST_LOSS = C.test_loss
 SELECTION = C.selection
@@ -76,6 +77,7 @@ TITLES = {
     "accuracy_cost": "Test metric against training time and parameter count",
     "accuracy_vs_published": "Our accuracy beside the published LRA numbers",
     "accuracy_findings": "What the accuracy statistics support",
+    "accuracy_design": "What the accuracy comparisons can decide at this preset",
 }
 
 
@@ -162,16 +164,24 @@ class Selection:
         """
         final, runs = self.final, self.runs
         marked = set(final.loc[final[configuration], "run_id"])
+        # A tuning seed's unfinished run is no more in the tuned configuration than its
+        # finished ones are.
+        tuning = ({(t, m, d, s) for t, m, d, s in final.loc[~final["held_out"], [
+            "task", "model", "depth", "seed"]].itertuples(index=False)}
+            if configuration == "tuned" and "seed" in runs.columns else set())
         pairs = {(t, m, d, a, b) for t, m, d, a, b in
                  final.loc[final[configuration], ["task", "model", "depth", "lr", "rlr"]]
                  .itertuples(index=False)}
         finished_cells = set(zip(final["task"], final["model"], final["depth"]))
         keep = []
-        for run_id, status, task, model, depth, a, b in runs[
+        seeds = runs["seed"] if "seed" in runs.columns else pd.Series(np.nan, index=runs.index)
+        for run_id, status, task, model, depth, a, b, seed in runs[
                 ["run_id", "status", "task", "model", "depth", "lr", "rlr"]
-        ].itertuples(index=False):
+        ].assign(seed=seeds).itertuples(index=False):
             if status == "done":
                 keep.append(run_id in marked)
+            elif (task, model, depth, seed) in tuning:
+                keep.append(False)
             elif (task, model, depth) not in finished_cells:
                 keep.append(True)
             else:
@@ -375,20 +385,22 @@ def tuning_text(tuned: list[str], every: list[str], labels: Labels,
 
 
 def _tuning_seeds(bracketing: pd.DataFrame | None) -> str:
-    """Which seeds select a tuned cell's pair, in words: every seed, or the tuning seeds (those
-    trained at every pair) with the others trained at the selected pair alone."""
+    """Which seeds select a tuned cell's pair and which are compared, in words: the tuning
+    seeds (those trained at every pair) choose it; the tuned configuration's test metrics are
+    over the other seeds alone (`harness.report._selection.configurations`)."""
     if bracketing is None or bracketing.empty or "tuning_seeds" not in bracketing.columns:
         return "seeds"
-    fewer = bracketing[bracketing["tuning_seeds"] < bracketing["seeds"]]
-    if fewer.empty:
-        return "seeds"
-    counts = sorted({int(n) for n in fewer["tuning_seeds"]})
-    totals = sorted({int(n) for n in fewer["seeds"]})
-    named = " or ".join(str(n) for n in counts)
-    return (f"{named} of the {' or '.join(str(n) for n in totals)} seeds, those trained at "
-            "every pair; the other seeds are trained at the selected pair alone, so the "
-            "one-recipe configuration of a cell that selected another pair has only these "
-            "seeds")
+    counts = " or ".join(str(n) for n in sorted({int(n) for n in bracketing["tuning_seeds"]}))
+    totals = " or ".join(str(n) for n in sorted({int(n) for n in bracketing["seeds"]}))
+    held = sorted({int(n) for n in bracketing["held_out"]})
+    text = (f"the tuning seeds ({counts} of the {totals} seeds at the selected pair, those "
+            "trained at every pair; ties go to the smaller rates). A tuning seed is never in "
+            "the tuned configuration: its test metrics and comparisons are over the held-out "
+            f"seeds alone (n = {' or '.join(map(str, held))} per cell)")
+    if held == [0]:
+        text += (", and no seed was held out at this preset, so the tuned configuration has "
+                 "no test metric to show")
+    return text
 
 
 def bracketing_text(bracketing: pd.DataFrame | None, labels: Labels) -> str:
@@ -399,8 +411,20 @@ def bracketing_text(bracketing: pd.DataFrame | None, labels: Labels) -> str:
     ends = bracketing[~bracketing["bracketed"].astype(bool)]
     if ends.empty:
         return (" Every selected pair lies inside the rates its model was tried at (the "
-                "optimum is bracketed; the grid grows at an end a model selects).")
+                "optimum is bracketed; the grid grows at an end a model selects)."
+                + _ties_text(bracketing, labels))
     named = "; ".join(
         f"{labels(r.model, r.depth)} on {labels.task(r.task)} at the {r.position} of "
         f"{r.pairs} pairs (shared rate {r.lr:g})" for r in ends.itertuples())
-    return (f" Not bracketed, the optimum may lie beyond the rates tried: {named}.")
+    return (f" Not bracketed, the optimum may lie beyond the rates tried: {named}."
+            + _ties_text(bracketing, labels))
+
+
+def _ties_text(bracketing: pd.DataFrame, labels: Labels) -> str:
+    """The selections that the tie rule decided, named; empty when none was."""
+    tied = bracketing[bracketing["tie"].astype(bool)] if "tie" in bracketing.columns else []
+    if len(tied) == 0:
+        return ""
+    return (" Decided by the tie rule (equal mean validation metric; the smaller rates): "
+            + "; ".join(f"{labels(r.model, r.depth)} on {labels.task(r.task)}"
+                        for r in tied.itertuples()) + ".")

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from ... import stats as inference
 from .. import _stats
-from ._data import (BEST_VAL, NOT_RUN, PARAMS, SELECTION, STEPS, TEST, TEST_LOSS, WALL, Labels,
-                    is_regression, metric)
+from ._data import (BEST_STEP, BEST_VAL, NOT_RUN, PARAMS, SELECTION, STEP, STEPS, TEST,
+                    TEST_LOSS, WALL, Labels, is_regression, metric)
 
 Z_INFORMATIVE = 3.0  # a task is informative when a model beats its baseline by this many s.e.
 
@@ -157,7 +158,8 @@ def _best_over_baseline(of_task: pd.DataFrame, baseline: float, regression: bool
 
 
 SIGNIFICANCE_COLUMNS = ["task", "first", "second", *inference.Comparison.__dataclass_fields__,
-                        "m", "p_holm", "significant", "better", "mdd_family", "regression"]
+                        "m", "p_holm", "significant", "better", "mdd_family", "mdd_t_family",
+                        "regression"]
 
 
 def _seed_scores(final: pd.DataFrame, task: str, labels: Labels) -> pd.DataFrame:
@@ -250,3 +252,94 @@ def apart(ranks: dict) -> set[frozenset]:
     if isinstance(pairs, pd.DataFrame) and not pairs.empty:
         return {frozenset((r.first, r.second)) for r in pairs.itertuples() if r.significant}
     return set()
+
+
+# --------------------------------------------------------------------------------------------
+# What the design can decide, said once (the index states it before any finding)
+
+
+def seeds_needed(m: int, alpha: float = inference.ALPHA) -> int:
+    """The fewest paired seeds at which the exact sign-flip test's smallest two-sided p,
+    2 / 2^n, reaches Holm's first-step level alpha / m."""
+    return math.ceil(math.log2(2 * max(m, 1) / alpha))
+
+
+def tasks_needed(m: int, alpha: float = inference.ALPHA) -> int:
+    """The fewest tasks at which the exact Wilcoxon test's smallest p reaches alpha / m."""
+    n = 1
+    while inference.smallest_wilcoxon_p(n) > alpha / max(m, 1):
+        n += 1
+    return n
+
+
+def design_lines(differences: pd.DataFrame, across: dict, labels: Labels) -> list[str]:
+    """What the tuned comparisons of this store can decide: per task the held-out paired
+    seeds n, the pairs m, whether the exact test's smallest p reaches the Holm level alpha / m,
+    and the differences detectable there with 80 % power (from each pair's observed spread);
+    then what the ranks across tasks can decide. True whichever way the data fall."""
+    if differences.empty:
+        return []
+    alpha = inference.ALPHA
+    lines, parts = [], []
+    for (n, m), group in differences.groupby(["n", "m"], sort=True):
+        n, m = int(n), int(m)
+        smallest = inference.smallest_sign_flip_p(n) if n <= inference.EXACT_MAX_N else 0.0
+        level = alpha / max(m, 1)
+        tasks = sorted(group["task"].unique())
+        head = (f"on {labels.tasks_text(tasks)}, n = {n} held-out paired seeds per cell and "
+                f"{m} model pair{'s' if m != 1 else ''} (Holm level {alpha:g}/{m} = "
+                f"{level:.2g})")
+        if n < 2:
+            parts.append(head + "; no comparison can be tested")
+            continue
+        if smallest > level:
+            head += (f"; the exact test's smallest p, {smallest:.3g}, cannot reach it (that "
+                     f"needs n ≥ {seeds_needed(m)}), so no pairwise difference can be declared;"
+                     " a paired t-test there would detect with 80% power:")
+            column = "mdd_t_family"
+        else:
+            head += "; detectable with 80% power:"
+            column = "mdd_family"
+        ranges = []
+        for task in tasks:
+            of_task = group[group["task"] == task]
+            values = of_task[column].to_numpy(dtype=float)
+            values = values[np.isfinite(values)]
+            if values.size:
+                unit = " MSE" if bool(of_task["regression"].iloc[0]) else " pp"
+                spec = ".2g" if unit == " MSE" else ".1f"
+                ranges.append(f"{labels.task(task)} {values.min():{spec}}–"
+                              f"{values.max():{spec}}{unit}")
+        parts.append(head + " " + (", ".join(ranges) or "no difference (no spread)"))
+    lines.append("Tuned comparisons " + "; ".join(parts) + ".")
+    table = across.get("ranks")
+    if isinstance(table, pd.DataFrame) and table.shape[0] >= 2 and "smallest_p" in across:
+        k = table.shape[1]
+        m = k * (k - 1) // 2
+        if across["smallest_p"] > alpha / max(m, 1):
+            lines.append(
+                f"Across {table.shape[0]} tasks the exact Wilcoxon test's smallest p, "
+                f"{across['smallest_p']:.3g}, cannot reach the Holm level {alpha:g}/{m} (that "
+                f"needs ≥ {tasks_needed(m)} tasks): average ranks are shown, no pair is "
+                "separated, and the critical-difference diagram is left out.")
+    return lines
+
+
+# --------------------------------------------------------------------------------------------
+# Did the runs finish: how many peaked at their last evaluation
+
+
+def peaked_last(final: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
+    """Per (task, model, depth): ``runs`` (finished runs in ``final``) and ``at_last``, how many
+    of them selected their last evaluation (``best_step`` at the largest step evaluated): a run
+    still improving when its budget ended. Empty when the rows record no best step."""
+    columns = ["task", "model", "depth", "runs", "at_last"]
+    if final.empty or BEST_STEP not in final.columns or evals.empty or STEP not in evals.columns:
+        return pd.DataFrame(columns=columns)
+    last = pd.to_numeric(evals[STEP], errors="coerce").groupby(evals["run_id"]).max()
+    best = pd.to_numeric(final[BEST_STEP], errors="coerce")
+    at_last = (best.to_numpy() >= final["run_id"].map(last).to_numpy(dtype=float))
+    frame = final.assign(at_last=at_last)
+    out = frame.groupby(["task", "model", "depth"], as_index=False).agg(
+        runs=("run_id", "size"), at_last=("at_last", "sum"))
+    return out[columns]

@@ -212,7 +212,7 @@ def _sensitivity_series(ax, mine: pd.DataFrame, point: dict, paired: bool, rlrs:
         ax.plot(curve.index, curve.values, color=style.model_colour(model),
                 linestyle=_LINESTYLES[i % len(_LINESTYLES)], marker=style.model_marker(model),
                 markersize=2.5, linewidth=0.9, label=point["model"] if i == 0 else None)
-    chosen = mine[mine["tuned"]]
+    chosen = mine[mine["selected"]]
     if not chosen.empty:  # the selected rate, in the model's colour
         star = (chosen["lr"].iloc[0], chosen["value"].mean())
         data.append({**point, "mark": "selected", "line": None, "lr": star[0],

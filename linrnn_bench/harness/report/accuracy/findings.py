@@ -6,7 +6,6 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import stats as inference
-from .. import _stats
 from .._artifacts import Finding
 from ._data import TITLES, Labels
 from ._statistics import Z_INFORMATIVE, friedman_text
@@ -14,10 +13,13 @@ from ._statistics import Z_INFORMATIVE, friedman_text
 
 def findings(informative: pd.DataFrame, significance: pd.DataFrame, ranks: dict,
              tuned_tasks: list[str], left_out: list[tuple[str, str]], labels: Labels,
-             run_ids: tuple[str, ...], bracketed: str = "") -> Finding:
+             run_ids: tuple[str, ...], bracketed: str = "",
+             converged: pd.DataFrame | None = None) -> Finding:
     """What the statistics support: which tasks are informative, each informative task's
-    pairwise comparisons, the ranking across tasks, whether the tuning bracketed each
-    optimum (``bracketed``: `bracketing_text`), and what the preset leaves out."""
+    largest difference (and its verdicts where n lets the test decide), the ranking across
+    tasks, how many runs were still improving (``converged``: `peaked_last`), whether the
+    tuning bracketed each optimum (``bracketed``: `bracketing_text`), and what the preset
+    leaves out. What the design cannot decide is said once, in `design_lines`."""
     regression_tasks = set(informative.loc[informative["metric"].str.startswith("test MSE"),
                                            "task"])
     verdicts = dict(zip(informative["task"], informative["informative"]))
@@ -29,6 +31,8 @@ def findings(informative: pd.DataFrame, significance: pd.DataFrame, ranks: dict,
         lines.append(_task_finding(labels.task(task), of_task,
                                    regression=task in regression_tasks))
     lines += _rank_findings(ranks)
+    if converged is not None and not converged.empty:
+        lines.append(_convergence_finding(converged, labels))
     if tuned_tasks and bracketed:
         lines.append(bracketed.strip())
     if not tuned_tasks:
@@ -40,6 +44,21 @@ def findings(informative: pd.DataFrame, significance: pd.DataFrame, ranks: dict,
                      + ".")
     return Finding(name="accuracy_findings", title=TITLES["accuracy_findings"],
                    lines=tuple(lines), runs=run_ids)
+
+
+def _convergence_finding(converged: pd.DataFrame, labels: Labels) -> str:
+    """How many tuned runs peaked at their last evaluation, per task; most of them doing so
+    says the comparisons are of models still improving."""
+    per_task = converged.groupby("task")[["at_last", "runs"]].sum()
+    total, runs = int(per_task["at_last"].sum()), int(per_task["runs"].sum())
+    text = (f"Still improving when training ended (best validation at the last evaluation): "
+            f"{total} of {runs} compared runs ("
+            + ", ".join(f"{labels.task(task)} {int(r.at_last)}/{int(r.runs)}"
+                        for task, r in per_task.iterrows()) + ")")
+    if 2 * total > runs:
+        text += ("; most had not converged, so these are comparisons at this training budget, "
+                 "not of the models' best")
+    return text + "."
 
 
 def _informative_lines(verdicts: dict[str, str], labels: Labels) -> list[str]:
@@ -63,48 +82,50 @@ def _informative_lines(verdicts: dict[str, str], labels: Labels) -> list[str]:
 
 
 def _task_finding(task: str, of_task: pd.DataFrame, regression: bool) -> str:
-    """One task's pairwise comparisons in a sentence: what is significant, and every pair's
-    size, interval, d_z, Holm p and detectable difference, true whichever way they come out."""
-    unit = "" if regression else " pp"
+    """One task's comparisons in one sentence: its largest difference with its interval and n,
+    and, where n lets the exact test reach the Holm level, which pairs differ; every pair's
+    detail is in the table accuracy_significance."""
+    unit = " MSE" if regression else " pp"
+    spec = ".2g" if regression else ".1f"
     n = int(of_task["n"].max()) if len(of_task) else 0
     if n < 2:
         return (f"On {task}, {n} paired seed{'s' if n != 1 else ''}: no difference between "
                 "models can be tested (a comparison needs at least two seeds).")
-    test = of_task["test"].iloc[0]
+    top = of_task.loc[of_task["diff"].abs().idxmax()]
+    text = (f"On {task} (n = {n}): largest difference {top['first']} − {top['second']} "
+            f"{top['diff']:+{spec}}{unit}, 95% CI [{top['low']:+{spec}}, {top['high']:+{spec}}]")
     m = int(of_task["m"].iloc[0])
-    head = (f"On {task} ({n} paired seeds; {test} test, Holm over the task's {m} "
-            f"pair{'s' if m != 1 else ''}, 5%): ")
-    spec = ".3g" if regression else ".2f"
-    pairs = "; ".join(_stats.comparison_text(r, unit, spec) for r in of_task.itertuples())
-    return (head + _stats.family_verdict(of_task) + " Per pair (first − second, 95% CI, d_z, "
-            "Holm p, the difference detectable with 80% power at 5% assuming normal "
-            f"differences): {pairs}.")
+    if float(of_task["smallest_p"].max()) <= inference.ALPHA / max(m, 1):
+        supported = of_task[of_task["significant"]]
+        text += ("; significant (Holm, 5%): " + ", ".join(
+            f"{r.better} over {r.second if r.better == r.first else r.first}"
+            for r in supported.itertuples()) if not supported.empty
+            else "; no pair differs significantly (Holm, 5%)")
+    return text + " (every pair: accuracy_significance)."
 
 
 def _rank_findings(ranks: dict) -> list[str]:
-    """The ranking across tasks, and only the pairwise claims that hold under every tie-break."""
+    """The ranking across tasks, and the pairwise claims only where the exact Wilcoxon test
+    can reach the Holm level (else `design_lines` says why none is made)."""
     table = ranks.get("ranks")
     if not isinstance(table, pd.DataFrame) or table.shape[0] < 2:
         return []
     average = table.mean(axis=0).sort_values()
     best = ", ".join(f"{m} {r:.2f}" for m, r in average.items())
+    text = (f"Across {table.shape[0]} tasks, average ranks (lower is better): {best}. "
+            f"{friedman_text(ranks)}")
+    if ranks["weak"]:
+        text += " Fewer than five tasks: each is one observation of the ordering."
+    k = table.shape[1]
+    if ranks["smallest_p"] > inference.ALPHA / max(k * (k - 1) // 2, 1):
+        return [text]
     pairs = ranks.get("pairs")
     apart = (pairs[pairs["significant"]] if isinstance(pairs, pd.DataFrame) and not pairs.empty
              else pd.DataFrame())
     if apart.empty:
-        verdict = ("no two models differ significantly across tasks (Wilcoxon signed-rank, "
-                   "Holm, 5%, under every tie-break), so no overall ordering is supported.")
+        text += " No two models differ significantly across tasks (Wilcoxon-Holm, 5%)."
     else:
-        verdict = "; ".join(
+        text += " " + "; ".join(
             f"{r.better} ranks better than {r.second if r.better == r.first else r.first} "
-            f"(Wilcoxon-Holm p = {r.p_holm:.2g})" for r in apart.itertuples()) + (
-            " (Wilcoxon signed-rank, Holm, 5%, under every tie-break).")
-    text = (f"Across {table.shape[0]} tasks, average ranks (lower is better): {best}. "
-            f"{friedman_text(ranks)} Pairwise: {verdict}")
-    if ranks["smallest_p"] > inference.ALPHA:
-        text += (f" With {table.shape[0]} tasks the exact Wilcoxon test's smallest p is "
-                 f"{ranks['smallest_p']:.3g}, so no pair could have reached 5%.")
-    if ranks["weak"]:
-        text += (" A rank claim over fewer than five tasks is weak: each task is one "
-                 "observation of the ordering.")
+            f"(Wilcoxon-Holm p = {r.p_holm:.2g})" for r in apart.itertuples()) + "."
     return [text]

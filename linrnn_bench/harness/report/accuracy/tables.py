@@ -150,7 +150,7 @@ def informative_table(informative: pd.DataFrame, labels: Labels, scale: str,
     )
 
 
-_DIFFERENCES = ["difference", "95% CI low", "95% CI high", "MDD", "MDD (Holm)", "MDD (paired t)"]
+_DIFFERENCES = ["difference", "95% CI low", "95% CI high", "MDD", "MDD (Holm)", "MDD (paired t, Holm)"]
 
 
 def significance_table(significance: pd.DataFrame, labels: Labels, tuning: str, scale: str,
@@ -175,7 +175,7 @@ def significance_table(significance: pd.DataFrame, labels: Labels, tuning: str, 
         "favours": significance["better"],
         "MDD": significance["mdd"],
         "MDD (Holm)": significance["mdd_family"],
-        "MDD (paired t)": significance["mdd_t"],
+        "MDD (paired t, Holm)": significance["mdd_t_family"],
     }).set_index(["Task", "Pair"])
     return Table(
         name=name,
@@ -211,7 +211,7 @@ def _significance_caption(significance: pd.DataFrame, tuning: str, scale: str) -
         "standard deviation of this pair's differences, assuming they are normal); 'inf' "
         "where the exact test cannot reach 5% at this n. 'MDD (Holm)' is at 5% / m for the "
         "task's m pairs, where Holm rejects a pair whatever the others do; 'MDD (paired "
-        "t)' is what a paired t-test at 5% could detect. A 'no' is absence of evidence, "
+        "t, Holm)' is what a paired t-test at 5% / m could detect. A 'no' is absence of evidence, "
         f"not evidence of equality, when the difference is below the MDD. {tuning} {scale}"
     )
 
