@@ -216,3 +216,25 @@ def test_percentile_bootstrap_undercovers_and_is_refused(n):
     assert n < inference.BOOTSTRAP_MIN_N
     with pytest.raises(inference.TooFewError):
         inference.percentile_bootstrap(x[0])
+
+
+@pytest.mark.parametrize("n", (5, 10))
+def test_an_interval_of_a_nonnegative_quantity_stays_on_its_support_and_covers(n):
+    # Per seed, a spread (the s.d. of ten layers' log norms, as the stability components are):
+    # positive and skewed. Its mean over n seeds gets the t interval with the lower bound
+    # raised to 0 (`nonnegative_interval`): never below 0, and covering the true mean.
+    rng = _rng(n, 7)
+    spreads = rng.standard_normal((DRAWS, n, 10)).std(axis=-1, ddof=1)
+    truth = float(_rng(n, 8).standard_normal((200_000, 10)).std(axis=-1, ddof=1).mean())
+    mean, t_sd = spreads.mean(axis=1), spreads.std(axis=1, ddof=1)
+    half = stats.t.ppf(0.975, n - 1) * t_sd / math.sqrt(n)
+    low, high = np.maximum(mean - half, 0.0), mean + half
+    assert np.mean((low <= truth) & (truth <= high)) >= _coverage_bound()
+    # The module's interval, draw by draw on a few draws; and a sample whose t interval crosses
+    # 0 stays on the support.
+    for row in spreads[:20]:
+        got = inference.nonnegative_interval(row)
+        ref = stats.ttest_1samp(row, 0.0).confidence_interval(inference.LEVEL)
+        assert got[1:3] == pytest.approx((max(ref.low, 0.0), ref.high))
+    _, low_bound, _, _ = inference.nonnegative_interval([0.001, 0.002, 0.5, 0.001, 0.003])
+    assert low_bound == 0.0

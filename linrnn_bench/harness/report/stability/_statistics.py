@@ -59,7 +59,7 @@ def _spread_summary(spread: pd.DataFrame) -> pd.DataFrame:
     """Per (depth, variant): seeds, the mean spread with its t interval, the drift."""
     records = []
     for (depth, variant), runs in spread.groupby(["depth", "variant"]):
-        _, low, high, _ = inference.mean_interval(runs["cv"])
+        _, low, high, _ = inference.nonnegative_interval(runs["cv"])
         records.append({
             "depth": int(depth), "variant": variant, "model": runs["model"].iloc[0],
             "seeds": len(runs), "cv": float(runs["cv"].mean()), "cv_low": low, "cv_high": high,
@@ -136,7 +136,7 @@ def comparison_pairs(names) -> list[tuple[str, str]]:
 
 def _components_summary(arrays: dict) -> pd.DataFrame:
     """Per (depth, variant): seeds, and each component's mean over seeds with its 95 % t
-    interval (`harness.stats.mean_interval`)."""
+    interval bounded below by 0, the components' support (`harness.stats.nonnegative_interval`)."""
     records = []
     for (depth, variant), a in arrays.items():
         if not a["seeds"]:
@@ -144,7 +144,7 @@ def _components_summary(arrays: dict) -> pd.DataFrame:
         by_seed = components_by_seed(a["norms"], a["steps"])
         record = {"network_depth": depth, "variant": variant, "seeds": len(a["seeds"])}
         for key, _, _ in COMPONENTS:
-            mean, low, high, _ = inference.mean_interval(by_seed[key])
+            mean, low, high, _ = inference.nonnegative_interval(by_seed[key])
             record.update({key: mean, f"{key}_low": low, f"{key}_high": high})
         records.append(record)
     return pd.DataFrame.from_records(records)
@@ -217,6 +217,6 @@ def init_components(norms: np.ndarray) -> dict[str, float]:
     for key, component, fewest in (("depth", state_norm.depth_component, 1),
                                    ("seed", state_norm.seed_component, 2)):
         per_seed = component(at_init) if len(at_init) >= fewest else np.array([])
-        mean, low, high, _ = inference.mean_interval(per_seed)
+        mean, low, high, _ = inference.nonnegative_interval(per_seed)
         record.update({key: mean, f"{key} low": low, f"{key} high": high})
     return record

@@ -164,7 +164,7 @@ def _stationary_finding(arrays: dict, stationary: pd.DataFrame, task: str,
             ranked = sorted(here, key=lambda v: (math.isnan(means_by[v]), means_by[v]))
             means = []
             for v in ranked:
-                mean, low, high, _ = inference.mean_interval(values[v])
+                mean, low, high, _ = inference.nonnegative_interval(values[v])
                 means.append(f"{_label(v)} {mean:.3g} [{low:.3g}, {high:.3g}]")
             text = (f"{label.capitalize()} component ({what}) at depth {depth}, mean and 95% "
                     f"t interval over seeds, from lowest: {', '.join(means)}.")

@@ -66,7 +66,8 @@ def summary(rows: pd.DataFrame, deepest: int) -> pd.DataFrame:
     """One record per (probe, variant, heads, network depth d): seeds, the geometric mean norm over
     layers 1..d and seeds, and per seed its depth component (s.d. of log norm across layers
     1..d) and seed component (RMS deviation of its log norms from the mean over seeds), each
-    with its mean and 95 % t interval over seeds (`harness.stats.mean_interval`)."""
+    with its mean and 95 % t interval over seeds, bounded below by 0
+    (`harness.stats.nonnegative_interval`)."""
     records = []
     for probe, (kind, column) in PROBES.items():
         of_kind = rows[rows[C.kind] == kind]
