@@ -10,6 +10,7 @@ print "Traceback". A new bad input is one new row.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import sqlite3
 import subprocess
@@ -28,7 +29,7 @@ from linrnn_bench import tasks
 from linrnn_bench.harness import config as _config
 from linrnn_bench.harness.cli import main
 from linrnn_bench.harness.errors import ConfigError, StoreError
-from linrnn_bench.harness.report import _writers
+from linrnn_bench.harness.report import MARKER, _writers
 from linrnn_bench.harness.store import Store
 
 from helpers import isolated_registry, small_store
@@ -65,6 +66,43 @@ def _folder_with_files(root: Path) -> Path:
     path = root / "papers"
     path.mkdir()
     (path / "draft.tex").write_text("my own file\n")
+    return path
+
+
+def _report_folder(root: Path, files: list[str]) -> Path:
+    """A folder as an earlier render left it, whose manifest also names ``files``."""
+    path = root / "rep"
+    path.mkdir()
+    (path / "index.md").write_text("# an earlier report\n")
+    (path / MARKER).write_text(json.dumps({"written_by": "harness.report.render",
+                                           "files": ["index.md", *files]}))
+    return path
+
+
+def _manifest_names_notes(root: Path) -> Path:
+    path = _report_folder(root, ["notes.txt"])
+    (path / "notes.txt").write_text("the user's notes\n")
+    return path
+
+
+def _manifest_through_link(root: Path) -> Path:
+    outside = root / "outside"
+    outside.mkdir()
+    (outside / "data.txt").write_text("not the report's\n")
+    path = _report_folder(root, ["link/data.txt"])
+    (path / "link").symlink_to(outside, target_is_directory=True)
+    return path
+
+
+def _tables_is_file(root: Path) -> Path:
+    path = _report_folder(root, [])
+    (path / "tables").write_text("a file where the report puts its tables/ folder\n")
+    return path
+
+
+def _dangling(root: Path) -> Path:
+    path = root / "gone"
+    path.symlink_to(root / "nowhere", target_is_directory=True)
     return path
 
 
@@ -176,7 +214,9 @@ def _outside(key: str) -> Callable[[Path], str]:
 
 FILES: dict[str, Callable[[Path], Path | str]] = {
     "store": small_store, "corrupt": _corrupt_store, "file": _file, "papers": _folder_with_files,
-    "notsqlite": _not_sqlite, **{key: _outside(key) for key in OUTSIDE},
+    "notsqlite": _not_sqlite, "notesmanifest": _manifest_names_notes,
+    "linkmanifest": _manifest_through_link, "tablesfile": _tables_is_file, "dangling": _dangling,
+    **{key: _outside(key) for key in OUTSIDE},
 }
 
 CLI_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
@@ -255,6 +295,25 @@ CLI_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
     ("report-workers", ["report", "--run", "--workers", "-1", "--executor", "processes",
                         "--store", "{store}", "--out", "{tmp}/r"], 2,
      ("workers", "positive integer")),
+    # The report folder: every refusal comes before any study runs and before anything is
+    # written; a manifest never makes the render delete a file it did not write.
+    ("report-manifest-names-users-file", ["report", "--store", "{store}", "--out",
+                                          "{notesmanifest}"], 2,
+     ("notes.txt", MARKER, "not a file the report writes", "--out")),
+    ("report-manifest-through-symlink", ["report", "--store", "{store}", "--out",
+                                         "{linkmanifest}"], 2,
+     ("link/data.txt", "symbolic link", "--out")),
+    ("report-run-tables-is-file", ["report", "--run", "--preset", "smoke", "--store", "{store}",
+                                   "--out", "{tablesfile}"], 2, ("tables is a file", "--out")),
+    ("report-run-out-dangling", ["report", "--run", "--preset", "smoke", "--store", "{store}",
+                                 "--out", "{dangling}"], 2,
+     ("gone is a symbolic link", "nowhere", "does not exist", "--out")),
+    ("report-run-only-unknown", ["report", "--run", "--preset", "smoke", "--store", "{store}",
+                                 "--out", "{tmp}/r", "--only", "nosuch"], 2,
+     ("'nosuch'", "accuracy_", "published_")),
+    ("report-run-only-not-a-name", ["report", "--run", "--preset", "smoke", "--store",
+                                    "{store}", "--out", "{tmp}/r", "--only", "../x"], 2,
+     ("'../x'", "file stem")),
     ("list-unknown", ["list", "gizmos"], 2, ("'gizmos'", "models")),
     # Outside layers whose module fails at import, or whose config class cannot be made.
     ("check-layer-module-nameerror", ["check-layer", "{nameerror}"], 2,

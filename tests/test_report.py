@@ -90,15 +90,13 @@ def test_render_writes_every_format_and_is_byte_identical(store, tmp_path):
 
     # A file an earlier render wrote (its manifest names it) and this one does not is gone
     # after the next render; a user's files in the folder are kept, and the report's bytes
-    # repeat, with the figures drawn in worker processes from their pickles this time.
+    # repeat, with the figures drawn in worker processes from their pickles this time. (A
+    # manifest naming anything else is refused: tests/test_report_folder.py.)
     manifest = json.loads((out / MARKER).read_text())
     assert set(manifest["files"]) == set(first) - {MARKER}
     (out / "figures" / "stale.png").write_bytes(b"old")
-    (out / "retired").mkdir()
-    (out / "retired" / "table.csv").write_bytes(b"old")
-    manifest["files"] += ["figures/stale.png", "retired/table.csv", "../outside.txt"]
+    manifest["files"] += ["figures/stale.png"]
     (out / MARKER).write_text(json.dumps(manifest))
-    (tmp_path / "outside.txt").write_text("a manifest never reaches outside its folder")
     (out / "notes.txt").write_text("mine")
     (out / "figures" / "accuracy_by_task_annotated.png").write_bytes(b"mine too")
     # So is the temporary folder of a render that was killed half-way.
@@ -109,8 +107,7 @@ def test_render_writes_every_format_and_is_byte_identical(store, tmp_path):
     user_files = {"notes.txt", "figures/accuracy_by_task_annotated.png"}
     assert _digests(out) == first | {f: _digests(out)[f] for f in user_files}
     assert (out / "notes.txt").read_text() == "mine"
-    assert not (out / "retired").exists()
-    assert (tmp_path / "outside.txt").exists()
+    assert not (out / "figures" / "stale.png").exists()
     assert not leftover.exists()
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".reports")]
 
@@ -122,6 +119,9 @@ def test_render_writes_every_format_and_is_byte_identical(store, tmp_path):
     assert index.index("## Accuracy") < index.index("## Published numbers (not ours)")
     assert "| S5 " in index and "PUBLISHED" in index
     provenance = json.loads((out / "provenance.json").read_text())
+    # Each name begins with its section's key, which `report --run --only` checks before runs.
+    assert all(name.startswith(f"{record['section']}_")
+               for name, record in provenance["artifacts"].items())
     entry = provenance["artifacts"]["accuracy_test"]
     assert entry["files"]["tables/accuracy_test.csv"] == first["tables/accuracy_test.csv"]
     assert entry["provenance"]["commits"] == [{"commit": SYNTHETIC_PROVENANCE["git_commit"], "dirty": False}]

@@ -704,7 +704,8 @@ def _cmd_figure(args) -> int:
 
 def _cmd_report(args) -> int:
     from . import studies
-    from .report import ReportError, ReportIncomplete, _writers, check_destination, render
+    from .report import (ReportError, ReportIncomplete, ReportPartlyReplaced, _writers,
+                         check_destination, check_only, render)
     from .runner import run_study
 
     items = _config.parse_overrides(getattr(args, "overrides", []))
@@ -717,7 +718,9 @@ def _cmd_report(args) -> int:
     try:
         # Before any study runs: a bad --out would otherwise be found after hours of runs.
         out = _writers.check_out_dir(args.out)
-        check_destination(args.store, out)
+        check_destination(args.store, out, only=args.only)
+        if args.run:  # without --run, render refuses an unknown name before it writes
+            check_only(args.only)
         _writers.FigureWriters.check_workers(args.workers)
     except (ReportError, ValueError) as e:
         raise UsageError(str(e)) from None
@@ -750,12 +753,25 @@ def _cmd_report(args) -> int:
         return _runs_failed(failed, args.store) or REPORT_INCOMPLETE
     except (ReportError, ValueError) as e:  # e.g. --out holds files it did not write
         raise UsageError(str(e)) from None
-    except OSError as e:  # a full disk or a permission change while writing
-        print(f"error: the report could not be written to {out}: {e.strerror or e}; the "
-              "previous report there, if any, is unchanged.", file=sys.stderr)
+    except ReportPartlyReplaced as e:  # it says how far it got; the next render completes it
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # a full disk or a permission change while drawing or moving in
+        print(f"error: {_report_write_failure(out, e)}", file=sys.stderr)
         return 1
     print(f"report written to {out}")
     return _runs_failed(failed, args.store)
+
+
+def _report_write_failure(out: Path, error: OSError) -> str:
+    """The line for a report that could not be written to ``out`` (`render` raises OSError
+    only when no file of the previous report there was replaced)."""
+    where = f" (writing {error.filename})" if error.filename else ""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"the disk is full{where}: the report was not written to {out}, and the "
+                "previous report there, if any, is unchanged. Free space and rerun the command.")
+    return (f"the report could not be written to {out}: {error.strerror or error}{where}; the "
+            "previous report there, if any, is unchanged.")
 
 
 def _report_run_options(args) -> None:

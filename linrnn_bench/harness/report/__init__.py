@@ -23,19 +23,34 @@ The output is a pure function of the store and the code: no timestamps, fixed im
 sorted JSON.
 
 `render` only ever replaces or removes files it wrote itself. The marker file ``MARKER`` in
-``out_dir`` is a manifest: the relative paths of every file the last render wrote. A new render
-is drawn into a temporary folder beside ``out_dir`` (a render that fails or is killed there
-leaves the previous report untouched), then its files are renamed into ``out_dir`` one by one,
-and the files of the old manifest that the new one lacks are removed. Any other file in
-``out_dir`` (a user's notes, a copy of a figure) is left as it is; a new file that would land on
-such a file, or an ``out_dir`` that contains the results store, is refused before anything is
-touched. The rename phase takes milliseconds; a render killed inside it leaves a folder whose
-manifest names the files of both reports, which the next render completes.
+``out_dir`` is a manifest: the relative paths of every file the last render wrote. A manifest is
+data a user can edit, so each entry is checked before anything is touched: it must name a file
+of the report's layout (``_TOP_FILES``, ``tables/<name>.{csv,md,tex}``,
+``figures/<name>.{png,pdf,csv}``), reached without a symbolic link, that is a regular file or
+absent; any other entry is refused, naming it, and nothing is changed.
+
+Everything that can refuse the folder is checked before the work (`check_destination`, which
+the command line calls before any study runs): a dangling symbolic link on the way, a file
+where the report puts a folder or a folder where it puts a file, a folder it cannot write, an
+``out_dir`` on another filesystem than the folder beside it, the manifest. A new render is drawn
+into a temporary folder beside ``out_dir``, named after its host and process so that another
+render clears it only once its owner has ended (a render that fails or is killed there leaves
+the previous report untouched). Then, holding a lock on the folder beside (renders into one
+folder take turns), it reads the manifest again, renames its files into ``out_dir`` one by one
+and removes the files of the old manifest that the new one lacks. Any other file in ``out_dir``
+(a user's notes, a copy of a figure) is left as it is; a new file that would land on such a
+file, or an ``out_dir`` that contains the results store, is refused before anything is touched.
+The rename phase takes milliseconds; a render stopped inside it leaves a folder whose manifest
+names the files of both reports, which the next render completes, and says how far it got
+(`ReportPartlyReplaced`). A full disk while drawing stops the render at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
+import fcntl
 import hashlib
 import importlib
 import json
@@ -43,8 +58,9 @@ import logging
 import os
 import re
 import shutil
+import socket
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,13 +72,19 @@ from . import _provenance, _published, _writers
 from ._artifacts import Artifact, Figure, Finding, Missing, Section, Table
 
 __all__ = ["Artifact", "Figure", "Finding", "Missing", "ReportError", "ReportIncomplete",
-           "Section", "Table", "check_destination", "render"]
+           "ReportPartlyReplaced", "Section", "Table", "check_destination", "check_only", "render"]
 
 log = logging.getLogger(__name__)
 
 # Marks a folder as written by `render`, so that only such a folder is ever replaced.
 MARKER = ".linrnn-bench-report"
 PUBLISHED_KEY = "published"
+# The files a render writes, relative to its folder (`_write`): the top-level ones, and per
+# folder the suffixes of its files. A manifest entry outside this layout is not the report's.
+_TOP_FILES = ("index.md", "provenance.json", "README.md")
+_FOLDERS = {"tables": _writers.TABLE_SUFFIXES, "figures": (*_writers.FIGURE_SUFFIXES, ".csv")}
+# A write failing with one of these fails every later write too: the render stops at once.
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 # Provenance fields that identify how a number was made (the run counts are not among them).
 _CITED = ("presets", "seeds", "hardware", "commits", "versions", "settings", "python",
           "study_version")
@@ -81,6 +103,25 @@ any other file put here.
 - `provenance.json`: per table and figure, the commit, hardware, process settings, seeds, preset
   and the sha256 of its files, for citing.
 """
+
+
+class ReportPartlyReplaced(Exception):
+    """Moving a drawn report into its folder failed after some of its files were moved in.
+
+    The folder's manifest names the files of both reports, so the next render completes it;
+    the message says how far this one got and why it stopped.
+    """
+
+    def __init__(self, out_dir: Path, moved: int, total: int, removed: int, stale: int,
+                 cause: OSError):
+        where = f" ({cause.filename})" if cause.filename else ""
+        super().__init__(
+            f"the report in {out_dir} was partly replaced: {moved} of {total} new files were "
+            f"moved in and {removed} of {stale} old ones removed when "
+            f"{cause.strerror or cause}{where} stopped it; its {MARKER} names the files of "
+            "both reports, so rerunning the command completes it."
+        )
+        self.cause = cause
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +159,9 @@ def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str
         ReportIncomplete: after the report is in place, when a section raised or a table or
             figure failed to write (each is stated in the index).
         ReportError: ``out_dir`` cannot take the report; nothing was written.
+        ReportPartlyReplaced: moving the drawn report in failed half-way (it says how far).
+        OSError: drawing failed (a full disk) or moving in failed before any file was moved;
+            the previous report is unchanged.
     """
     import matplotlib
 
@@ -128,15 +172,16 @@ def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str
     store = Snapshot(store if isinstance(store, Store) else Store(store))
     out_dir = Path(out_dir)
     _check_outside(store.path, out_dir)
-    owned = _owned_files(out_dir)
+    _check_folder(out_dir, whole=not only)
+    real = out_dir.resolve()  # drawn beside the folder itself, where --out is a link to it
     try:
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        _remove_leftovers(out_dir)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp",
-                                    dir=out_dir.parent))
+        real.parent.mkdir(parents=True, exist_ok=True)
+        _remove_leftovers(real)
+        tmp = Path(tempfile.mkdtemp(prefix=_temporary_prefix(real, os.getpid()), suffix=".tmp",
+                                    dir=real.parent))
         try:
             sections, files, failures = _render_into(store, tmp, workers, only)
-            _commit(tmp, out_dir, owned, files, keep=bool(only))
+            _commit(tmp, out_dir, files, keep=bool(only))
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -384,6 +429,8 @@ def _write_artifact(store: Store, section: _Section, artifact: Artifact, root: P
         else:
             paths = figures[artifact.name]()
     except Exception as e:  # stated in the index as not produced
+        if isinstance(e, OSError) and e.errno in _DISK_FULL:
+            raise  # no later file fits either: the render stops, with one line, not one each
         log.exception("writing %s", artifact.name)
         failures[artifact.name] = f"writing it failed: {type(e).__name__}: {e}"
         for stale in root.glob(f"*/{artifact.name}.*"):
@@ -428,13 +475,39 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def check_destination(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
-                      ) -> None:
-    """Raise `ReportError` unless a report of the store at ``store_path`` may be written into
-    ``out_dir`` (the checks `render` makes first; the command line makes them before any study
-    runs)."""
+# ---------------------------------------------------------------------------------------------
+# The report folder
+
+
+def check_destination(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+                      only: Sequence[str] = ()) -> None:
+    """Raise `ReportError` unless a report of the store at ``store_path`` (with ``only``: those
+    artifacts alone) may be written into ``out_dir``: the checks `render` makes first, which the
+    command line makes before any study runs."""
     _check_outside(Path(store_path), Path(out_dir))
-    _owned_files(Path(out_dir))
+    _check_folder(Path(out_dir), whole=not only)
+
+
+def check_only(names: Sequence[str]) -> None:
+    """Raise `ReportError` unless each of ``names`` can be a table or figure of the report: a
+    valid file stem that begins with its section's key and ``_``, as every artifact's name does.
+
+    Which names a report holds depends on the runs in the store (a task's figures appear with
+    its runs), so ``report --run`` checks this before its studies run, and `render` checks the
+    exact names once the sections are built.
+    """
+    keys = [*studies.names(), PUBLISHED_KEY]
+    for name in names:
+        try:
+            _writers.check_name(name)
+        except ValueError as e:
+            raise ReportError(str(e)) from None
+        if not any(name.startswith(f"{key}_") for key in keys):
+            raise ReportError(
+                f"No table or figure named {name!r} in the report: each name begins with its "
+                f"section's, one of {', '.join(f'{k}_' for k in keys)} (e.g. accuracy_test; "
+                "a rendered report's index.md lists them all)."
+            )
 
 
 def _check_outside(store_path: Path, out_dir: Path) -> None:
@@ -449,16 +522,127 @@ def _check_outside(store_path: Path, out_dir: Path) -> None:
         )
 
 
+def _check_folder(out_dir: Path, *, whole: bool) -> None:
+    """Refuse an ``out_dir`` the report cannot be moved into (`ReportError`, nothing touched):
+    a dangling symbolic link on its path; one that is not a folder, cannot be written or lies
+    on another filesystem than the folder beside it (where the report is drawn, then renamed
+    in); a manifest naming what the render did not write; something other than a folder where
+    the report keeps ``tables/`` and ``figures/``; with ``whole``, a top-level file in the way."""
+    _check_links(out_dir)
+    real = out_dir.resolve()
+    owned = _owned_files(out_dir)  # refuses a file in place of the folder, and a bad manifest
+    beside = real.parent
+    while not beside.exists():
+        beside = beside.parent
+    if not os.access(beside, os.W_OK | os.X_OK):
+        raise ReportError(
+            f"Refusing to write into {out_dir}: {beside} is not writable, and the report is "
+            f"drawn there, beside {real}, before it is moved in. Pass another --out."
+        )
+    if not real.exists():
+        return
+    device = _filesystem(real.parent)
+    _check_writable(out_dir, real, device)
+    for folder in _FOLDERS:
+        _check_target(out_dir, f"{folder}/", owned, device)
+    for name in _TOP_FILES if whole else ():
+        _check_target(out_dir, name, owned, device)
+
+
+def _check_links(out_dir: Path) -> None:
+    """Refuse ``out_dir`` if it, or a folder above it, is a symbolic link to nothing (the render
+    would find out only when it makes the folder, after drawing everything)."""
+    path = Path(os.path.abspath(out_dir))
+    for step in (path, *path.parents):
+        if step.is_symlink() and not step.exists():
+            raise ReportError(
+                f"--out {out_dir}: {step} is a symbolic link to {os.readlink(step)}, which does "
+                "not exist. Make that folder, remove the link, or pass another --out."
+            )
+        if step.exists():
+            return
+
+
+def _check_writable(out_dir: Path, folder: Path, device: int) -> None:
+    """Refuse a ``folder`` of the report that cannot be written, or that is on another
+    filesystem than ``device`` (the folder the report is drawn in: a rename crosses none)."""
+    if _filesystem(folder) != device:
+        raise ReportError(
+            f"Refusing to write into {out_dir}: {folder} is on another filesystem than the "
+            "folder beside it, where the report is drawn before it is renamed into place (a "
+            "rename stays within one filesystem). Pass a folder inside it, e.g. "
+            f"--out {out_dir / 'reports'}."
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ReportError(
+            f"Refusing to write into {out_dir}: {folder} is not writable. Make it writable or "
+            "pass another --out."
+        )
+
+
+def _filesystem(path: Path) -> int:
+    """The device of the filesystem holding ``path``."""
+    return os.stat(path).st_dev
+
+
+def _check_target(out_dir: Path, relative: str, owned: set[str], device: int) -> None:
+    """Refuse a path the report writes (``relative``; ending in ``/``: a folder) that a render
+    cannot put in place: reached through a symbolic link, a file or folder of the wrong kind
+    in the way, or a file an earlier render did not write (``owned``: what it did)."""
+    path = out_dir
+    parts = Path(relative).parts
+    for i, part in enumerate(parts):
+        path = path / part
+        folder = i < len(parts) - 1 or relative.endswith("/")
+        if path.is_symlink():
+            raise ReportError(
+                f"Refusing to write into {out_dir}: {path} is a symbolic link, which the "
+                "report never writes through or replaces. Move it aside or pass another --out."
+            )
+        if not os.path.lexists(path):
+            return
+        if folder and not path.is_dir():
+            raise ReportError(
+                f"Refusing to write into {out_dir}: {path} is a file, where the report keeps "
+                f"its folder {part}/. Move it aside or pass another --out."
+            )
+        if folder:
+            _check_writable(out_dir, path, device)
+    if relative.endswith("/"):
+        return
+    if not path.is_file():
+        raise ReportError(
+            f"Refusing to write into {out_dir}: {path} is not a regular file, and the report "
+            f"writes its file {relative} there. Move it aside or pass another --out."
+        )
+    if relative not in owned:
+        raise ReportError(
+            f"Refusing to write into {out_dir}: the report would replace {relative}, which an "
+            "earlier render did not write. Move that file aside or pass another --out."
+        )
+
+
 def _write_manifest(folder: Path, files: Sequence[str]) -> None:
     """Write the marker: which files under ``folder`` the render wrote (sorted, relative)."""
     manifest = {"written_by": "harness.report.render", "files": sorted(set(files))}
-    tmp = folder / f"{MARKER}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8", newline="\n")
-    os.replace(tmp, folder / MARKER)
+    _write_atomically(folder / MARKER,
+                      (json.dumps(manifest, indent=1) + "\n").encode("utf-8"))
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Put ``data`` at ``path`` whole or not at all (a failed write leaves no partial file)."""
+    tmp = path.with_name(f"{path.name}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _read_manifest(out_dir: Path) -> set[str] | None:
-    """The files an earlier render wrote into ``out_dir``; None when it holds no marker."""
+    """The files an earlier render wrote into ``out_dir``, as its marker says (unchecked: see
+    `_owned_files`); None when it holds no marker."""
     marker = out_dir / MARKER
     if not marker.is_file():
         return None
@@ -471,36 +655,75 @@ def _read_manifest(out_dir: Path) -> set[str] | None:
         # A marker of a render before manifests existed: its files are those its provenance
         # lists, plus the three it always writes.
         return _legacy_owned(out_dir)
-    return {f for f in files if _inside(out_dir, f)}
+    return set(files) - {MARKER}
 
 
 def _legacy_owned(out_dir: Path) -> set[str]:
-    owned = {"index.md", "provenance.json", "README.md"}
+    owned = set(_TOP_FILES)
     try:
         records = json.loads((out_dir / "provenance.json").read_text(encoding="utf-8"))
         for record in records.get("artifacts", {}).values():
             owned.update(record.get("files", {}))
     except (OSError, ValueError, AttributeError):
         pass
-    return {f for f in owned if _inside(out_dir, f)}
+    return owned
 
 
-def _inside(out_dir: Path, relative: str) -> bool:
-    """Whether ``relative`` names a path strictly inside ``out_dir`` (a manifest is data: a
-    hand-edited one must not make the render touch anything outside its folder)."""
-    path = Path(relative)
-    return not path.is_absolute() and ".." not in path.parts and relative not in ("", ".")
+def _in_layout(relative: str) -> bool:
+    """Whether ``relative`` is a path the report writes (`_TOP_FILES`, `_FOLDERS`)."""
+    if relative in _TOP_FILES:
+        return True
+    folder, _, name = relative.partition("/")
+    stem, suffix = os.path.splitext(name)
+    try:
+        _writers.check_name(stem)
+    except ValueError:
+        return False
+    return suffix in _FOLDERS.get(folder, ())
+
+
+def _entry_problem(out_dir: Path, relative: str) -> str | None:
+    """Why the manifest entry ``relative`` cannot name a file the render wrote; None if it can.
+
+    A manifest is data (a user can edit it, a link can be put in the folder): an entry counts
+    only if it is in the report's layout and, where it exists, a regular file inside
+    ``out_dir`` reached without a symbolic link.
+    """
+    path, parts = out_dir, Path(relative).parts
+    for part in () if Path(relative).is_absolute() or ".." in parts else parts:
+        path = path / part
+        if path.is_symlink():
+            return f"which is (or is reached through) the symbolic link {path}"
+    if not _in_layout(relative):
+        return ("which is not a file the report writes (tables/NAME.csv|md|tex, "
+                f"figures/NAME.png|pdf|csv, {', '.join(_TOP_FILES)})")
+    if not os.path.lexists(path):
+        return None  # gone already: nothing to remove
+    if not path.is_file():
+        return "which is not a regular file"
+    if out_dir.resolve() not in path.resolve().parents:
+        return f"which resolves to {path.resolve()}, outside the folder"
+    return None
 
 
 def _owned_files(out_dir: Path) -> set[str]:
     """The files of ``out_dir`` that a new render may replace or remove (raises if the folder
-    cannot take a report)."""
+    cannot take a report, or if its manifest names a file a render did not write)."""
     if not out_dir.exists():
         return set()
     if not out_dir.is_dir():
         raise ReportError(f"{out_dir} exists and is not a folder; pass another --out.")
     owned = _read_manifest(out_dir)
     if owned is not None:
+        problems = {f: _entry_problem(out_dir, f) for f in sorted(owned)}
+        bad = [f"{f}, {why}" for f, why in problems.items() if why]
+        if bad:
+            raise ReportError(
+                f"Refusing to write into {out_dir}: its manifest {MARKER} names {bad[0]}"
+                f"{f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''}; the report removes "
+                "or replaces only the files it wrote, and nothing was changed. Remove that "
+                f"entry from {out_dir / MARKER} or pass another --out."
+            )
         return owned
     contents = {p.name for p in out_dir.iterdir()}
     # A fresh clone's reports/ holds only the tracked note, which the render writes again.
@@ -516,36 +739,73 @@ def _owned_files(out_dir: Path) -> set[str]:
     )
 
 
-def _commit(tmp: Path, out_dir: Path, owned: set[str], files: Sequence[str], *,
-            keep: bool = False) -> None:
+def _commit(tmp: Path, out_dir: Path, files: Sequence[str], *, keep: bool = False) -> None:
     """Move the render in ``tmp`` into ``out_dir``: its files replace the old report's, the old
     report's files it lacks are removed (kept with ``keep``: a render of some artifacts only),
-    and nothing else in ``out_dir`` is touched."""
+    and nothing else in ``out_dir`` is touched.
+
+    Renders beside one another take turns here (`_locked`), and each checks the folder again
+    as it is now: a render that finished since this one began wrote its manifest.
+    """
     new = {f for f in files if f != MARKER}
-    collisions = sorted(f for f in new - owned if os.path.lexists(out_dir / f))
-    if collisions:
-        raise ReportError(
-            f"Refusing to write into {out_dir}: the report would replace "
-            f"{', '.join(collisions[:5])}{', ...' if len(collisions) > 5 else ''}, which an "
-            "earlier render did not write. Move those files aside or pass another --out."
-        )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # Until the old files are gone, the manifest names both reports' files, so a render killed
+    with _locked(tmp.parent):
+        owned = _owned_files(out_dir)
+        device = _filesystem(tmp.parent)
+        if out_dir.exists():
+            _check_writable(out_dir, out_dir.resolve(), device)
+        for relative in sorted(new):
+            _check_target(out_dir, relative, owned, device)
+        out_dir.mkdir(exist_ok=True)
+        _move_in(tmp, out_dir, owned, new, keep=keep)
+    shutil.rmtree(tmp, ignore_errors=True)  # empty folders by now
+
+
+def _move_in(tmp: Path, out_dir: Path, owned: set[str], new: set[str], *, keep: bool) -> None:
+    """Rename the ``new`` files from ``tmp`` into ``out_dir`` and remove the ``owned`` ones the
+    new report lacks (none with ``keep``). Failing before the first file is renamed or removed
+    leaves the folder as it was (its manifest too) and re-raises; failing after raises
+    `ReportPartlyReplaced`."""
+    marker = out_dir / MARKER
+    previous = marker.read_bytes() if marker.is_file() else None
+    stale = [] if keep else sorted(owned - new)
+    moved = removed = 0
+    # Until the old files are gone, the manifest names both reports' files, so a render stopped
     # in this phase leaves a folder whose every generated file the next render may replace.
     _write_manifest(out_dir, sorted(owned | new))
-    for relative in sorted(new):
-        target = out_dir / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp / relative, target)
-    if keep:
-        new |= owned
-    for relative in sorted(owned - new):
-        stale = out_dir / relative
-        if stale.is_file() or stale.is_symlink():
-            stale.unlink()
-        _remove_empty_parents(stale.parent, out_dir)
-    _write_manifest(out_dir, sorted(new))
-    shutil.rmtree(tmp)
+    try:
+        for relative in sorted(new):
+            target = out_dir / relative
+            target.parent.mkdir(exist_ok=True)
+            os.replace(tmp / relative, target)
+            moved += 1
+        for relative in stale:
+            (out_dir / relative).unlink(missing_ok=True)
+            removed += 1
+            _remove_empty_parents((out_dir / relative).parent, out_dir)
+        _write_manifest(out_dir, sorted(new | owned if keep else new))
+    except OSError as e:
+        if moved or removed:
+            raise ReportPartlyReplaced(out_dir, moved, len(new), removed, len(stale), e) from e
+        with contextlib.suppress(OSError):  # else the wider manifest stays: it does no harm
+            if previous is None:
+                marker.unlink()
+            else:
+                _write_atomically(marker, previous)
+        raise
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` (the one the report is drawn in, beside its
+    destination): renders moving into it take turns. The lock ends with the process, however
+    it ends. A filesystem that cannot lock a folder (NFS) leaves renders there unserialised."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _remove_empty_parents(folder: Path, out_dir: Path) -> None:
@@ -558,12 +818,39 @@ def _remove_empty_parents(folder: Path, out_dir: Path) -> None:
         folder = folder.parent
 
 
+def _temporary_prefix(out_dir: Path, pid: int) -> str:
+    """The start of the name of the temporary folder process ``pid`` of this host draws the
+    report of ``out_dir`` in (`tempfile.mkdtemp` adds a random part without dots)."""
+    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+    return f".{out_dir.name}.{host}.{pid}."
+
+
 def _remove_leftovers(out_dir: Path) -> None:
-    """Remove the temporary folders of an earlier render that was killed (they hold the marker)."""
-    for pattern in (f".{out_dir.name}.*.tmp", f".{out_dir.name}.*.old"):
-        for leftover in out_dir.parent.glob(pattern):
-            if leftover.is_dir() and (leftover / MARKER).exists():
-                shutil.rmtree(leftover)
+    """Remove the temporary folders of renders into ``out_dir`` that were killed (they hold the
+    marker): those of this host whose process has ended, and those of earlier versions, whose
+    names carry no owner. A live render's folder, or another host's, is never touched."""
+    for suffix in (".tmp", ".old"):
+        for leftover in out_dir.parent.glob(f".{out_dir.name}.*{suffix}"):
+            owner = leftover.name[len(out_dir.name) + 2:-len(suffix)].split(".")
+            if len(owner) == 3 and owner[1].isdigit():
+                pid = int(owner[1])
+                if not leftover.name.startswith(_temporary_prefix(out_dir, pid)) or _alive(pid):
+                    continue
+            elif len(owner) != 1:  # another folder's (``.<out_dir>.v2...``): not ours to judge
+                continue
+            if leftover.is_dir() and not leftover.is_symlink() and (leftover / MARKER).exists():
+                shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
