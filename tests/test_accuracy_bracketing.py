@@ -189,8 +189,24 @@ def test_tuning_seeds_is_checked_and_a_plan_prices_the_completing_seeds():
     wide = A.grid(A.widest(config))
     # Seed 1 at the grid's 3 pairs and one step beyond each end; seeds 2 and 3 at one pair.
     assert sorted(s.seed for s in wide) == [1] * 5 + [2, 3]
-    # tuning_seeds at least the number of seeds: every seed at every pair.
-    assert A.tune_seeds(_config(lr_extend=0, tuning_seeds=5)) == (1, 2)
+    # tuning_seeds as many as the seeds: every seed at every pair.
+    assert A.tune_seeds(_config(lr_extend=0, tuning_seeds=2)) == (1, 2)
+
+
+def test_tuning_seeds_that_cannot_mean_anything_are_refused():
+    with pytest.raises(ValueError, match=r"tuning_seeds=5 is more than the 2 seeds.*"
+                                         r"accepted: 0 to 2"):
+        _config(lr_extend=0, tuning_seeds=5)
+    with pytest.raises(ValueError, match=r"tuning_seeds=1 needs a tuned task.*tune_tasks is "
+                                         r"empty.*accepted: tuning_seeds=0"):
+        dataclasses.replace(_config(lr_extend=0), tune_tasks=(), tuning_seeds=1)
+    # A preset's tuning_seeds (cpu: 2) does not stop `train`'s one run at the recipe (no
+    # tuned task, the seeds given), nor the sizing of its parameter-matched runs.
+    cpu = A.STUDY.config("cpu", {"match_parameters": "digits"})
+    assert cpu.tuning_seeds == 2 and A._sizing_key(cpu).tuning_seeds == 0
+    from linrnn_bench.harness.cli import main
+
+    assert main(["train", "model=lru", "task=digits", "seed=0", "--explain"]) == 0
 
 
 def test_a_diverged_rate_above_the_selected_one_brackets_it(tmp_path):

@@ -256,6 +256,14 @@ CLI_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
                         "--store", "{store}", "--out", "{tmp}/r"], 2,
      ("workers", "positive integer")),
     ("list-unknown", ["list", "gizmos"], 2, ("'gizmos'", "models")),
+    # Settings that cannot mean anything (issue 46): refused before anything runs.
+    ("tuning-seeds-beyond-seeds", ["study", "accuracy", "--preset", "smoke", "seeds=0,1",
+                                   "tune_tasks=digits", "lr_grid=0.001,0.01",
+                                   "recurrent_lr_grid=0.001,0.01", "tuning_seeds=3"], 2,
+     ("tuning_seeds=3", "more than the 2 seeds", "accepted: 0 to 2")),
+    ("tuning-seeds-without-tuned-task", ["study", "accuracy", "--preset", "smoke",
+                                         "tuning_seeds=1"], 2,
+     ("tuning_seeds=1", "tune_tasks is empty", "accepted: tuning_seeds=0")),
     # Outside layers whose module fails at import, or whose config class cannot be made.
     ("check-layer-module-nameerror", ["check-layer", "{nameerror}"], 2,
      ("'outside_nameerror'", "NameError", "undefined_name", "fix the module")),

@@ -221,11 +221,27 @@ class AccuracyConfig:
             if any(len(e) != 5 for e in getattr(self, name)):
                 raise ValueError(f"{name} holds (model, task, depth, lr, recurrent_lr) entries "
                                  f"read from the store; got {getattr(self, name)!r}.")
+        self._check_tuning_seeds()
+
+    def _check_tuning_seeds(self) -> None:
+        """Check ``tuning_seeds``: an integer from 0 to the number of seeds, and 0 unless a task
+        is tuned (it counts the seeds a tuned task trains at every pair)."""
         if not is_integer(self.tuning_seeds) or self.tuning_seeds < 0:
             raise ValueError(
                 f"tuning_seeds must be a non-negative integer (how many of the seeds, the first "
                 f"ones, a tuned task trains at every learning-rate pair; 0: every seed); got "
                 f"{self.tuning_seeds!r}.")
+        n = len(self.seeds)
+        if self.tuning_seeds > n:
+            raise ValueError(
+                f"tuning_seeds={self.tuning_seeds} is more than the {n} seed{'s' * (n != 1)} "
+                f"given (seeds={self.seeds!r}); accepted: 0 to {n} (0: every seed at every "
+                "learning-rate pair).")
+        if self.tuning_seeds and not self.tune_tasks:
+            raise ValueError(
+                f"tuning_seeds={self.tuning_seeds} needs a tuned task, but tune_tasks is empty "
+                "(tuning_seeds counts the seeds a tuned task trains at every learning-rate "
+                "pair); accepted: tuning_seeds=0, or name the tasks to tune in tune_tasks.")
 
     def _check_sizing(self) -> None:
         """Check ``match_parameters`` (among the tasks) and ``parameter_budget``."""
@@ -315,7 +331,7 @@ def grid(config: AccuracyConfig) -> list[RunSpec]:
 def _sizing_key(config: AccuracyConfig) -> AccuracyConfig:
     """``config`` without what does not decide a matched run's sizes (a cache key)."""
     return dataclasses.replace(config, seeds=(0,), lr_extensions=(), tune_tasks=(),
-                               lr_grid=(), recurrent_lr_grid=(), lr_extend=0)
+                               lr_grid=(), recurrent_lr_grid=(), lr_extend=0, tuning_seeds=0)
 
 
 @functools.cache
