@@ -91,6 +91,23 @@ def test_a_cell_waits_for_its_every_seed_and_a_grid_without_lr_extend_stays(tmp_
     assert _pairs(A.STUDY.bind(_config(lr_extend=0), store)) == _pairs(_config(lr_extend=0))
 
 
+@pytest.mark.parametrize("best_lr, grown", [(10.0, [(0.1, 0.1), (1.0, 1.0)]),
+                                             (1e-6, [(1e-4, 1e-4), (1e-5, 1e-5)])])
+def test_the_grid_grows_along_its_own_diagonal_whatever_the_recipe(tmp_path, best_lr, grown):
+    # The recipe's pair (3e-3, 1e-3) is trained beside this two-pair diagonal but is not on it:
+    # each step beyond an end continues the grid's own spacing (both rates times 10), not one
+    # measured through the recipe's pair (which stepped to (3e-2, 1e-2), off the diagonal).
+    store = Store(tmp_path / "s.sqlite")
+    config = _config(lr_extend=2, lr_grid=(1e-3, 1e-2), recurrent_lr_grid=(1e-3, 1e-2))
+    assert (config.train.lr, config.train.recurrent_lr) == (3e-3, 1e-3)
+    study = _study(best_lr)
+    run_study(study, config, store=store, progress=False)
+    bound = study.bind(config, store)
+    assert [e[3:] for e in bound.lr_extensions] == grown
+    # What a plan prices (`widest`) holds what the grid grew into.
+    assert set(bound.lr_extensions) <= set(A.widest(config).lr_extensions)
+
+
 def test_a_plan_prices_the_widest_grid():
     config = _config(lr_extend=2)
     assert _pairs(A.widest(config)) == [(3e-4, 1e-4), (1e-3, 3e-4), (3e-3, 1e-3),

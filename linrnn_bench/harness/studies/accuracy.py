@@ -430,7 +430,8 @@ def tuning_state(config: AccuracyConfig, store: Any
                             tuple[tuple[str, str, int, float, float], ...]]:
     """``(lr_extensions, lr_selected)`` from the runs ``store`` holds. Per tuned (model, task,
     depth), over its tuning seeds (`tune_seeds`): step outwards while every run of the current
-    pairs has finished (done or diverged) and `select` picks an end pair that may still grow
+    pairs has finished (done or diverged) and `select` picks an end pair of the grid (its
+    paired diagonal and the steps so far; the recipe's pair is no end) that may still grow
     (``lr_extend``); a cell whose runs have all finished and that may grow no further has its
     selection final, and its pair is in ``lr_selected`` (needed only with ``tuning_seeds``)."""
     completing = _completing(config)
@@ -447,11 +448,14 @@ def tuning_state(config: AccuracyConfig, store: Any
     for spec in grid(base):
         if spec.task in config.tune_tasks and spec.parameter_budget is None:
             cells.setdefault((spec.network.layer, spec.task, spec.network.depth), []).append(spec)
+    # The paired grid's own diagonal, which a step continues: the recipe's pair is trained too
+    # but is no point of the grid's spacing (counted in, it bent the steps off the diagonal).
+    diagonal = sorted(zip(config.lr_grid, config.recurrent_lr_grid))
     added, selected = [], []
     for cell, specs in cells.items():
         pairs = sorted({(s.train.lr, s.train.recurrent_lr) for s in specs})
         seeds = [s for s in specs if (s.train.lr, s.train.recurrent_lr) == pairs[0]]
-        grown = {+1: 0, -1: 0}
+        grown, ends = {+1: 0, -1: 0}, list(diagonal)
         while True:
             ids = [STUDY.run_id(dataclasses.replace(s, train=dataclasses.replace(
                 s.train, lr=lr, recurrent_lr=rlr))) for lr, rlr in pairs for s in seeds]
@@ -461,12 +465,13 @@ def tuning_state(config: AccuracyConfig, store: Any
             selection = ("loss" if not cell_rows.empty
                          and (cell_rows[COLUMNS.names.selection] == "loss").all() else "accuracy")
             chosen = select(cell_rows, selection)
-            direction = {pairs[-1]: +1, pairs[0]: -1}.get(chosen) if chosen else None
+            direction = ({ends[-1]: +1, ends[0]: -1}.get(chosen)
+                         if chosen and config.lr_extend else None)
             if direction is not None and grown[direction] < config.lr_extend:
-                pair = next_pair(pairs, direction)
+                pair = next_pair(ends, direction)
                 grown[direction] += 1
                 added.append((*cell, *pair))
-                pairs = sorted([*pairs, pair])
+                pairs, ends = sorted({*pairs, pair}), sorted([*ends, pair])
                 continue
             if chosen is not None and completing:
                 selected.append((*cell, *chosen))
