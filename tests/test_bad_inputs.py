@@ -264,6 +264,9 @@ CLI_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
     ("tuning-seeds-without-tuned-task", ["study", "accuracy", "--preset", "smoke",
                                          "tuning_seeds=1"], 2,
      ("tuning_seeds=1", "tune_tasks is empty", "accepted: tuning_seeds=0")),
+    ("rehearse-match-nothing", ["rehearse", "--preset", "smoke", "--study", "throughput",
+                                "--match", "no-such-program", "--no-tasks"], 2,
+     ("--match 'no-such-program'", "none of the 8 programs", "'layer lru forward")),
     # Outside layers whose module fails at import, or whose config class cannot be made.
     ("check-layer-module-nameerror", ["check-layer", "{nameerror}"], 2,
      ("'outside_nameerror'", "NameError", "undefined_name", "fix the module")),
