@@ -267,6 +267,9 @@ CLI_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
     ("rehearse-match-nothing", ["rehearse", "--preset", "smoke", "--study", "throughput",
                                 "--match", "no-such-program", "--no-tasks"], 2,
      ("--match 'no-such-program'", "none of the 8 programs", "'layer lru forward")),
+    ("check-layer-beyond-memory", ["check-layer", "lru", "--d-model", "100000", "--d-state",
+                                   "100000"], 2,
+     ("d_model=100000", "d_state=100000", "GiB", "memory")),
     # Outside layers whose module fails at import, or whose config class cannot be made.
     ("check-layer-module-nameerror", ["check-layer", "{nameerror}"], 2,
      ("'outside_nameerror'", "NameError", "undefined_name", "fix the module")),
