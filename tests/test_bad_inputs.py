@@ -270,6 +270,12 @@ CLI_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
     ("check-layer-beyond-memory", ["check-layer", "lru", "--d-model", "100000", "--d-state",
                                    "100000"], 2,
      ("d_model=100000", "d_state=100000", "GiB", "memory")),
+    ("stability-probe-beyond-memory", ["study", "stability", "--preset", "smoke",
+                                       "probe_length=1000000000"], 2,
+     ("stability.probe_length=1000000000", "GiB", "memory")),
+    ("stability-probe-beyond-generator", ["study", "stability", "--preset", "smoke",
+                                          "probe_length=2000000000"], 2,
+     ("stability.probe_length=2000000000", "'listops'", "no tree is longer than")),
     # Outside layers whose module fails at import, or whose config class cannot be made.
     ("check-layer-module-nameerror", ["check-layer", "{nameerror}"], 2,
      ("'outside_nameerror'", "NameError", "undefined_name", "fix the module")),
