@@ -91,6 +91,23 @@ def test_a_cell_waits_for_its_every_seed_and_a_grid_without_lr_extend_stays(tmp_
     assert _pairs(A.STUDY.bind(_config(lr_extend=0), store)) == _pairs(_config(lr_extend=0))
 
 
+@pytest.mark.parametrize("best_lr, grown", [(10.0, [(0.1, 0.1), (1.0, 1.0)]),
+                                             (1e-6, [(1e-4, 1e-4), (1e-5, 1e-5)])])
+def test_the_grid_grows_along_its_own_diagonal_whatever_the_recipe(tmp_path, best_lr, grown):
+    # The recipe's pair (3e-3, 1e-3) is trained beside this two-pair diagonal but is not on it:
+    # each step beyond an end continues the grid's own spacing (both rates times 10), not one
+    # measured through the recipe's pair (which stepped to (3e-2, 1e-2), off the diagonal).
+    store = Store(tmp_path / "s.sqlite")
+    config = _config(lr_extend=2, lr_grid=(1e-3, 1e-2), recurrent_lr_grid=(1e-3, 1e-2))
+    assert (config.train.lr, config.train.recurrent_lr) == (3e-3, 1e-3)
+    study = _study(best_lr)
+    run_study(study, config, store=store, progress=False)
+    bound = study.bind(config, store)
+    assert [e[3:] for e in bound.lr_extensions] == grown
+    # What a plan prices (`widest`) holds what the grid grew into.
+    assert set(bound.lr_extensions) <= set(A.widest(config).lr_extensions)
+
+
 def test_a_plan_prices_the_widest_grid():
     config = _config(lr_extend=2)
     assert _pairs(A.widest(config)) == [(3e-4, 1e-4), (1e-3, 3e-4), (3e-3, 1e-3),
@@ -189,8 +206,24 @@ def test_tuning_seeds_is_checked_and_a_plan_prices_the_completing_seeds():
     wide = A.grid(A.widest(config))
     # Seed 1 at the grid's 3 pairs and one step beyond each end; seeds 2 and 3 at one pair.
     assert sorted(s.seed for s in wide) == [1] * 5 + [2, 3]
-    # tuning_seeds at least the number of seeds: every seed at every pair.
-    assert A.tune_seeds(_config(lr_extend=0, tuning_seeds=5)) == (1, 2)
+    # tuning_seeds as many as the seeds: every seed at every pair.
+    assert A.tune_seeds(_config(lr_extend=0, tuning_seeds=2)) == (1, 2)
+
+
+def test_tuning_seeds_that_cannot_mean_anything_are_refused():
+    with pytest.raises(ValueError, match=r"tuning_seeds=5 is more than the 2 seeds.*"
+                                         r"accepted: 0 to 2"):
+        _config(lr_extend=0, tuning_seeds=5)
+    with pytest.raises(ValueError, match=r"tuning_seeds=1 needs a tuned task.*tune_tasks is "
+                                         r"empty.*accepted: tuning_seeds=0"):
+        dataclasses.replace(_config(lr_extend=0), tune_tasks=(), tuning_seeds=1)
+    # A preset's tuning_seeds (cpu: 2) does not stop `train`'s one run at the recipe (no
+    # tuned task, the seeds given), nor the sizing of its parameter-matched runs.
+    cpu = A.STUDY.config("cpu", {"match_parameters": "digits"})
+    assert cpu.tuning_seeds == 2 and A._sizing_key(cpu).tuning_seeds == 0
+    from linrnn_bench.harness.cli import main
+
+    assert main(["train", "model=lru", "task=digits", "seed=0", "--explain"]) == 0
 
 
 def test_a_diverged_rate_above_the_selected_one_brackets_it(tmp_path):

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
+import os
 import re
+import subprocess
 import sys
 import textwrap
-from importlib import metadata
 from pathlib import Path
 
 import equinox as eqx
@@ -295,20 +297,76 @@ def test_the_selective_layer_matches_its_recurrence_written_as_a_loop(outside):
     np.testing.assert_allclose(y, np.stack(expected), rtol=2e-5, atol=2e-6)
 
 
-def test_an_entry_point_adds_a_model_by_name(outside, monkeypatch):
-    def entry_points(group):
-        assert group == models.ENTRY_POINT_GROUP
-        return [metadata.EntryPoint(name=name, value=value, group=group)]
+def _installed(root: Path, distribution: str, entries: str, **modules: str) -> None:
+    """Distribution ``distribution`` as `pip install` leaves it, in ``root`` (on sys.path): a
+    dist-info folder whose entry_points.txt holds ``entries`` under the models' group, and
+    the modules' sources (name -> text)."""
+    info = root / f"{distribution.replace('-', '_')}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{models.ENTRY_POINT_GROUP}]\n{entries}\n")
+    for module, source in modules.items():
+        (root / f"{module}.py").write_text(source)
 
-    monkeypatch.setattr(metadata, "entry_points", entry_points)
-    name, value = "toy", TOY
-    _registry._load_entry_points()  # the toy is already registered: resolving it again is a no-op
-    name, value = "wrong", TOY
-    with pytest.raises(ValueError, match="entry point 'wrong'.*registers its layer as 'toy'"):
-        _registry._load_entry_points()
-    name, value = "missing", "toy_layer:Nope"
-    with pytest.raises(ValueError, match="entry point 'missing'.*does not register a model"):
-        _registry._load_entry_points()
+
+def test_an_entry_point_adds_a_model_by_name(outside, tmp_path, monkeypatch, caplog):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _installed(tmp_path, "toy-layer", f"toy = {TOY}")
+    with caplog.at_level(logging.WARNING, logger="linrnn_bench.models"):
+        _registry._load_entry_points()  # the toy is already registered: a no-op, no warning
+    assert models.resolve("toy") == "toy" and not caplog.records
+
+
+# A broken entry point of an installed distribution: (id, its entry_points.txt lines, its
+# modules, the words of the one line that leaves it out, the name a user would ask for).
+BROKEN_ENTRY_POINTS = [
+    ("import-fails", "faulty = faulty_layer:Faulty",
+     {"faulty_layer": "import nonexistent_dependency\n"},
+     ("ModuleNotFoundError: No module named 'nonexistent_dependency'",), "faulty"),
+    ("names-another-model", f"wrong = {TOY}", {}, ("registers its layer as 'toy'",), "wrong"),
+    ("not-registered", "missing = toy_layer:Nope", {}, ("has no attribute 'Nope'",), "missing"),
+    ("not-a-path", "plain = toy_layer", {}, ("'package.module:Layer'",), "plain"),
+    ("malformed-file", "faulty faulty_layer:Faulty", {},
+     ("entry_points.txt", "cannot be read", "TypeError"), None),
+]
+
+
+@pytest.mark.parametrize("entries, modules, words, name", [c[1:] for c in BROKEN_ENTRY_POINTS],
+                         ids=[c[0] for c in BROKEN_ENTRY_POINTS])
+def test_a_broken_entry_point_is_one_line_and_the_rest_of_the_harness_works(
+        outside, tmp_path, monkeypatch, caplog, capsys, entries, modules, words, name):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _installed(tmp_path, "broken-layer", entries, **modules)
+    with isolated_registry(*modules), caplog.at_level(logging.WARNING,
+                                                      logger="linrnn_bench.models"):
+        monkeypatch.setattr(_registry, "_loaded", False)  # a fresh process's first look-up
+        assert cli.main(["list", "models"]) == 0
+        assert re.search(r"^\s+lru\s", capsys.readouterr().out, flags=re.MULTILINE)
+        [record] = caplog.records
+        line = record.getMessage()
+        assert "\n" not in line and "'broken-layer'" in line, line
+        for word in words:
+            assert word in line, (word, line)
+        # Our models train; the broken one, checked by name, is that line as an error.
+        assert cli.main(["train", "model=lru", "preset=smoke", "--explain"]) == 0
+        capsys.readouterr()
+        if name is not None:
+            assert cli.main(["check-layer", name]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and "'broken-layer'" in err and words[0] in err, err
+
+
+def test_a_broken_entry_point_in_a_fresh_process_is_one_line_on_stderr(tmp_path):
+    _installed(tmp_path, "broken-layer", "faulty = faulty_layer:Faulty",
+               faulty_layer="import nonexistent_dependency\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
+           "LINRNN_JAX_CACHE": ""}
+    done = subprocess.run([sys.executable, "-m", "linrnn_bench", "list", "models"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^\s+lru\s", done.stdout, flags=re.MULTILINE)
+    [line] = done.stderr.strip().splitlines()
+    assert "'broken-layer'" in line and "nonexistent_dependency" in line, done.stderr
 
 
 def test_the_selective_layer_in_the_accuracy_study_and_the_whole_report(outside, tmp_path):

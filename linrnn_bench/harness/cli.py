@@ -544,6 +544,7 @@ def _train_config(base, model: str, task: str, seeds: tuple[int, ...],
             group_seeds=True,  # seeds=0,1,2 trains the seeds as one group
             depths=(),
             tune_tasks=(),  # one run at the recipe's learning rates, not the tuning grid
+            tuning_seeds=0,
             recipes=(*base.recipes, Recipe(overrides=extra + tuple(rest.items()),
                                            source=COMMAND_LINE)),
         )

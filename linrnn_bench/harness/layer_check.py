@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import os
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -102,17 +104,83 @@ def _registration(name: str, info: Any) -> Check:
     )
 
 
-def _build(name: str, info: Any, d_model: int, d_state: int, key: Any) -> tuple[Check, Any]:
-    """The build row and the layer (``None`` when building failed, which ends the checks).
-
-    The layer is built with the options its label's variant gives (`build_options`), as a study
-    would build it, and must be an `equinox.Module`.
-    """
-    import equinox as eqx
-
+def _options(name: str, info: Any, d_model: int, d_state: int) -> dict[str, Any]:
+    """The options its label's variant gives the layer (`build_options`), as a study would
+    build it."""
     from .variants import Variant, build_options
 
-    options = build_options(Variant(name, (), info.label, ""), d_model, d_state)
+    return build_options(Variant(name, (), info.label, ""), d_model, d_state)
+
+
+def _check_fits(name: str, info: Any, options: dict[str, Any], d_model: int, d_state: int,
+                long_length: int) -> None:
+    """Refuse (``ValueError``) sizes whose arrays cannot fit in memory, before any is made: an
+    allocation that fails inside XLA aborts the process instead of raising.
+
+    The estimate is a lower bound from shapes alone (`equinox.filter_eval_shape`): the
+    parameters and their gradients (the grad check holds both), the long sequence's input,
+    output and input gradient, and its hidden states where the layer declares them.
+    """
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    u = jax.ShapeDtypeStruct((long_length, d_model), jnp.float32)
+    try:
+        layer = eqx.filter_eval_shape(lambda key: models.build(
+            name, d_model=d_model, d_state=d_state, key=key, **options), jax.random.PRNGKey(0))
+    except MemoryError as e:  # an initialiser's own (numpy) arrays alone exceed memory
+        raise ValueError(f"Model {name!r} at d_model={d_model}, d_state={d_state}: building "
+                         f"it runs out of memory ({e}); lower --d-model or --d-state.") from e
+    except Exception:  # noqa: BLE001 (the build row reports a layer that cannot be built)
+        return
+    states = None
+    if info.has(models.HIDDEN_STATES):
+        try:
+            states = eqx.filter_eval_shape(lambda m, x: m.hidden_states(x), layer, u)
+        except Exception:  # noqa: BLE001 (the hidden-states row reports it; no states counted)
+            states = None
+    parameters = sum(_bytes(leaf) for leaf in jax.tree.leaves(layer))
+    sequence = 3 * _bytes(u)
+    held = sum(_bytes(leaf) for leaf in jax.tree.leaves(states))
+    need, (memory, where) = 2 * parameters + sequence + held, _memory()
+    if need > memory:
+        raise ValueError(
+            f"Model {name!r} at d_model={d_model}, d_state={d_state}, long_length={long_length} "
+            f"needs at least {_gib(need)} for the checks' arrays (parameters and their "
+            f"gradients {_gib(2 * parameters)}, the long sequence's states {_gib(held)}, its "
+            f"input, output and gradient {_gib(sequence)}), more than the {_gib(memory)} of "
+            f"{where}; lower --d-model, --d-state or --long-length.")
+
+
+def _bytes(leaf: Any) -> int:
+    """The bytes of an array or shape leaf (0 for anything else)."""
+    shape, dtype = getattr(leaf, "shape", None), getattr(leaf, "dtype", None)
+    return 0 if shape is None or dtype is None else math.prod(shape) * dtype.itemsize
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def _memory() -> tuple[int, str]:
+    """``(bytes, what they are)``: the default device's memory where it reports a limit (an
+    accelerator), else this machine's physical memory."""
+    import jax
+
+    device = jax.devices()[0]
+    limit = (device.memory_stats() or {}).get("bytes_limit")
+    if limit:
+        return int(limit), f"the {device.device_kind}'s memory"
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"
+
+
+def _build(name: str, options: dict[str, Any], d_model: int, d_state: int, key: Any
+           ) -> tuple[Check, Any]:
+    """The build row and the layer (``None`` when building failed, which ends the checks),
+    built with ``options`` (`_options`); it must be an `equinox.Module`."""
+    import equinox as eqx
+
     built: list[Any] = []
 
     def build() -> str:
@@ -268,8 +336,9 @@ def check_layer(
 ) -> list[Check]:
     """The contract checks of ``model`` (a registry name or an import path ``module:Layer``).
 
-    Raises ``ValueError`` when the model cannot be resolved (the message says why); every
-    later problem is a ``fail`` row.
+    Raises ``ValueError`` when the model cannot be resolved, or when its arrays at these sizes
+    cannot fit in memory (`_check_fits`; the message says why); every later problem is a
+    ``fail`` row.
     """
     import jax.numpy as jnp
     import jax.random as jr
@@ -278,7 +347,9 @@ def check_layer(
     info = models.info(name)
     out = [_registration(name, info)]
     k_layer, k_u, k_long = jr.split(jr.PRNGKey(seed), 3)
-    row, layer = _build(name, info, d_model, d_state, k_layer)
+    options = _options(name, info, d_model, d_state)
+    _check_fits(name, info, options, d_model, d_state, long_length)
+    row, layer = _build(name, options, d_model, d_state, k_layer)
     out.append(row)
     if layer is None:
         return out

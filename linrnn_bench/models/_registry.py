@@ -25,6 +25,8 @@ import difflib
 import hashlib
 import importlib
 import inspect
+import logging
+import re
 import sys
 from collections.abc import Callable, Mapping, Set
 from typing import Any
@@ -396,6 +398,8 @@ def resolve(name_or_path: str) -> str:
         raise ValueError(f"A model is a registry name or 'module:attribute', got {name_or_path!r}.")
     if ":" not in name_or_path:
         _load_all()
+        if name_or_path not in _REGISTRY and name_or_path in _LEFT_OUT:
+            raise ValueError(_LEFT_OUT[name_or_path])  # an installed entry point, left out
         if name_or_path not in _REGISTRY:
             raise ValueError(
                 f"Unknown model {name_or_path!r}; accepted models: {', '.join(names())}, or an "
@@ -625,19 +629,78 @@ def _load_all() -> None:
     _load_entry_points()
 
 
+# Installed entry points left out: entry-point name -> the one line saying why (`resolve`
+# gives it as the error when the name is asked for).
+_LEFT_OUT: dict[str, str] = {}
+_logger = logging.getLogger("linrnn_bench.models")
+
+
 def _load_entry_points() -> None:
+    """Register the model of each installed distribution's `ENTRY_POINT_GROUP` entry point.
+
+    Another package may be broken in any way (a module that fails to import, an entry point
+    named otherwise than its registration, an entry_points.txt that cannot be read): each such
+    entry point is left out with one warning line naming its distribution and the error, so
+    that our models and the other entry points stay usable; asking for it by name gives that
+    line as the error.
+    """
+    for distribution, entries in _entry_points():
+        for entry in entries:
+            try:
+                _load_entry_point(entry)
+            except ValueError as e:
+                _leave_out(entry.name, (
+                    f"The {ENTRY_POINT_GROUP!r} entry point {entry.name!r} = {entry.value!r} of "
+                    f"the installed distribution {distribution!r} is left out: {e}"))
+            else:
+                _LEFT_OUT.pop(entry.name, None)
+
+
+def _load_entry_point(entry: Any) -> None:
+    """Register ``entry``'s model; a ``ValueError`` says why it cannot be."""
+    if ":" not in entry.value:
+        raise ValueError("its value is not of the form 'package.module:Layer'.")
+    name = resolve(entry.value)
+    if name != entry.name:
+        raise ValueError(
+            f"it registers its layer as {name!r}; the entry point's name must be the "
+            "registered name."
+        )
+
+
+def _entry_points() -> list[tuple[str, list[Any]]]:
+    """``(distribution name, its entry points of the group)`` of the installed distributions,
+    the first of a name on ``sys.path`` winning (as `importlib.metadata.entry_points` has it).
+
+    Read one distribution at a time, so that one whose entry_points.txt cannot be parsed (which
+    makes `importlib.metadata.entry_points` raise for every group) is left out alone, with a
+    warning when it declares this group.
+    """
     from importlib import metadata
 
-    for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
+    found, seen = [], set()
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"] or "?"
+        key = re.sub(r"[-_.]+", "-", name).lower()  # PEP 503's normalised name
+        if key in seen:
+            continue
+        seen.add(key)
         try:
-            name = resolve(entry.value)
-        except ValueError as e:
-            raise ValueError(
-                f"The {ENTRY_POINT_GROUP!r} entry point {entry.name!r} = {entry.value!r} of an "
-                f"installed package does not register a model: {e}"
-            ) from e
-        if name != entry.name:
-            raise ValueError(
-                f"The {ENTRY_POINT_GROUP!r} entry point {entry.name!r} registers its layer as "
-                f"{name!r}; the entry point's name must be the registered name."
-            )
+            entries = [e for e in dist.entry_points if e.group == ENTRY_POINT_GROUP]
+        except Exception as e:  # noqa: BLE001 (another package's metadata may fail in any way)
+            if f"[{ENTRY_POINT_GROUP}]" in (dist.read_text("entry_points.txt") or ""):
+                _leave_out(None, (
+                    f"The installed distribution {name!r} declares {ENTRY_POINT_GROUP!r} entry "
+                    f"points, but its entry_points.txt cannot be read ({_one_line(e)}); its "
+                    "models are left out (reinstall or fix it)."))
+            continue
+        if entries:
+            found.append((name, entries))
+    return found
+
+
+def _leave_out(name: str | None, line: str) -> None:
+    """Warn with ``line`` (one line); ``name``, asked for as a model, gives it as the error."""
+    if name is not None:
+        _LEFT_OUT[name] = line
+    _logger.warning("%s", line)

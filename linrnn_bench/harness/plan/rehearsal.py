@@ -8,6 +8,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..errors import ConfigError
 from ..measure import timing
 from ..measure.memory import compiled_memory
 from .builders import Program, _one_line
@@ -108,14 +109,11 @@ def rehearse(preset: str, *, configs: Mapping[str, Any] | None = None,
              progress: Callable[[str], None] | None = None
              ) -> tuple[list[Rehearsed], list[Rehearsed], list[StudyPlan]]:
     """``(programs, tasks, plans)`` rehearsed: every distinct program of every study at the
-    preset (those whose label contains ``match``; the first ``limit``) and every task."""
+    preset (those whose label contains ``match``; the first ``limit``) and every task. A
+    ``match`` that no program's label contains is a `ConfigError` (`_selected`)."""
     plans = catalogue(preset, configs=configs, names=names, backend=backend)
     if programs is None:
-        seen: dict[tuple, Program] = {}
-        for plan in plans:
-            for program in plan.programs():
-                seen.setdefault(program.key, program)
-        programs = [p for p in seen.values() if match is None or match in p.label]
+        programs = _selected(plans, preset, match)
         programs = programs[:limit] if limit is not None else programs
     budget = budget if budget is not None else available_memory() * LOCAL_MEMORY_FRACTION
     results = []
@@ -132,6 +130,26 @@ def rehearse(preset: str, *, configs: Mapping[str, Any] | None = None,
             progress(f"task {task}")
         task_results.append(rehearse_task(task, options, examples=task_examples))
     return results, task_results, plans
+
+
+def _selected(plans: list[StudyPlan], preset: str, match: str | None) -> list[Program]:
+    """The distinct programs of ``plans`` whose label contains ``match`` (all: None). A
+    ``match`` that no label contains is a `ConfigError` naming it and what it could match: a
+    rehearsal of nothing would say that everything is ok."""
+    seen: dict[tuple, Program] = {}
+    for plan in plans:
+        for program in plan.programs():
+            seen.setdefault(program.key, program)
+    every = list(seen.values())
+    chosen = [p for p in every if match is None or match in p.label]
+    if match is not None and not chosen:
+        examples = ", ".join(repr(p.label) for p in every[:3])
+        raise ConfigError(
+            f"--match {match!r} matches none of the {len(every)} programs of preset {preset!r} "
+            f"(studies: {', '.join(plan.name for plan in plans)}); a program is rehearsed when "
+            f"its label contains it{f', e.g. {examples}' if examples else ''} (linrnn-bench "
+            f"plan --preset {preset} lists them all).")
+    return chosen
 
 
 def rehearsal_text(programs: list[Rehearsed], tasks_: list[Rehearsed], *, preset: str,

@@ -179,6 +179,14 @@ class LongProbe:
             systems, lengthened=self.lengthened)
 
 
+def long_probe_bytes(size: int, length: int, d_model: int, d_state: int) -> int:
+    """A lower bound on the bytes the long probe holds at once: its ``size`` sequences padded
+    to their longest, ``2 * length`` steps, through one layer: the layer's float32 input
+    ``(L, d_model)`` and at least ``d_state`` float32 states per step (each layer's own
+    convention gives as many or more)."""
+    return size * 2 * length * (d_model + d_state) * 4
+
+
 def window_mask(lengths: np.ndarray, L: int, window: float) -> np.ndarray:
     """``(n, L)``: True at each example's last ``max(1, round(window * length))`` valid steps."""
     lengths = np.asarray(lengths)

@@ -224,11 +224,27 @@ class AccuracyConfig:
             if any(len(e) != 5 for e in getattr(self, name)):
                 raise ValueError(f"{name} holds (model, task, depth, lr, recurrent_lr) entries "
                                  f"read from the store; got {getattr(self, name)!r}.")
+        self._check_tuning_seeds()
+
+    def _check_tuning_seeds(self) -> None:
+        """Check ``tuning_seeds``: an integer from 0 to the number of seeds, and 0 unless a task
+        is tuned (it counts the seeds a tuned task trains at every pair)."""
         if not is_integer(self.tuning_seeds) or self.tuning_seeds < 0:
             raise ValueError(
                 f"tuning_seeds must be a non-negative integer (how many of the seeds, the first "
                 f"ones, a tuned task trains at every learning-rate pair; 0: every seed); got "
                 f"{self.tuning_seeds!r}.")
+        n = len(self.seeds)
+        if self.tuning_seeds > n:
+            raise ValueError(
+                f"tuning_seeds={self.tuning_seeds} is more than the {n} seed{'s' * (n != 1)} "
+                f"given (seeds={self.seeds!r}); accepted: 0 to {n} (0: every seed at every "
+                "learning-rate pair).")
+        if self.tuning_seeds and not self.tune_tasks:
+            raise ValueError(
+                f"tuning_seeds={self.tuning_seeds} needs a tuned task, but tune_tasks is empty "
+                "(tuning_seeds counts the seeds a tuned task trains at every learning-rate "
+                "pair); accepted: tuning_seeds=0, or name the tasks to tune in tune_tasks.")
 
     def _check_sizing(self) -> None:
         """Check ``match_parameters`` (among the tasks) and ``parameter_budget``."""
@@ -316,7 +332,7 @@ def grid(config: AccuracyConfig) -> list[RunSpec]:
 def _sizing_key(config: AccuracyConfig) -> AccuracyConfig:
     """``config`` without what does not decide a matched run's sizes (a cache key)."""
     return dataclasses.replace(config, seeds=(0,), lr_extensions=(), tune_tasks=(),
-                               lr_grid=(), recurrent_lr_grid=(), lr_extend=0)
+                               lr_grid=(), recurrent_lr_grid=(), lr_extend=0, tuning_seeds=0)
 
 
 @functools.cache
@@ -424,7 +440,8 @@ def tuning_state(config: AccuracyConfig, store: Any
                             tuple[tuple[str, str, int, float, float], ...]]:
     """``(lr_extensions, lr_selected)`` from the runs ``store`` holds. Per tuned (model, task,
     depth), over its tuning seeds (`tune_seeds`): step outwards while every run of the current
-    pairs has finished (done or diverged) and `select` picks an end pair that may still grow
+    pairs has finished (done or diverged) and `select` picks an end pair of the grid (its
+    paired diagonal and the steps so far; the recipe's pair is no end) that may still grow
     (``lr_extend``); a cell whose runs have all finished and that may grow no further has its
     selection final, and its pair is in ``lr_selected`` (needed only with ``tuning_seeds``)."""
     completing = _completing(config)
@@ -441,11 +458,14 @@ def tuning_state(config: AccuracyConfig, store: Any
     for spec in grid(base):
         if spec.task in config.tune_tasks:
             cells.setdefault(cell_key(spec), []).append(spec)
+    # The paired grid's own diagonal, which a step continues: the recipe's pair is trained too
+    # but is no point of the grid's spacing (counted in, it bent the steps off the diagonal).
+    diagonal = sorted(zip(config.lr_grid, config.recurrent_lr_grid))
     added, selected = [], []
     for cell, specs in cells.items():
         pairs = sorted({(s.train.lr, s.train.recurrent_lr) for s in specs})
         seeds = [s for s in specs if (s.train.lr, s.train.recurrent_lr) == pairs[0]]
-        grown = {+1: 0, -1: 0}
+        grown, ends = {+1: 0, -1: 0}, list(diagonal)
         while True:
             ids = [STUDY.run_id(dataclasses.replace(s, train=dataclasses.replace(
                 s.train, lr=lr, recurrent_lr=rlr))) for lr, rlr in pairs for s in seeds]
@@ -455,12 +475,13 @@ def tuning_state(config: AccuracyConfig, store: Any
             selection = ("loss" if not cell_rows.empty
                          and (cell_rows[COLUMNS.names.selection] == "loss").all() else "accuracy")
             chosen = select(cell_rows, selection)
-            direction = {pairs[-1]: +1, pairs[0]: -1}.get(chosen) if chosen else None
+            direction = ({ends[-1]: +1, ends[0]: -1}.get(chosen)
+                         if chosen and config.lr_extend else None)
             if direction is not None and grown[direction] < config.lr_extend:
-                pair = next_pair(pairs, direction)
+                pair = next_pair(ends, direction)
                 grown[direction] += 1
                 added.append((*cell, *pair))
-                pairs = sorted([*pairs, pair])
+                pairs, ends = sorted({*pairs, pair}), sorted([*ends, pair])
                 continue
             if chosen is not None and completing:
                 selected.append((*cell, *chosen))

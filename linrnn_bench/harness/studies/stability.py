@@ -56,6 +56,7 @@ run; the measurement (`Probe`, `LongProbe` and the rows they make) is
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Literal
 
 import jax.random as jr
@@ -71,7 +72,7 @@ from .. import settings
 from .. import train as training
 from ..variants import check_variants, variant, variants
 from ._schema import TRAINING, TRAINING_KINDS, Column, Schema, merged
-from ._stability_probe import STATISTICS, Probe, Statistics
+from ._stability_probe import STATISTICS, Probe, Statistics, long_probe_bytes
 from ._study import Diverged, Study, requires
 
 # The probe reads each layer's hidden states (the paper's state norm); the eigenvalue columns
@@ -309,6 +310,39 @@ class StabilityConfig:
         for name in ("lr", "recurrent_lr"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"stability.{name} must be positive, got {getattr(self, name)!r}.")
+        self._check_long_probe()
+
+    def _check_long_probe(self) -> None:
+        """Refuse a ``probe_length`` no run could probe at, before any training: one a task's
+        generator cannot draw (its config refuses the lengthened options), or one whose
+        arrays cannot fit in this machine's memory (`long_probe_bytes`). A task that cannot
+        make longer sequences probes its own batch and leaves it out of both."""
+        lengthened = []
+        for task in self.tasks:
+            options = tasks.preset_options(task, self.task_preset)
+            longer = tasks.lengthened(task, options, self.probe_length, self.long_probe_size)
+            if longer is None:
+                continue
+            try:
+                tasks.make_config(task, **longer)
+            except ValueError as e:
+                raise ValueError(
+                    f"stability.probe_length={self.probe_length}: task {task!r} cannot draw "
+                    f"sequences of {self.probe_length} to {2 * self.probe_length} steps "
+                    f"({str(e).rstrip('.')}); "
+                    "lower stability.probe_length.") from e
+            lengthened.append(task)
+        need = long_probe_bytes(self.long_probe_size, self.probe_length, self.d_model,
+                                self.d_state)
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        if lengthened and need > memory:
+            raise ValueError(
+                f"stability.probe_length={self.probe_length}: the long probe of "
+                f"{', '.join(lengthened)} ({self.long_probe_size} sequences of up to "
+                f"{2 * self.probe_length} steps, d_model={self.d_model}, "
+                f"d_state={self.d_state}) needs at least {need / 2**30:.1f} GiB, more than "
+                f"this machine's {memory / 2**30:.1f} GiB of memory; lower "
+                "stability.probe_length (or stability.long_probe_size).")
 
 
 @dataclasses.dataclass(frozen=True)
