@@ -53,9 +53,11 @@ $(STAMP): pyproject.toml requirements.lock
 # The tests in TEST_WORKERS processes (pytest-xdist), a test file per worker at a time, so that
 # a file's compiled programs and module fixtures are made once. TEST_WORKERS=0 runs them here.
 # The slowest tests are listed at the end (where the suite's time goes, for keeping it short).
+# Without the report's GLIBC_TUNABLES: the tests apply the project's process settings themselves
+# (tests/conftest.py), so `make test` and a bare pytest run under the same allocator.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest tests $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) \
+	env -u GLIBC_TUNABLES $(PY) -m pytest tests $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) \
 	  --durations=15
 
 report: $(STAMP)

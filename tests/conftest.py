@@ -11,8 +11,11 @@ import itertools
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# As linrnn_bench/harness/__init__.py: one OpenBLAS thread, so that LAPACK calls do not leave spinning threads.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# The process settings every program of the project applies (one OpenBLAS thread, malloc keeping
+# freed blocks), before jax loads: the same under `make test` and a bare pytest.
+from linrnn_bench.harness import process_settings  # noqa: E402
+
+process_settings.apply()
 
 import jax  # noqa: E402
 import jax.random as jr  # noqa: E402

@@ -31,8 +31,9 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import as_completed
 from typing import Any
 
-from .measure import lifetime, processes
+from . import process_settings
 from .errors import ExecutorError as ExecutorError  # re-exported: its old import place
+from .measure import lifetime, processes
 from .runner import Executor, Outcome, enable_compilation_cache, execute_unit, local_executor
 from .studies import Study, lead
 
@@ -74,7 +75,9 @@ def _worker_init() -> None:
     """Runs once in each worker process, before its first run (after
     `harness.measure.lifetime.tie_to_driver`, which ends the worker with its driver, and after
     it took its share of the cores, `harness.measure.lifetime.core_shares`): the driver's
-    compiled programs on disk serve the worker too."""
+    compiled programs on disk serve the worker too. The process settings first, before JAX
+    starts its threads (`harness.process_settings`)."""
+    process_settings.apply()
     enable_compilation_cache()
 
 
@@ -205,6 +208,7 @@ def _import_ray() -> Any:
 def _execute_remote(study: Study, unit: Any) -> list[Outcome]:
     # Runs in a Ray worker: the same `execute_unit` as the local executor, so a failing or
     # diverging run comes back as an Outcome, never as a Ray task error.
+    process_settings.apply()
     enable_compilation_cache()
     return execute_unit(study, unit)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from linrnn_bench import paths
 
-from . import _malloc
+from . import process_settings
 from .measure.processes import command_output
 
 # This project's own version first: an installed wheel has no commit to record.
@@ -55,7 +55,8 @@ def _static() -> dict[str, Any]:
         "machine": platform.machine(),
         "processor": platform.processor() or None,
         "settings": {name: os.environ.get(name, "") for name in SETTINGS},
-        "malloc": _malloc.applied,  # set in this process by harness/_malloc.py, or ""
+        # set in this process by `process_settings.apply`, or ""
+        "malloc": process_settings.applied,
     }
 
 

@@ -24,6 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from .. import process_settings
 from . import lifetime
 from .lifetime import end_pool as end_pool
 from .lifetime import worker_pool as worker_pool
@@ -87,6 +88,7 @@ def _main(argv: list[str]) -> int:
     argument as JSON on standard input, the result printed as one marked JSON line."""
     function, driver = argv[0], int(argv[1])
     lifetime.tie_to_driver(driver)
+    process_settings.apply()  # a program of the project's: before the function loads jax
     module, _, name = function.partition(":")
     result = getattr(importlib.import_module(module), name)(json.loads(sys.stdin.read()))
     print(_RESULT + json.dumps(result), flush=True)

@@ -1,5 +1,20 @@
-"""Process-wide glibc malloc settings that keep large freed blocks for reuse (`harness`'s
-``__init__`` applies them before XLA's threads start; the reason is written there)."""
+"""Process-wide settings that speed and memory depend on, applied by the programs the project
+runs (the command line, its worker processes, the fresh processes of `harness.measure`, the
+tests), never by importing the library (`apply`).
+
+- One OpenBLAS thread, set before numpy, scipy or jax load it: LAPACK runs inside RotRNN's layer
+  (the matrix exponential's solve), and after each call OpenBLAS's idle threads spin for a
+  while, taking a core from XLA's matmuls on a small machine (docs/performance.md, "Process
+  settings").
+- glibc's malloc keeping freed memory in the process (`keep_freed_memory`), set before jax
+  starts XLA's threads: XLA's CPU client allocates a compiled program's temporary buffers
+  afresh on every call, on its worker threads; glibc serves a request above its mmap threshold
+  (at most 32 MiB) with a fresh mmap, and a worker thread's own arena gives a large freed block
+  back to the system, so every call of a program whose temporaries pass that threshold
+  page-faults all of them in again (benchmarks/README.md, "Seed groups"). One arena with high
+  mmap and trim thresholds reuses the block instead. The Makefile's GLIBC_TUNABLES do the same
+  for `make report`'s processes; where they are set, they stand.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +31,14 @@ ENV = "LINRNN_KEEP_FREED_MEMORY"
 # What `keep_freed_memory` set in this process ("" when it set nothing): every run's
 # provenance records it (``malloc``), beside the environment's GLIBC_TUNABLES.
 applied = ""
+
+
+def apply() -> None:
+    """Apply this module's settings to the current process (each at most once; a variable the
+    user set stands): call it first thing in a program, before numpy or jax is imported."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if not applied:
+        keep_freed_memory()
 
 
 def keep_freed_memory(keep_bytes: int = KEEP_BYTES) -> bool:
