@@ -431,3 +431,39 @@ def test_stability_verdict_is_computed_for_whichever_layers_are_present():
     few = _finding(report.spread_by_run(_trained_rows(
         {"rotrnn": (0.01, 0.02, 0.015), "lru": (0.9, 1.0, 1.1)})), "listops", "cpu", ())
     assert "n = 3 cannot reach alpha = 0.05 with an exact test" in few.lines[0]
+
+
+def _claim_arrays(seeds: int, rotrnn_drift: float, lru_drift: float) -> dict:
+    """Stationary norms ``(seeds, steps, layers)`` of 2-block networks whose log norm moves
+    linearly through 5 evaluations by the given amount (plus a little per-seed noise)."""
+    rng = np.random.default_rng(0)
+    steps = np.array([0, 100, 200, 300, 400])
+    out = {}
+    for variant, drift in (("rotrnn", rotrnn_drift), ("lru", lru_drift)):
+        slope = drift * (1 + 0.1 * rng.standard_normal((seeds, 1, 1)))
+        norms = np.exp(slope * np.linspace(0, 1, 5)[None, :, None] + np.zeros((seeds, 5, 2)))
+        out[2, variant] = {"norms": norms, "steps": steps, "seeds": list(range(seeds)),
+                           "dropped": 0}
+    return out
+
+
+@pytest.mark.parametrize("seeds, rotrnn, lru, expected", [
+    (10, 0.1, 1.0, ": supported;"),
+    (10, 1.0, 0.1, ": contradicted (RotRNN's drifts more);"),
+    (5, 0.1, 1.0, ": undecidable at this n (smallest p 0.0625), the interval leaning towards "
+                  "the claim;"),
+])
+def test_the_stability_verdict_on_the_papers_claim_reads_true_either_way(seeds, rotrnn, lru,
+                                                                         expected):
+    from linrnn_bench.harness.report.stability import findings as stability_findings
+
+    stationary = pd.DataFrame({"cfg.network.d_model": [32]})
+    line = stability_findings.claim_verdict(_claim_arrays(seeds, rotrnn, lru), stationary,
+                                            "listops", 400)
+    assert line.startswith("The RotRNN paper's claim (its norm drifts less through training "
+                           f"than the LRU's) on ListOps, depth 2, n = {seeds} paired")
+    assert expected in line and line.endswith(
+        "width 32, 400 steps (papers: 6 blocks, H = 128, 80k steps).")
+    # Without either layer's runs there is no verdict to state.
+    only = {k: v for k, v in _claim_arrays(seeds, rotrnn, lru).items() if k[1] == "rotrnn"}
+    assert stability_findings.claim_verdict(only, stationary, "listops", 400) is None

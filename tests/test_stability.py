@@ -405,7 +405,11 @@ def test_report_section(smoke, tmp_path):
     assert (components.frame["drift"] > 0).all() and components.frame["seed"].isna().all()
     stationary = next(a for a in artifacts if a.name == "stability_findings_listops".replace(
         "findings", "stationary_findings"))
-    assert stationary.lines[0].startswith("Regime check")  # met or not, it is said first
+    # The plain verdict on the paper's claim first, then the regime check (met or not).
+    assert stationary.lines[0].startswith("The RotRNN paper's claim") and (
+        "n = 1 paired seed: " in stationary.lines[0])
+    assert "too few seeds to test it" in stationary.lines[0]
+    assert stationary.lines[1].startswith("Regime check")
     assert "Depth component at depth 1: not defined" in " ".join(stationary.lines)
     assert "Fewer than two seeds in common" in " ".join(stationary.lines)
     init = next(a for a in artifacts if a.name == "stability_init_listops")

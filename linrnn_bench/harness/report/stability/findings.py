@@ -136,6 +136,9 @@ def _stationary_finding(arrays: dict, stationary: pd.DataFrame, task: str,
     Holm over the depth's pairs of that component), with the scale measured and the paper's."""
     lines = [regime_text(stationary)]
     steps_trained = int(pd.to_numeric(stationary["cfg.train.steps"]).max())
+    verdict = claim_verdict(arrays, stationary, task, steps_trained)
+    if verdict:
+        lines.insert(0, verdict)
     for depth in sorted({d for d, _ in arrays}):
         here = {v: a for (d, v), a in arrays.items() if d == depth and a["seeds"]}
         if not here:
@@ -184,3 +187,75 @@ def _stationary_finding(arrays: dict, stationary: pd.DataFrame, task: str,
     return Finding(name=f"stability_stationary_findings_{task}",
                    title=f"The stationary-regime verdict ({style.task_label(task)})",
                    lines=tuple(lines), runs=tuple(run_ids))
+
+
+# The paper's claim, tested once: RotRNN's stationary norm drifts less through training than the
+# LRU's. The pre-declared primary test pools the trained depths (each seed's drift component
+# averaged over them), paired by seed; the per-depth, per-component comparisons are secondary.
+CLAIM = ("rotrnn", "lru")
+# The papers' ListOps scale: LRU Table 9 (depth, H, iterations), which RotRNN follows.
+
+
+def claim_verdict(arrays: dict, stationary: pd.DataFrame, task: str, steps: int) -> str | None:
+    """One plain sentence on the RotRNN paper's claim, computed from the data whichever way it
+    falls: RotRNN − LRU in the drift component (the s.d. of a layer's log stationary norm over
+    training), each seed's value averaged over the trained depths, the exact sign-flip test
+    over the paired seeds (`harness.stats.paired`), with the scale it was measured at and the
+    papers'. None when either layer has no runs here."""
+    rotrnn, lru = CLAIM
+    depths = sorted({d for d, v in arrays if v == rotrnn and arrays[d, v]["seeds"]}
+                    & {d for d, v in arrays if v == lru and arrays[d, v]["seeds"]})
+    if not depths:
+        return None
+
+    def pooled(variant: str) -> pd.Series:
+        per_depth = [components_by_seed(arrays[d, variant]["norms"], arrays[d, variant]["steps"])
+                     ["drift"].set_axis(arrays[d, variant]["seeds"]) for d in depths]
+        return pd.concat(per_depth, axis=1).mean(axis=1, skipna=False)
+
+    both = pd.concat([pooled(rotrnn), pooled(lru)], axis=1, join="inner").dropna()
+    c = inference.paired(both.iloc[:, 0], both.iloc[:, 1])
+    width = sorted({int(w) for w in pd.to_numeric(
+        stationary.get("cfg.network.d_model", pd.Series(dtype=float)), errors="coerce").dropna()})
+    head = (f"The RotRNN paper's claim (its norm drifts less through training than the LRU's) on "
+            f"{style.task_label(task)}, {_depths_text(depths)}, n = {c.n} "
+            f"paired seed{'s' if c.n != 1 else ''}: drift RotRNN − LRU {c.diff:+.3g} [{c.low:+.3g}, {c.high:+.3g}], "
+            f"p = {c.p:.2g} ({c.test})")
+    if c.n < 2:
+        verdict = "too few seeds to test it"
+    elif c.p <= inference.ALPHA:
+        verdict = "supported" if c.diff < 0 else "contradicted (RotRNN's drifts more)"
+    elif c.smallest_p > inference.ALPHA:
+        lean = ("towards the claim" if c.high < 0 else "against it" if c.low > 0
+                else "either way")
+        verdict = (f"undecidable at this n (smallest p {c.smallest_p:.3g}), the interval "
+                   f"leaning {lean}")
+    else:
+        verdict = f"not supported at 5% (MDD {c.mdd:.3g})"
+    unsettled = _unsettled(stationary, CLAIM)
+    if unsettled:
+        verdict += (f"; {' and '.join(_label(v) for v in unsettled)} not in the stationary "
+                    "regime (see the regime check)")
+    scale = (f"width {'/'.join(map(str, width)) or '?'}, {steps} steps (papers: 6 blocks, "
+             "H = 128, 80k steps)")
+    return f"{head}: {verdict}; {scale}."
+
+
+def _unsettled(stationary: pd.DataFrame, variants: tuple[str, ...],
+               fraction: float = state_norm.STATIONARY_FRACTION) -> list[str]:
+    """Which of ``variants`` the long probe's window did not reach the stationary regime for
+    (energy below ``fraction`` of the stationary level somewhere, or no stationary level)."""
+    if C.energy_reached not in stationary.columns:
+        return []
+    reached = pd.to_numeric(stationary[C.energy_reached], errors="coerce")
+    out = []
+    for v in variants:
+        mine = reached[stationary["cfg.variant"] == v]
+        if not mine.empty and (mine.isna().any() or float(mine.min()) < fraction):
+            out.append(v)
+    return out
+
+
+def _depths_text(depths: list[int]) -> str:
+    return (f"depth {depths[0]}" if len(depths) == 1
+            else f"depths {', '.join(map(str, depths))} pooled")
