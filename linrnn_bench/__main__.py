@@ -1,8 +1,6 @@
 """``python -m linrnn_bench``: the command line (`linrnn_bench.harness.cli`), as ``linrnn-bench``."""
 
-import sys
-
-from linrnn_bench.harness.cli import main
+from linrnn_bench.harness.cli import console
 
 if __name__ == "__main__":  # not when a spawned worker process imports this module
-    sys.exit(main())
+    console()

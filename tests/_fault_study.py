@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -55,17 +54,17 @@ STUDY = Study("faults", "toy grid for fault injection", dict.fromkeys(PRESET_NAM
 def main(store_path: str, workers: int | str) -> int:
     """Run the grid into ``store_path`` with ``workers`` worker processes, or with the Ray
     executor (a local Ray) when ``workers`` is ``"ray"``."""
-    from linrnn_bench.harness.cli import _stop
     from linrnn_bench.harness.executors import ProcessExecutor, RayExecutor
+    from linrnn_bench.harness.measure import lifetime
     from linrnn_bench.harness.runner import run_study
     from linrnn_bench.harness.store import Store
 
-    signal.signal(signal.SIGTERM, _stop)
     executor = RayExecutor() if workers == "ray" else ProcessExecutor(int(workers))
     try:
-        run_study(STUDY, None, store=Store(store_path), executor=executor, progress=False)
+        with lifetime.stop_signals():
+            run_study(STUDY, None, store=Store(store_path), executor=executor, progress=False)
     except KeyboardInterrupt:
-        return 130
+        return lifetime.INTERRUPTED
     return 0
 
 

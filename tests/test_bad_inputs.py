@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import sqlite3
 import subprocess
 import sys
@@ -110,6 +111,37 @@ def _not_sqlite(root: Path) -> Path:
     path = root / "notes.sqlite"
     path.write_bytes(b"this is not sqlite" * 100)
     return path
+
+
+def _fifo(root: Path) -> Path:
+    """A named pipe where the store should be: opening it for reading waits for a writer."""
+    path = root / "pipe.sqlite"
+    os.mkfifo(path)
+    return path
+
+
+def _wal_fifo(root: Path) -> Path:
+    """A store whose write-ahead log (``<store>-wal``, which SQLite opens beside it) is a
+    named pipe."""
+    path = small_store(root)
+    os.mkfifo(path.with_name(path.name + "-wal"))
+    return path
+
+
+def _altered_store(name: str, *statements: str) -> Callable[[Path], Path]:
+    """A maker of a store with one run, changed by ``statements`` as another version of
+    linrnn-bench (or a hand) would have changed it."""
+
+    def make(root: Path) -> Path:
+        path = small_store(root).rename(root / f"{name}.sqlite")
+        db = sqlite3.connect(path)
+        for statement in statements:
+            db.execute(statement)
+        db.commit()
+        db.close()
+        return path
+
+    return make
 
 
 # Outside layer modules, as a user writes them, each with one mistake. Written into the test's
@@ -216,8 +248,13 @@ FILES: dict[str, Callable[[Path], Path | str]] = {
     "store": small_store, "corrupt": _corrupt_store, "file": _file, "papers": _folder_with_files,
     "notsqlite": _not_sqlite, "notesmanifest": _manifest_names_notes,
     "linkmanifest": _manifest_through_link, "tablesfile": _tables_is_file, "dangling": _dangling,
+    "fifo": _fifo, "walfifo": _wal_fifo,
+    "extracolumn": _altered_store("extra", "ALTER TABLE runs ADD COLUMN priority INTEGER"),
+    "missingcolumn": _altered_store("missing", "ALTER TABLE runs DROP COLUMN error"),
+    "newer": _altered_store("newer", "PRAGMA user_version = 99"),
     **{key: _outside(key) for key in OUTSIDE},
 }
+TRAIN_ONE = ["train", "model=lru", "preset=smoke", "train.steps=1"]
 
 CLI_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
     ("unknown-command", ["frobnicate"], 2, ("'frobnicate'", "choose from")),
@@ -262,6 +299,23 @@ CLI_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
                          "--store", "{tmp}"], 2, ("is a folder", "--store")),
     ("store-not-sqlite", ["study", "accuracy", "--preset", "smoke", "models=lru",
                           "--store", "{notsqlite}"], 2, ("notes.sqlite", "--store")),
+    ("store-is-device", [*TRAIN_ONE, "--store", "/dev/null"], 2,
+     ("/dev/null", "character device", "--store")),
+    # Stores of another version of linrnn-bench (or changed by hand): refused when opened,
+    # before anything is trained, and left as they were (`test_command_line_mistake`).
+    ("store-extra-column", [*TRAIN_ONE, "--store", "{extracolumn}"], 2,
+     ("extra.sqlite", "runs", "'priority'", "--store")),
+    ("store-missing-column", [*TRAIN_ONE, "--store", "{missingcolumn}"], 2,
+     ("missing.sqlite", "runs", "lacks", "'error'", "--store")),
+    ("store-newer-version", [*TRAIN_ONE, "--store", "{newer}"], 2,
+     ("newer.sqlite", "version 99", "newer linrnn-bench", "--store")),
+    ("study-store-extra-column", ["study", "accuracy", "--preset", "smoke", "models=lru",
+                                  "train.steps=1", "--store", "{extracolumn}"], 2,
+     ("extra.sqlite", "'priority'")),
+    ("report-store-missing-column", ["report", "--store", "{missingcolumn}", "--out",
+                                     "{tmp}/r"], 2, ("missing.sqlite", "'error'")),
+    ("report-store-newer-version", ["report", "--store", "{newer}", "--out", "{tmp}/r"], 2,
+     ("newer.sqlite", "version 99")),
     ("train-unknown-key", ["train", "model=lru", "colour=red"], 2,
      ("'colour'", "network.<field>")),
     ("train-unknown-model", ["train", "model=gru"], 2, ("'gru'", "lru")),
@@ -380,6 +434,7 @@ def quiet_environment(monkeypatch, tmp_path):
 def test_command_line_mistake(argv, status, words, capsys, tmp_path):
     argv = _argv(argv, tmp_path)
     before = {p for p in tmp_path.rglob("*")}
+    stores = {p: p.read_bytes() for p in before if p.suffix == ".sqlite" and p.is_file()}
     assert main(argv) == status
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
@@ -390,6 +445,8 @@ def test_command_line_mistake(argv, status, words, capsys, tmp_path):
     # Nothing was created: no store, no report folder (the input files were made above).
     made = {p for p in tmp_path.rglob("*")} - before
     assert not [p for p in made if p.suffix == ".sqlite" or p.name in ("r", "results")], made
+    # The stores the row made are as they were: nothing was trained into them, or stamped.
+    assert {p: p.read_bytes() for p in stores} == stores
 
 
 # --------------------------------------------------------------------------------------------
@@ -646,6 +703,13 @@ PROCESS_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
     ("process-report-missing-store",
      ["report", "--store", "{tmp}/missing.sqlite", "--out", "{tmp}/r"], 2,
      ("missing.sqlite does not exist",)),
+    # A named pipe would block SQLite's open() for good, deaf to SIGTERM: refused first.
+    ("process-train-store-fifo", [*TRAIN_ONE, "--store", "{fifo}"], 2,
+     ("pipe.sqlite", "named pipe (FIFO)", "--store")),
+    ("process-report-store-fifo", ["report", "--store", "{fifo}", "--out", "{tmp}/r"], 2,
+     ("pipe.sqlite", "named pipe (FIFO)", "--store")),
+    ("process-report-store-wal-fifo", ["report", "--store", "{walfifo}", "--out", "{tmp}/r"],
+     2, ("good.sqlite-wal", "named pipe (FIFO)")),
 ]
 
 

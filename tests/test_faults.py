@@ -209,6 +209,148 @@ def test_sigterm_stops_the_grid_cleanly_and_keeps_finished_runs(tmp_path, uninte
     _assert_whole_and_resumable(store_path, uninterrupted)
 
 
+# A `train` of many seeds through the real command line, stopped by a signal once its first run
+# is recorded. The child is the console command, so the test sees the process's own end (its
+# exit status, its last line); in ``deliver=gc`` the signal is raised inside a garbage
+# collector callback, where JAX's ``_xla_gc_callback`` takes it when it comes at random and
+# where Python can only print an exception raised and drop it.
+_TRAIN = """
+import gc, os, signal, sys
+from linrnn_bench.harness.cli import console
+go, mode = sys.argv[1], sys.argv[2]
+fired = []
+def deliver_inside(phase, info):
+    if mode == "gc" and not fired and os.path.exists(go):
+        fired.append(phase)
+        signal.raise_signal(signal.SIGTERM)  # its handler runs here, inside the callback
+gc.callbacks.append(deliver_inside)
+sys.argv = ["linrnn-bench", *sys.argv[3:]]
+console()
+"""
+_TRAIN_SEEDS = 200
+
+
+def _start_train(tmp: Path, deliver: str) -> tuple[subprocess.Popen, Path]:
+    store_path = tmp / "store.sqlite"
+    seeds = ",".join(str(s) for s in range(_TRAIN_SEEDS))
+    argv = ["train", "model=lru", "task=digits", "preset=smoke", f"seeds={seeds}",
+            "--store", str(store_path)]
+    env = {**os.environ, "PYTHONPATH": str(TESTS.parent), "LINRNN_JAX_CACHE": ""}
+    child = subprocess.Popen([sys.executable, "-c", _TRAIN, str(tmp / "go"), deliver, *argv],
+                             env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return child, store_path
+
+
+def _recorded_runs(store_path: Path) -> int:
+    if not store_path.exists():
+        return 0
+    db = sqlite3.connect(f"{store_path.as_uri()}?mode=ro", uri=True, timeout=30)
+    try:
+        return db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    except sqlite3.OperationalError:  # the tables are not made yet
+        return 0
+    finally:
+        db.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("deliver", ["kill", "gc"])
+def test_a_signal_stops_train_with_130_and_keeps_the_finished_runs(deliver, tmp_path):
+    child, store_path = _start_train(tmp_path, deliver)
+    try:
+        _wait_until(lambda: _recorded_runs(store_path) >= 1 or child.poll() is not None)
+        assert child.poll() is None, child.stderr.read().decode()
+        if deliver == "kill":
+            child.send_signal(signal.SIGTERM)
+        else:
+            (tmp_path / "go").touch()  # the child raises SIGTERM in its next gc callback
+        # Obeyed, not swallowed: ended with 130 before the 200 seeds are through.
+        status = child.wait(timeout=60)
+        err = child.stderr.read().decode()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stderr.close()
+    assert status == 130, err
+    assert err.strip().splitlines()[-1].startswith("interrupted:"), err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    db = sqlite3.connect(store_path)
+    assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    # Every recorded run is done and has its rows (nothing half-written), and the runs that
+    # finished before the signal are among them.
+    counts = db.execute("SELECT r.status, COUNT(w.idx) FROM runs r LEFT JOIN rows w "
+                        "ON w.run_id = r.run_id GROUP BY r.run_id").fetchall()
+    db.close()
+    assert 1 <= len(counts) < _TRAIN_SEEDS
+    assert all(status == "done" and n > 0 for status, n in counts), counts
+
+
+
+# A main thread inside a C call that retries on EINTR runs no signal handler until the call
+# returns: here SQLite opening a named pipe, which waits for a writer for good.
+_STUCK = """
+import sqlite3, sys
+from linrnn_bench.harness.measure import lifetime
+with lifetime.stop_signals():
+    sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+"""
+
+
+def _waiting_in(pid: int) -> str | None:
+    """The kernel function process ``pid`` sleeps in (``/proc/<pid>/wchan``)."""
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return None
+
+
+def test_a_stop_ends_a_command_stuck_in_a_call_that_cannot_be_interrupted(tmp_path):
+    if _waiting_in(os.getpid()) is None:
+        pytest.skip("this kernel does not say where a process sleeps (/proc/<pid>/wchan)")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    child = subprocess.Popen([sys.executable, "-c", _STUCK, str(fifo)], stderr=subprocess.PIPE,
+                             env={**os.environ, "PYTHONPATH": str(TESTS.parent)})
+    try:
+        # Stuck in open(), waiting for the pipe's writer.
+        _wait_until(lambda: _waiting_in(child.pid) == "wait_for_partner" or child.poll() is not None)
+        child.send_signal(signal.SIGTERM)
+        status = child.wait(timeout=60)
+        err = child.stderr.read().decode()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stderr.close()
+    assert status == 130, err
+    assert "did not stop within" in err and "rerun the command to resume" in err, err
+
+
+# A stop that comes while a module is being imported (its top-level code raising the signal
+# stands for one that arrives then): raised once the import is done, not inside it.
+_IMPORTING = """
+import sys, time
+from linrnn_bench.harness.measure import lifetime
+sys.path.insert(0, sys.argv[1])
+try:
+    with lifetime.stop_signals():
+        import signalled_module
+        print("imported", signalled_module.DONE, flush=True)
+        time.sleep(60)
+except KeyboardInterrupt:
+    print("interrupted", "signalled_module" in sys.modules, flush=True)
+"""
+
+
+def test_a_stop_during_an_import_is_raised_once_the_import_is_done(tmp_path):
+    (tmp_path / "signalled_module.py").write_text(
+        "import signal\nsignal.raise_signal(signal.SIGTERM)\nDONE = True\n")
+    done = subprocess.run([sys.executable, "-c", _IMPORTING, str(tmp_path)], timeout=60,
+                          capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(TESTS.parent)})
+    assert done.stdout.split() == ["imported", "True", "interrupted", "True"], done
+
 def test_end_pool_ends_workers_busy_with_a_long_call():
     import multiprocessing
     import multiprocessing.connection

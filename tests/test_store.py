@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,8 @@ import pytest
 
 from linrnn_bench.harness.provenance import SETTINGS
 from linrnn_bench.harness.runner import pending, run_study
-from linrnn_bench.harness.store import Snapshot, Store, StoreError
+from linrnn_bench.harness import store as store_module
+from linrnn_bench.harness.store import APPLICATION_ID, Snapshot, Store, StoreError
 from linrnn_bench.harness.studies import Diverged, Study
 
 
@@ -76,6 +78,149 @@ def test_a_file_that_is_not_a_store_is_a_clear_error(tmp_path):
     with pytest.raises(StoreError, match="is not a usable results store.*--store"):
         Store(bad)
 
+
+
+# --------------------------------------------------------------------------------------------
+# Schema versions: a store carries the version of its tables (``PRAGMA user_version``), and one
+# of another version is refused, or migrated, when it is opened.
+
+VERSION = store_module.SCHEMA_VERSION
+
+
+def _sql(path: Path, *statements: str) -> Path:
+    """Run ``statements`` on the SQLite file ``path``, left in rollback-journal mode (no WAL
+    file beside it, so that its bytes are all of it)."""
+    db = sqlite3.connect(path)
+    for statement in statements:
+        db.execute(statement)
+    db.commit()
+    db.execute("PRAGMA journal_mode=DELETE")
+    db.close()
+    return path
+
+
+def _pragma(path: Path, name: str) -> int:
+    db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        return db.execute(f"PRAGMA {name}").fetchone()[0]
+    finally:
+        db.close()
+
+
+def _columns(path: Path, table: str) -> list[str]:
+    db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        return [c[1] for c in db.execute(f"PRAGMA table_info({table})").fetchall()]
+    finally:
+        db.close()
+
+
+def _versioned_store(path: Path) -> Path:
+    """A store of this version holding run ``r`` (one row, x=1.0)."""
+    record(Store(path), "r", [{"x": 1.0}])
+    return _sql(path)
+
+
+def test_a_new_store_carries_its_schema_version(tmp_path):
+    path = tmp_path / "store.sqlite"
+    Store(path)
+    assert VERSION >= 1 and _pragma(path, "user_version") == VERSION
+    assert _pragma(path, "application_id") == APPLICATION_ID
+
+
+def test_a_store_from_before_versions_is_recognised_read_and_stamped(tmp_path):
+    # As linrnn-bench made stores before versions: the tables and the mark, user_version 0.
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(store_module._SCHEMA)
+    db.close()
+    _sql(path, f"PRAGMA application_id = {APPLICATION_ID}",
+         "INSERT INTO runs VALUES ('r0', 's', 'done', 0, 'h', '{\"a\": 1}', '{}', NULL, NULL, "
+         "NULL)", "INSERT INTO rows VALUES ('r0', 0, '{\"x\": 1.0}')")
+    assert _pragma(path, "user_version") == 0
+    assert list(Store(path, readonly=True).read("s")["x"]) == [1.0]
+    assert _pragma(path, "user_version") == 0  # reading stamps nothing
+    store = Store(path)
+    assert _pragma(path, "user_version") == VERSION
+    assert list(store.read("s")["x"]) == [1.0] and list(store.runs("s")["cfg.a"]) == [1]
+    record(store, "r1", [{"x": 2.0}])
+    assert store.recorded("s") == {"r0": "done", "r1": "done"}
+
+
+def test_a_store_of_a_newer_version_is_refused_naming_it(tmp_path):
+    path = _sql(_versioned_store(tmp_path / "store.sqlite"), f"PRAGMA user_version = {VERSION + 1}")
+    before = path.read_bytes()
+    for readonly in (False, True):
+        with pytest.raises(StoreError, match=rf"store version {VERSION + 1}.*newer linrnn-bench"
+                                             rf".*reads version {VERSION}\b.*--store"):
+            Store(path, readonly=readonly)
+    assert path.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["store.sqlite"]
+
+
+@pytest.mark.parametrize("change, words", [
+    ("ALTER TABLE runs ADD COLUMN priority INTEGER", "runs has the column(s) 'priority'"),
+    ("ALTER TABLE runs DROP COLUMN error", "runs lacks the column(s) 'error'"),
+    ("ALTER TABLE rows ADD COLUMN weight REAL", "rows has the column(s) 'weight'"),
+    ("DROP TABLE rows", "the table 'rows' is missing"),
+])
+def test_a_store_whose_tables_differ_is_refused_naming_the_columns(tmp_path, change, words):
+    path = _sql(_versioned_store(tmp_path / "store.sqlite"), change)
+    before = path.read_bytes()
+    for readonly in (False, True):
+        with pytest.raises(StoreError) as info:
+            Store(path, readonly=readonly)
+        message = str(info.value)
+        assert words in message and "store.sqlite" in message and "--store" in message, message
+        assert len(message.splitlines()) == 1
+    assert path.read_bytes() == before
+
+
+@pytest.fixture
+def version_after(monkeypatch):
+    """A next store version, `VERSION` + 1, whose tables add the column ``runs.note``; with
+    ``migrate`` its migration step from `VERSION` is known."""
+
+    def make(migrate: bool) -> int:
+        monkeypatch.setattr(store_module, "SCHEMA_VERSION", VERSION + 1)
+        monkeypatch.setitem(store_module._COLUMNS, "runs",
+                            (*store_module._COLUMNS["runs"], "note"))
+        if migrate:
+            monkeypatch.setitem(store_module._MIGRATIONS, VERSION,
+                                ("ALTER TABLE runs ADD COLUMN note TEXT",))
+        return VERSION + 1
+
+    return make
+
+
+def test_an_older_store_is_migrated_after_a_backup_copy(tmp_path, version_after):
+    path = _versioned_store(tmp_path / "store.sqlite")
+    new = version_after(migrate=True)
+    with pytest.raises(StoreError, match=rf"store version {VERSION}\b.*read-only.*unchanged"):
+        Store(path, readonly=True)  # migrating writes
+    assert not list(tmp_path.glob("*.bak"))
+    store = Store(path)
+    assert _pragma(path, "user_version") == new and "note" in _columns(path, "runs")
+    # The copy taken first is the store as it was, whole.
+    backup = tmp_path / f"store.sqlite.v{VERSION}.bak"
+    assert _pragma(backup, "user_version") == VERSION and "note" not in _columns(backup, "runs")
+    assert _sql(backup, "SELECT 1") and sqlite3.connect(backup).execute(
+        "SELECT run_id, status FROM runs").fetchall() == [("r", "done")]
+    # Its runs still read, and new ones are recorded.
+    assert list(store.read("s")["x"]) == [1.0]
+    record(store, "r2", [{"x": 2.0}])
+    assert store.recorded("s") == {"r": "done", "r2": "done"}
+
+
+def test_an_older_store_that_cannot_be_migrated_is_refused_naming_its_version(
+        tmp_path, version_after):
+    path = _versioned_store(tmp_path / "store.sqlite")
+    before = path.read_bytes()
+    new = version_after(migrate=False)
+    for readonly in (False, True):
+        with pytest.raises(StoreError, match=rf"store version {VERSION}\b.*reads version {new}"
+                                             r".*--store"):
+            Store(path, readonly=readonly)
+    assert path.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["store.sqlite"]
 
 WRITER = textwrap.dedent(
     """

@@ -42,9 +42,7 @@ import argparse
 import dataclasses
 import errno
 import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -53,6 +51,7 @@ from typing import Any, NoReturn
 from . import config as _config
 from .errors import ConfigError, ExecutorError, StoreError
 from .executors import EXECUTORS
+from .measure import lifetime
 from .store import DEFAULT_PATH, Store
 
 USAGE_ERROR = 2
@@ -86,36 +85,38 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see python -m {self.prog} --help)")
 
 
-def _stop(signum: int, frame: Any) -> NoReturn:
-    # SIGTERM (kill, a scheduler's time limit) stops a grid as Ctrl-C does: finished runs are
-    # in the store, the runs in flight and their worker processes are ended.
-    raise KeyboardInterrupt
-
-
-def console() -> None:
-    """The ``linrnn-bench`` command: `main`, with the folder it runs in first on ``sys.path``
-    as ``python -m linrnn_bench`` has it, so that a layer given by import path
-    (``my_layers:MyLayer``) is found in the researcher's own repository either way."""
+def console() -> NoReturn:
+    """The ``linrnn-bench`` command (and ``python -m linrnn_bench``): `main`, with the folder
+    it runs in first on ``sys.path`` as ``python -m`` has it, so that a layer given by import
+    path (``my_layers:MyLayer``) is found in the researcher's own repository either way. An
+    interrupted command ends without the interpreter's teardown
+    (`harness.measure.lifetime.exit_interrupted`)."""
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
-    sys.exit(main())
+    status = main()
+    if status == lifetime.INTERRUPTED:
+        lifetime.exit_interrupted()
+    sys.exit(status)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv``; returns the exit status (0 ok, 1 a run or write failed,
-    2 a usage, configuration or store error, 130 interrupted; see the module docstring)."""
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _stop) if in_main_thread else None
+    2 a usage, configuration or store error, 130 interrupted; see the module docstring).
+
+    Ctrl-C and SIGTERM (kill, a scheduler's time limit) stop any command within seconds
+    (`harness.measure.lifetime.stop_signals`): the runs finished are in the store, the runs in
+    flight and their worker processes are ended, and nothing is half-written."""
     try:
-        return _main(argv)
-    finally:
-        if in_main_thread:
-            signal.signal(signal.SIGTERM, previous)
+        with lifetime.stop_signals():
+            return _main(argv)
+    except KeyboardInterrupt:  # a stop in the instant after `_main` had returned
+        return lifetime.INTERRUPTED
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = _build_parser()
     try:
+        # Inside the try: building the parser imports much, and a stop may come meanwhile.
+        parser = _build_parser()
         # key=value overrides may come before or after the options (argparse alone would stop
         # collecting them at the first option).
         args, extra = parser.parse_known_args(argv)
@@ -128,20 +129,34 @@ def _main(argv: Sequence[str] | None) -> int:
     except (UsageError, ConfigError, StoreError) as e:
         print(f"error: {e}", file=sys.stderr)
         return USAGE_ERROR
-    except ExecutorError as e:  # e.g. a worker process died: what finished is recorded
-        print(f"error: {e}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
-        print("interrupted: finished runs are in the store; rerun the command to resume.",
-              file=sys.stderr)
-        return 130
-    except OSError as e:
-        if e.errno != errno.ENOSPC:
-            raise
-        print(f"error: the disk is full{f' (writing {e.filename})' if e.filename else ''}. "
-              "Finished runs are in the store; free space and rerun the command to resume.",
-              file=sys.stderr)
+        return _interrupted()
+    except Exception as e:
+        # After a stop, an exception is the stop's KeyboardInterrupt turned into another, or
+        # a worker the same signal ended (sent to the whole process group).
+        if lifetime.stop_requested():
+            return _interrupted()
+        return _failed(e)
+
+
+def _failed(error: Exception) -> int:
+    """The exit status of a command that raised ``error``, after printing its one line; an
+    error of no kind below is raised again (a bug: its traceback is wanted)."""
+    if isinstance(error, ExecutorError):  # e.g. a worker process died: what finished is kept
+        print(f"error: {error}", file=sys.stderr)
         return 1
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        where = f" (writing {error.filename})" if error.filename else ""
+        print(f"error: the disk is full{where}. Finished runs are in the store; free space "
+              "and rerun the command to resume.", file=sys.stderr)
+        return 1
+    raise error
+
+
+def _interrupted() -> int:
+    print("interrupted: finished runs are in the store; rerun the command to resume.",
+          file=sys.stderr)
+    return lifetime.INTERRUPTED
 
 
 def _build_parser() -> argparse.ArgumentParser:

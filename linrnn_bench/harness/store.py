@@ -1,9 +1,21 @@
 """The results store: one SQLite file (WAL) holding every run and its metric rows.
 
-The file is marked as this project's (``PRAGMA application_id``, `APPLICATION_ID`) when it is
-created, and a file that is not a store of this project (another program's SQLite database) is
-refused before anything is written to it; stores made before the mark are recognised by their
-exact tables, and marked when next opened for writing.
+The file is marked as this project's (``PRAGMA application_id``, `APPLICATION_ID`) and stamped
+with the version of its tables (``PRAGMA user_version``, `SCHEMA_VERSION`) when it is created,
+and both are checked whenever it is opened, before anything is read, written or trained for it:
+
+- another program's SQLite file is refused, and left unchanged;
+- a store written by a newer linrnn-bench (a higher version) is refused, naming that version;
+- an older one is migrated (`_MIGRATIONS`), after a backup copy beside it, or refused with the
+  version it needs when no migration leads from it;
+- a store whose tables lack columns or have others (changed by hand, or by a version that did
+  not stamp it) is refused, naming the columns: its runs could be read wrongly or not recorded;
+- a store made before the mark or the version (application id or user_version 0) is
+  recognised by its exact tables, and marked and stamped when next opened for writing.
+
+The store's path, and the files SQLite keeps beside it (``-wal``, ``-shm``, ``-journal``),
+must be plain files: a named pipe or a device is refused before SQLite opens it (opening a
+named pipe waits for a writer, and deaf to signals).
 
 A run is written in one transaction when it ends (done, diverged or failed), so an interrupted
 run leaves nothing half-written and is simply run again. Two processes may write the same file at
@@ -27,6 +39,7 @@ import json
 import os
 import shutil
 import sqlite3
+import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -41,7 +54,14 @@ DEFAULT_PATH = Path("results") / "store.sqlite"
 
 # "LRNB" in ASCII: what `PRAGMA application_id` holds in a store of this project.
 APPLICATION_ID = 0x4C524E42
-# The tables and columns of a store, by which one made before `APPLICATION_ID` is recognised.
+# The version of a store's tables, in its `PRAGMA user_version` (0: a store made before
+# versions). Raise it with every change to `_SCHEMA` and `_COLUMNS`, and add the migration from
+# the version before to `_MIGRATIONS`.
+SCHEMA_VERSION = 1
+# The statements that bring a store of version v to v + 1, by v; run in one transaction after a
+# backup copy of the store. A version without its step here is refused, not guessed at.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {}
+# The tables and columns of a store of `SCHEMA_VERSION`, checked whenever one is opened.
 _COLUMNS: dict[str, tuple[str, ...]] = {
     "runs": ("run_id", "study", "status", "seed", "config_hash", "config", "provenance", "error",
              "started_at", "finished_at"),
@@ -52,7 +72,13 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
 # a plain I/O error).
 _NEARLY_FULL = 16 * 2**20
 
-_MARK = f"PRAGMA application_id = {APPLICATION_ID};"
+# SQLite's files beside a store: its write-ahead log and shared memory (WAL mode), and the
+# rollback journal of a store in another journal mode.
+_COMPANIONS = ("-wal", "-shm", "-journal")
+# What a path that is not a plain file is, for the message that refuses it.
+_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISDIR, "a folder"))
 _SCHEMA = """
 BEGIN;
 CREATE TABLE IF NOT EXISTS runs (
@@ -76,6 +102,98 @@ CREATE TABLE IF NOT EXISTS rows (
 CREATE INDEX IF NOT EXISTS runs_by_study ON runs(study, status);
 COMMIT;
 """
+
+
+# The columns named, so that a run is written the same into a store with columns added since.
+_INSERT_RUN = (f"INSERT INTO runs ({', '.join(_COLUMNS['runs'])}) "
+               f"VALUES ({', '.join('?' * len(_COLUMNS['runs']))})")
+
+
+def _stamp() -> str:
+    """The statements marking a store as this project's, of `SCHEMA_VERSION`."""
+    return f"PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
+
+
+def _columns(db: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
+    """The columns of each table of the database ``db``, in order."""
+    tables = [row[0] for row in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall()]
+    return {t: tuple(c[1] for c in db.execute(
+        "SELECT * FROM pragma_table_info(?)", (t,)).fetchall()) for t in tables}
+
+
+def _check_version(path: Path, version: int, columns: dict[str, tuple[str, ...]]) -> None:
+    """Raise `StoreError` unless the store at ``path``, of ``version`` and with tables
+    ``columns``, can be used: a newer version or an older one no migration leads from is
+    refused with its version, and a store of this version whose tables differ from `_COLUMNS`
+    with the columns that differ."""
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"The store {path} is of store version {version}, written by a newer "
+            f"linrnn-bench; this one reads version {SCHEMA_VERSION}. It was left unchanged: use "
+            "it with that newer linrnn-bench, or pass another path with --store."
+        )
+    if version < SCHEMA_VERSION:
+        if any(step not in _MIGRATIONS for step in range(version, SCHEMA_VERSION)):
+            raise StoreError(
+                f"The store {path} is of store version {version}, older than this "
+                f"linrnn-bench, which reads version {SCHEMA_VERSION} and has no migration from "
+                f"it; it was left unchanged. Use it with a linrnn-bench that reads store version "
+                f"{version}, or pass another path with --store."
+            )
+        return  # its tables are checked once migrated
+    problems = _column_problems(columns)
+    if problems:
+        raise StoreError(
+            f"The store {path} does not have the tables of store version {version}: "
+            f"{'; '.join(problems)}. It was made or changed by another version of linrnn-bench "
+            "or by hand, and was left unchanged (runs would be read wrongly, or not recorded). "
+            "Use it with the version that made it, or pass another path with --store."
+        )
+
+
+def _column_problems(columns: dict[str, tuple[str, ...]]) -> list[str]:
+    """How the tables ``columns`` differ from `_COLUMNS`, one phrase per table (none if not)."""
+    problems = []
+    for table, wanted in _COLUMNS.items():
+        have = columns.get(table)
+        if have is None:
+            problems.append(f"the table {table!r} is missing")
+            continue
+        extra = [c for c in have if c not in wanted]
+        missing = [c for c in wanted if c not in have]
+        if extra:
+            problems.append(f"{table} has the column(s) {', '.join(map(repr, extra))} that this "
+                            "linrnn-bench does not know")
+        if missing:
+            problems.append(f"{table} lacks the column(s) {', '.join(map(repr, missing))}")
+        if not extra and not missing and have != wanted:
+            problems.append(f"{table} has its columns in another order")
+    return problems
+
+
+def _check_plain_files(path: Path) -> None:
+    """Refuse ``path``, or a file SQLite keeps beside it (`_COMPANIONS`), that exists and is
+    not a plain file (a named pipe, a device, a socket, a folder), before SQLite opens it:
+    opening a named pipe waits for a writer for good, deaf to Ctrl-C and SIGTERM."""
+    for candidate in (path, *(path.with_name(path.name + end) for end in _COMPANIONS)):
+        try:
+            mode = candidate.stat().st_mode
+        except OSError:  # absent; or unreadable, which SQLite reports when it opens it
+            continue
+        if stat.S_ISREG(mode):
+            continue
+        kind = next((name for is_kind, name in _KINDS if is_kind(mode)), "not a plain file")
+        if candidate == path:
+            raise StoreError(
+                f"The store {path} is {kind}, not a file: SQLite cannot keep a store in it. "
+                "Pass the path of a store file with --store (e.g. results/store.sqlite)."
+            )
+        raise StoreError(
+            f"The store {path} cannot be opened: {candidate}, where SQLite keeps its journal "
+            f"beside the store, is {kind}, not a file. Move it aside and rerun, or pass another "
+            "path with --store."
+        )
 
 
 def _json_default(value: Any) -> Any:
@@ -117,6 +235,7 @@ class Store:
                 f"The store {self.path} is a folder; pass the path of a file with --store "
                 f"(e.g. {self.path / 'store.sqlite'})."
             )
+        _check_plain_files(self.path)
         if not self.path.exists():
             if readonly or not create:
                 raise StoreError(
@@ -125,33 +244,42 @@ class Store:
                 )
             _make_parent(self.path)
             _make_file(self.path)
-        marked = self._recognise()
+        version = self._recognise()
         self.readonly = readonly or not os.access(self.path, os.W_OK)
+        if 0 < version < SCHEMA_VERSION:
+            version = self._migrate(version)
         if self.readonly:
             return  # nothing to create, and no WAL mode to set, in a file we cannot write
+        stamp = "" if version == SCHEMA_VERSION else _stamp()
         with self._connection("open") as db:
-            # The tables and (once, in the same transaction) the mark.
-            db.executescript(_SCHEMA.replace("BEGIN;", "BEGIN;" + ("" if marked else _MARK)))
+            # The tables and (once, in the same transaction) the mark and the version.
+            db.executescript(_SCHEMA.replace("BEGIN;", "BEGIN;" + stamp))
 
-    def _recognise(self) -> bool:
-        """Whether the file is marked as a store of this project. Raise `StoreError` unless it
-        is marked, has exactly a store's tables (made before the mark) or is an empty database;
-        read-only, so another program's file is left as it was."""
+    def _recognise(self) -> int:
+        """The store's version: its ``user_version``, 0 for an empty database or a store made
+        before versions (both stamped when next opened for writing).
+
+        Raise `StoreError` unless the file is a store this linrnn-bench can use as it is or
+        after a migration: another program's file (neither marked nor holding exactly a
+        store's tables), a store of a newer version, an older one no migration leads from, or
+        tables other than `_COLUMNS`. Read-only, so a refused file is left as it was.
+        """
         with self._connection("open", self._connect_readonly) as db:
             marked = db.execute("PRAGMA application_id").fetchone()[0]
-            if marked == APPLICATION_ID:
-                return True
-            tables = [row[0] for row in db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall()]
-            columns = {t: tuple(c[1] for c in db.execute(
-                "SELECT * FROM pragma_table_info(?)", (t,)).fetchall()) for t in tables}
-        if marked == 0 and columns in ({}, _COLUMNS):
-            return False  # an empty database, or a store made before the mark
-        raise StoreError(
-            f"{self.path} is not a linrnn-bench results store but another program's SQLite file "
-            f"(application id {marked}; tables: {', '.join(tables) or 'none'}); it was left "
-            "unchanged. Pass the path of a results store, or of a new file, with --store."
-        )
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            columns = _columns(db)
+        if marked != APPLICATION_ID:
+            if marked == 0 and version == 0 and columns in ({}, _COLUMNS):
+                return 0  # an empty database, or a store made before the mark
+            raise StoreError(
+                f"{self.path} is not a linrnn-bench results store but another program's SQLite "
+                f"file (application id {marked}; tables: {', '.join(sorted(columns)) or 'none'}); "
+                "it was left unchanged. Pass the path of a results store, or of a new file, "
+                "with --store."
+            )
+        # A marked store made before versions has the tables of version 1.
+        _check_version(self.path, version or 1, columns)
+        return version
 
     def _connect_readonly(self) -> sqlite3.Connection:
         # No WAL switch (it writes the header). In a folder we cannot write, SQLite cannot make
@@ -162,6 +290,38 @@ class Store:
         mode = "mode=ro" if folder_writable else "immutable=1"
         uri = f"{self.path.resolve().as_uri()}?{mode}"
         return sqlite3.connect(uri, uri=True, timeout=60.0, isolation_level=None)
+
+    def _migrate(self, version: int) -> int:
+        """Bring the store from ``version`` to `SCHEMA_VERSION` by `_MIGRATIONS`, in one
+        transaction, after copying it whole to ``<store>.v<version>.bak`` beside it; returns
+        `SCHEMA_VERSION`. A store opened read-only is refused instead: migrating writes."""
+        if self.readonly:
+            raise StoreError(
+                f"The store {self.path} is of store version {version}, older than this "
+                f"linrnn-bench, which reads version {SCHEMA_VERSION}; opened read-only here, it "
+                "was left unchanged. A command that records runs in it (train, study) migrates "
+                "it, after a backup copy; or pass another path with --store."
+            )
+        backup = self.path.with_name(f"{self.path.name}.v{version}.bak")
+        partial = backup.with_name(backup.name + ".partial")
+        with self._connection("open") as db, contextlib.closing(sqlite3.connect(partial)) as copy:
+            db.backup(copy)  # consistent even with another process writing the store
+        os.replace(partial, backup)
+        with self._connection("open") as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if db.execute("PRAGMA user_version").fetchone()[0] == version:  # not yet done
+                    for step in range(version, SCHEMA_VERSION):
+                        for statement in _MIGRATIONS[step]:
+                            db.execute(statement)
+                    _check_version(self.path, SCHEMA_VERSION, _columns(db))
+                    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        return SCHEMA_VERSION
 
     def _connect(self) -> sqlite3.Connection:
         if self.readonly:
@@ -249,7 +409,7 @@ class Store:
             db.execute("BEGIN IMMEDIATE")
             db.execute("DELETE FROM rows WHERE run_id = ?", (run_id,))
             db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
-            db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?)", payload)
+            db.execute(_INSERT_RUN, payload)
             db.executemany("INSERT INTO rows VALUES (?,?,?)", rows_payload)
             db.execute("COMMIT")
         except BaseException:

@@ -20,6 +20,10 @@ none outlives the process that started it (the driver), even when the driver is 
   is for processes the harness does not start itself (Ray's), which a parent-death signal
   cannot reach: Ray's agents are started by its raylet, not by the driver, and outlive it
   (measured with ray 2.60: its dashboard and runtime-env agents were alive a minute later).
+- `stop_signals` and `exit_interrupted`: the driver itself ends on Ctrl-C or SIGTERM within
+  seconds, with status 130, whatever it was doing when the signal came (a stop is never
+  dropped by a callback, and a call that cannot be interrupted is given a grace period), and
+  its exit does not tear XLA's runtime down under threads still running.
 
 Imports nothing of the harness (the reaper runs this file as a script, on the standard
 library alone).
@@ -46,7 +50,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 # The environment variable that marks the processes started inside `marked` as the driver's.
 MARK_ENV = "LINRNN_DRIVER_MARK"
@@ -349,6 +353,165 @@ def _reap(mark: str) -> None:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Stop signals: Ctrl-C and SIGTERM end the driver, whatever it is doing
+
+
+# The signals that stop a command: Ctrl-C, and SIGTERM (kill, a scheduler's time limit).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# The exit status of a command a stop signal ended.
+INTERRUPTED = 130
+# How long after a stop signal the command has to end by itself (unwinding through the
+# runner's and the executors' cleanup, which ends worker pools within 5 s) before the watchdog
+# of `stop_signals` ends the process, in seconds.
+_STOP_GRACE_S = 10.0
+# How soon a stop that Python dropped is delivered again, in seconds (`_unraisable`).
+_REDELIVER_S = 0.05
+
+
+class _Stopping:
+    """What `stop_signals` holds while its block runs: the stop signal received, if any, and
+    whether the block has ended (which dismisses the watchdog)."""
+
+    def __init__(self, previous_hook: Callable[[Any], Any]) -> None:
+        self.signum: int | None = None
+        self.ended = threading.Event()
+        self.previous_hook = previous_hook
+
+
+_stopping: _Stopping | None = None
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread
+    wherever it runs, and are never lost; the caller turns it into exit status 130.
+
+    A handler that raises can land where Python only prints the exception and drops it
+    ("Exception ignored in ..."): a garbage-collector callback (JAX's ``_xla_gc_callback``
+    runs in every collection), a ``__del__``, a weakref callback. The command would then run
+    on to its end. So a dropped ``KeyboardInterrupt`` is delivered again once that callback
+    has returned (`_unraisable`); one that comes during an import is raised once the import
+    is done (`_on_stop_signal`). And a main thread inside a C call that retries on EINTR
+    (SQLite waiting on a locked store, XLA compiling) runs no Python handler until the call
+    returns: a watchdog thread, woken by the signal itself (`signal.set_wakeup_fd`), ends the
+    process with status 130 if the block has not ended `_STOP_GRACE_S` after it. That loses
+    nothing finished: each run is committed to the store in one transaction, checkpoints are
+    replaced whole, and workers end with their driver.
+
+    Only the main thread can handle signals; elsewhere (and nested) the block runs unchanged.
+    """
+    global _stopping
+    if threading.current_thread() is not threading.main_thread() or _stopping is not None:
+        yield
+        return
+    stopping = _Stopping(sys.unraisablehook)
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    reader, writer = os.pipe()
+    os.set_blocking(writer, False)  # the C-level handler must never block on it
+    previous_fd = signal.set_wakeup_fd(writer, warn_on_full_buffer=False)
+    threading.Thread(target=_watch_for_stop, args=(stopping, reader), name="stop-watchdog",
+                     daemon=True).start()
+    _stopping, sys.unraisablehook = stopping, _unraisable
+    try:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, _on_stop_signal)
+        yield
+    finally:
+        stopping.ended.set()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _stopping, sys.unraisablehook = None, stopping.previous_hook
+        signal.set_wakeup_fd(previous_fd)
+        os.close(writer)  # the watchdog reads the end of the pipe, and returns
+
+
+def stop_requested() -> bool:
+    """Whether a stop signal has come within the current `stop_signals` block: an exception
+    raised since may be the stop's ``KeyboardInterrupt`` turned into another (Python makes
+    one raised in a class's ``__set_name__`` a ``RuntimeError``)."""
+    return _stopping is not None and _stopping.signum is not None
+
+
+def _on_stop_signal(signum: int, frame: Any) -> None:
+    """The handler of `STOP_SIGNALS`: record the first, and raise; or, inside an import,
+    deliver the signal again a moment later, until the import is done: an exception raised in
+    the middle of one can leave a C extension half-initialised (a crash on the way out) or
+    come out as another exception."""
+    if _stopping is not None and _stopping.signum is None:
+        _stopping.signum = signum
+    if _importing(frame):
+        _redeliver(signum)
+        return
+    raise KeyboardInterrupt
+
+
+def _importing(frame: Any) -> bool:
+    """Whether ``frame`` runs inside an import (below a frame of Python's import system)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _redeliver(signum: int) -> None:
+    """Send ``signum`` to the main thread again `_REDELIVER_S` from now, from another thread."""
+    main = threading.main_thread().ident
+    timer = threading.Timer(_REDELIVER_S, signal.pthread_kill, (main, signum))
+    timer.daemon = True
+    timer.start()
+
+
+def _unraisable(unraisable: Any) -> None:
+    """``sys.unraisablehook`` within `stop_signals`: a stop's ``KeyboardInterrupt`` that Python
+    dropped is delivered again a moment later, when the callback that dropped it has returned
+    (delivered from here, it would be raised in this hook and dropped again). Anything else
+    goes to the hook that was in place."""
+    stopping = _stopping
+    if stopping is None or stopping.signum is None or not isinstance(
+            unraisable.exc_value, KeyboardInterrupt):
+        (stopping.previous_hook if stopping else sys.__unraisablehook__)(unraisable)
+        return
+    _redeliver(stopping.signum)
+
+
+def _watch_for_stop(stopping: _Stopping, reader: int) -> None:
+    """The watchdog of `stop_signals`: wait for a stop signal on ``reader`` (each signal
+    caught writes its number there, even while the main thread is stuck in C), then end the
+    process with status 130 unless the block ends within `_STOP_GRACE_S`. Returns when the
+    block ends (the pipe's end). The pipe stays open until then: a signal written to a pipe
+    nobody reads would be an error of its own."""
+    with os.fdopen(reader, "rb", buffering=0) as wakeups:
+        while (caught := wakeups.read(1)) and caught[0] not in STOP_SIGNALS:
+            pass
+        if not caught or stopping.ended.wait(_STOP_GRACE_S):
+            return
+        # os.write: the main thread may hold the lock of sys.stderr, stuck where it is.
+        os.write(2, f"interrupted: the command did not stop within {_STOP_GRACE_S:.0f} s of "
+                    "the signal (it was inside a call that cannot be interrupted), so it was "
+                    "ended there. Finished runs are in the store; rerun the command to "
+                    "resume.\n".encode())
+        os._exit(INTERRUPTED)
+
+
+def exit_interrupted() -> NoReturn:
+    """End this process, which a stop signal interrupted, with status 130 now, without the
+    interpreter's teardown.
+
+    After a stop, XLA's threads may still be running a program the stop left unfinished, and
+    tearing down the runtime under them (JAX's exit handlers clear its backends) can crash
+    the process: status 139 after "interrupted" was seen. What must last is written by then:
+    each run is committed in one transaction, checkpoints are replaced whole, worker pools
+    are ended (and workers and the reaper's processes end with their driver in any case), so
+    only the standard streams are flushed.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(INTERRUPTED)
 
 
 if __name__ == "__main__":
