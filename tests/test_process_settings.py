@@ -3,10 +3,12 @@ freed blocks) that the project's programs apply, and that importing the library 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 
@@ -64,3 +66,20 @@ def test_a_program_applies_the_settings_and_its_runs_record_them():
     threads, recorded = _fresh(code).strip().splitlines()[-2:]
     assert threads == "1"
     assert recorded.startswith("mallopt arena_max=1")
+
+
+@pytest.mark.skipif(not _glibc(), reason="glibc's mallopt only")
+def test_the_command_line_applies_them_before_it_runs(tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GLIBC_TUNABLES", "OPENBLAS_NUM_THREADS", process_settings.ENV)}
+    store = tmp_path / "store.sqlite"
+    done = subprocess.run(
+        [sys.executable, "-m", "linrnn_bench", "train", "model=lru", "preset=smoke",
+         "train.steps=1", "--store", str(store)],
+        env={**env, "LINRNN_JAX_CACHE": ""}, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with contextlib.closing(sqlite3.connect(store)) as db:
+        (row,) = db.execute("SELECT provenance FROM runs").fetchall()
+    recorded = json.loads(row[0])
+    assert recorded["malloc"].startswith("mallopt arena_max=1")
+    assert recorded["settings"]["OPENBLAS_NUM_THREADS"] == "1"
