@@ -254,16 +254,16 @@ def _recorded_runs(store_path: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("deliver", ["kill", "gc"])
+@pytest.mark.parametrize("deliver", ["sigterm", "sigint", "gc"])
 def test_a_signal_stops_train_with_130_and_keeps_the_finished_runs(deliver, tmp_path):
     child, store_path = _start_train(tmp_path, deliver)
     try:
         _wait_until(lambda: _recorded_runs(store_path) >= 1 or child.poll() is not None)
         assert child.poll() is None, child.stderr.read().decode()
-        if deliver == "kill":
-            child.send_signal(signal.SIGTERM)
-        else:
+        if deliver == "gc":
             (tmp_path / "go").touch()  # the child raises SIGTERM in its next gc callback
+        else:
+            child.send_signal(signal.SIGTERM if deliver == "sigterm" else signal.SIGINT)
         # Obeyed, not swallowed: ended with 130 before the 200 seeds are through.
         status = child.wait(timeout=60)
         err = child.stderr.read().decode()

@@ -15,7 +15,7 @@ and both are checked whenever it is opened, before anything is read, written or 
 
 The store's path, and the files SQLite keeps beside it (``-wal``, ``-shm``, ``-journal``),
 must be plain files: a named pipe or a device is refused before SQLite opens it (opening a
-named pipe waits for a writer, and deaf to signals).
+named pipe waits for a writer for good).
 
 A run is written in one transaction when it ends (done, diverged or failed), so an interrupted
 run leaves nothing half-written and is simply run again. Two processes may write the same file at
@@ -153,7 +153,7 @@ def _check_version(path: Path, version: int, columns: dict[str, tuple[str, ...]]
 
 
 def _column_problems(columns: dict[str, tuple[str, ...]]) -> list[str]:
-    """How the tables ``columns`` differ from `_COLUMNS`, one phrase per table (none if not)."""
+    """How the tables ``columns`` differ from `_COLUMNS`, one phrase per difference."""
     problems = []
     for table, wanted in _COLUMNS.items():
         have = columns.get(table)

@@ -440,10 +440,11 @@ def _on_stop_signal(signum: int, frame: Any) -> None:
     deliver the signal again a moment later, until the import is done: an exception raised in
     the middle of one can leave a C extension half-initialised (a crash on the way out) or
     come out as another exception."""
-    if _stopping is not None and _stopping.signum is None:
-        _stopping.signum = signum
-    if _importing(frame):
-        _redeliver(signum)
+    stopping = _stopping
+    if stopping is not None and stopping.signum is None:
+        stopping.signum = signum
+    if stopping is not None and _importing(frame):
+        _redeliver(stopping)
         return
     raise KeyboardInterrupt
 
@@ -457,10 +458,17 @@ def _importing(frame: Any) -> bool:
     return False
 
 
-def _redeliver(signum: int) -> None:
-    """Send ``signum`` to the main thread again `_REDELIVER_S` from now, from another thread."""
+def _redeliver(stopping: _Stopping) -> None:
+    """Send the stop signal to the main thread again `_REDELIVER_S` from now, from another
+    thread, unless the block of `stop_signals` has ended by then (the signal's handler would
+    then be the one before: the default one, which would kill the process)."""
     main = threading.main_thread().ident
-    timer = threading.Timer(_REDELIVER_S, signal.pthread_kill, (main, signum))
+
+    def send() -> None:
+        if not stopping.ended.is_set() and stopping.signum is not None:
+            signal.pthread_kill(main, stopping.signum)
+
+    timer = threading.Timer(_REDELIVER_S, send)
     timer.daemon = True
     timer.start()
 
@@ -475,7 +483,7 @@ def _unraisable(unraisable: Any) -> None:
             unraisable.exc_value, KeyboardInterrupt):
         (stopping.previous_hook if stopping else sys.__unraisablehook__)(unraisable)
         return
-    _redeliver(stopping.signum)
+    _redeliver(stopping)
 
 
 def _watch_for_stop(stopping: _Stopping, reader: int) -> None:
