@@ -131,3 +131,24 @@ def test_a_task_that_cannot_lengthen_falls_back_to_the_probe_batch():
     assert (longer["max_depth"], longer["max_args"]) == (10, 10)  # LRA's rules
     with pytest.raises(ValueError, match="window must lie in"):
         stability.StabilityConfig(window=0.0)
+
+
+def test_a_layer_outside_the_stationary_regime_leaves_the_families_and_seeds_compare_unpaired():
+    import pandas as pd
+
+    from linrnn_bench.harness import stats as inference
+    from linrnn_bench.harness.report.stability import _statistics, findings
+    from linrnn_bench.harness.report.stability._data import C
+
+    # S5's eigenvalue left the unit disc (no energy fraction); the LRU's window was transient.
+    stationary = pd.DataFrame({"cfg.variant": ["rotrnn", "s5", "lru", "lru"],
+                               C.energy_reached: [0.97, None, 0.95, 0.5]})
+    assert findings._unsettled(stationary, ("rotrnn", "s5", "lru")) == ["s5", "lru"]
+    assert findings._unsettled(stationary.iloc[:1], ("rotrnn",)) == []
+    # The seed component, unpaired: each pair is `harness.stats.unpaired`, Holm over the family.
+    values = {"rotrnn": pd.Series([0.1, 0.2, 0.15, 0.12, 0.18]),
+              "lru": pd.Series([0.4, 0.5, 0.35, 0.45, 0.42])}
+    family = _statistics._pair_family(values, [("rotrnn", "lru")], paired=False)
+    reference = inference.unpaired(values["rotrnn"], values["lru"])
+    assert family["p"].iloc[0] == reference.p and family["test"].iloc[0] == reference.test
+    assert family["mdd_family"].iloc[0] == reference.mdd  # m = 1: the family's level is 5%

@@ -113,8 +113,9 @@ def detectable_text(row, unit: str = "", spec: str = ".2f") -> str:
 def comparison_text(row, unit: str = "", spec: str = ".2f") -> str:
     """One pair of a `harness.stats.pairwise` family in words: "A − B: +1.87 pp [-1.17, +4.90],
     d_z = 0.9, Holm p = 0.62, MDD ..."."""
+    effect = "g" if str(getattr(row, "test", "")).startswith("Welch") else "d_z"
     return (f"{row.first} − {row.second}: {row.diff:+{spec}}{unit} [{row.low:+{spec}}, "
-            f"{row.high:+{spec}}], d_z = {row.effect:.2f}, Holm p = {row.p_holm:.2g}, "
+            f"{row.high:+{spec}}], {effect} = {row.effect:.2f}, Holm p = {row.p_holm:.2g}, "
             f"{detectable_text(row, unit, spec)}")
 
 

@@ -175,14 +175,22 @@ def _lambda_shift(layer: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def _pair_family(values: dict[str, pd.Series], pairs: list[tuple[str, str]]
-                 ) -> pd.DataFrame | None:
-    """`harness.stats.pairwise` restricted to ``pairs`` (one family, Holm over them): each pair
-    compared on its common seeds."""
+def _pair_family(values: dict[str, pd.Series], pairs: list[tuple[str, str]], *,
+                 paired: bool = True) -> pd.DataFrame | None:
+    """One family of comparisons over ``pairs``, Holm over them: each pair paired on its common
+    seeds (`harness.stats.pairwise`), or, with ``paired=False``, as two independent groups
+    (`harness.stats.unpaired`: for a quantity whose seed-wise values do not correspond across
+    layers). ``mdd_family`` is each pair's MDD at the family's first Holm level."""
     frames = []
     for a, b in pairs:
-        scores = pd.concat([values[a].rename(_label(a)), values[b].rename(_label(b))], axis=1)
-        frames.append(inference.pairwise(scores, higher_is_better=False))
+        if paired:
+            scores = pd.concat([values[a].rename(_label(a)), values[b].rename(_label(b))],
+                               axis=1)
+            frames.append(inference.pairwise(scores, higher_is_better=False))
+        else:
+            c = inference.unpaired(values[a], values[b])
+            frames.append(pd.DataFrame([{"first": _label(a), "second": _label(b),
+                                         **c.as_dict()}]))
     if not frames:
         return None
     family = pd.concat(frames, ignore_index=True)
@@ -193,11 +201,15 @@ def _pair_family(values: dict[str, pd.Series], pairs: list[tuple[str, str]]
     favours = np.where(-family["diff"] > 0, family["first"], family["second"])
     family["better"] = np.where(family["significant"], favours, "")
     family_alpha = inference.ALPHA / max(m, 1)
-    family["mdd_family"] = [
-        math.nan if r.n < 2 else (
-            (inference.sign_flip_mdd(r.n, family_alpha) if r.test == "exact sign-flip"
-             else inference.paired_t_mdd(r.n, family_alpha)) * r.sd)
-        for r in family.itertuples()]
+    if paired:
+        family["mdd_family"] = [
+            math.nan if r.n < 2 else (
+                (inference.sign_flip_mdd(r.n, family_alpha) if r.test == "exact sign-flip"
+                 else inference.paired_t_mdd(r.n, family_alpha)) * r.sd)
+            for r in family.itertuples()]
+    else:
+        family["mdd_family"] = [inference.unpaired(values[a], values[b],
+                                                   alpha=family_alpha).mdd for a, b in pairs]
     return family
 
 

@@ -51,7 +51,7 @@ def _finding(spread: pd.DataFrame, task: str, preset: str | None,
                 text += (f" Compared seed by seed ({family['test'].iloc[0]} test, Holm over the "
                          f"{m} pair{'s' if m != 1 else ''} at this depth, 5%; a lower CV is "
                          f"steadier): {_stats.family_verdict(family)}")
-                text += (" Per pair (first − second, 95% CI, d_z, Holm p, the difference "
+                text += (" Per pair (first − second, 95% CI, effect size, Holm p, the difference "
                          "detectable with 80% power at 5% assuming normal differences): "
                          + "; ".join(_stats.comparison_text(r, spec=".3g")
                                      for r in family.itertuples()) + ".")
@@ -157,7 +157,14 @@ def _stationary_finding(arrays: dict, stationary: pd.DataFrame, task: str,
                  + ". The RotRNN paper's claim is about ListOps, through training, across the "
                    "depth of its networks and across seeds.")
         lines.append(scale)
-        pairs = [(a, b) for a, b in comparison_pairs(here) if a in here and b in here]
+        # A layer whose window never reached the stationary regime measures no stationary
+        # claim: it stays in the tables and leaves the tests' families.
+        unsettled = set(_unsettled(at, tuple(here)))
+        pairs = [(a, b) for a, b in comparison_pairs(here) if a in here and b in here
+                 and a not in unsettled and b not in unsettled]
+        if unsettled:
+            lines.append("Left out of the comparisons below (not in the stationary regime): "
+                         + ", ".join(_label(v) for v in sorted(unsettled)) + ".")
         for key, label, what in COMPONENTS:
             if key == "depth" and depth == 1:
                 lines.append("Depth component at depth 1: not defined (one layer).")
@@ -171,15 +178,20 @@ def _stationary_finding(arrays: dict, stationary: pd.DataFrame, task: str,
                 means.append(f"{_label(v)} {mean:.3g} [{low:.3g}, {high:.3g}]")
             text = (f"{label.capitalize()} component ({what}) at depth {depth}, mean and 95% "
                     f"t interval over seeds, from lowest: {', '.join(means)}.")
-            family = _pair_family(values, pairs)
+            # A seed's seed component is its deviation from its own layer's mean over seeds:
+            # the seeds of two layers do not correspond, so the layers are compared unpaired.
+            paired = key != "seed"
+            family = _pair_family(values, pairs, paired=paired)
             if family is None or int(family["n"].max()) < 2:
                 text += " Fewer than two seeds in common: no pair can be tested."
             else:
                 m = int(family["m"].iloc[0])
-                text += (f" Paired by seed ({family['test'].iloc[0]} test, Holm over the {m} "
+                how = ("Paired by seed" if paired else "As independent groups (a seed's "
+                       "deviation is from its own layer's mean, so seeds do not pair)")
+                text += (f" {how} ({family['test'].iloc[0]} test, Holm over the {m} "
                          f"pair{'s' if m != 1 else ''} of this component at this depth, 5%; "
                          f"lower is steadier): {_stats.family_verdict(family)}"
-                         " Per pair (first − second, 95% CI, d_z, Holm p, the difference "
+                         " Per pair (first − second, 95% CI, effect size, Holm p, the difference "
                          "detectable with 80% power at 5%): "
                          + "; ".join(_stats.comparison_text(r, spec=".3g")
                                      for r in family.itertuples()) + ".")
@@ -219,8 +231,8 @@ def claim_verdict(arrays: dict, stationary: pd.DataFrame, task: str, steps: int)
         stationary.get("cfg.network.d_model", pd.Series(dtype=float)), errors="coerce").dropna()})
     head = (f"The RotRNN paper's claim (its norm drifts less through training than the LRU's) on "
             f"{style.task_label(task)}, {_depths_text(depths)}, n = {c.n} "
-            f"paired seed{'s' if c.n != 1 else ''}: drift RotRNN − LRU {c.diff:+.3g} [{c.low:+.3g}, {c.high:+.3g}], "
-            f"p = {c.p:.2g} ({c.test})")
+            f"paired seed{'s' if c.n != 1 else ''}: drift RotRNN − LRU {c.diff:+.3g} "
+            f"[{c.low:+.3g}, {c.high:+.3g}], p = {c.p:.2g} ({c.test})")
     if c.n < 2:
         verdict = "too few seeds to test it"
     elif c.p <= inference.ALPHA:
