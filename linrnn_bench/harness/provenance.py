@@ -14,8 +14,9 @@ from linrnn_bench import paths
 from . import process_settings
 from .measure.processes import command_output
 
-# This project's own version first: an installed wheel has no commit to record.
-_LIBRARIES = ("linrnn-bench", "jax", "jaxlib", "equinox", "flax", "optax", "numpy", "pandas")
+# The libraries whose versions a run records, this project's own first (an installed wheel has
+# no commit to record); the report states them in the same order.
+LIBRARIES = ("linrnn-bench", "jax", "jaxlib", "equinox", "flax", "optax", "numpy", "pandas")
 # Process settings that change speed or memory (the Makefile sets the first two): recorded as
 # set, "" where unset.
 SETTINGS = ("GLIBC_TUNABLES", "OPENBLAS_NUM_THREADS", "XLA_FLAGS", "LD_PRELOAD")
@@ -34,7 +35,7 @@ def _static() -> dict[str, Any]:
 
     devices = jax.devices()
     versions = {}
-    for lib in _LIBRARIES:
+    for lib in LIBRARIES:
         try:
             versions[lib] = metadata.version(lib)
         except metadata.PackageNotFoundError:

@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 
 from .. import config as _config
-from ..provenance import SETTINGS
+from ..provenance import LIBRARIES, SETTINGS
 from ..store import STATUSES, Store
 from ..studies import PRESET_NAMES
 
@@ -37,8 +37,6 @@ log = logging.getLogger(__name__)
 
 CUSTOM = "custom"  # a run in no preset's grid (made with key=value overrides)
 UNKNOWN = "unknown"  # the study's grids could not be built, so the preset cannot be told
-# The libraries a reader most needs to reproduce a number, in the order they are named.
-_LIBRARIES: tuple[str, ...] = ("jax", "jaxlib", "equinox", "flax", "optax", "numpy", "pandas")
 
 
 # The store a grid that reads one is built from (`reading`), and its configs bound to it.
@@ -310,7 +308,7 @@ def summarise(store: Store, study_name: str, run_ids: Sequence[str] = ()) -> dic
     summary["hardware"] = _distinct_records(hardware)
     commits = pd.DataFrame({"commit": column("prov.git_commit"), "dirty": column("prov.git_dirty")})
     summary["commits"] = _distinct_records(commits)
-    versions = pd.DataFrame({lib: column(f"prov.versions.{lib}") for lib in _LIBRARIES})
+    versions = pd.DataFrame({lib: column(f"prov.versions.{lib}") for lib in LIBRARIES})
     summary["versions"] = _distinct_records(versions)
     settings = pd.DataFrame({name: column(f"prov.settings.{name}") for name in SETTINGS})
     summary["settings"] = _distinct_records(settings)
