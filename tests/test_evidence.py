@@ -463,7 +463,7 @@ def test_the_stability_verdict_on_the_papers_claim_reads_true_either_way(seeds, 
     assert line.startswith("The RotRNN paper's claim (its norm drifts less through training "
                            f"than the LRU's) on ListOps, depth 2, n = {seeds} paired")
     assert expected in line and line.endswith(
-        "width 32, 400 steps (papers: 6 blocks, H = 128, 80k steps).")
+        "width 32, 400 steps (papers: 6 blocks, H = 128, 80,000 steps).")
     # Without either layer's runs there is no verdict to state.
     only = {k: v for k, v in _claim_arrays(seeds, rotrnn, lru).items() if k[1] == "rotrnn"}
     assert stability_findings.claim_verdict(only, stationary, "listops", 400) is None

@@ -25,7 +25,6 @@ DEPTH = "cfg.network.depth"
 TASK = "cfg.task"
 LR = study.LR
 RECURRENT_LR = study.RECURRENT_LR
-SELECTION = study.COLUMNS.names.selection
 
 
 def _keys(frame: pd.DataFrame) -> pd.DataFrame:
@@ -115,9 +114,8 @@ def configurations(final: pd.DataFrame) -> pd.DataFrame:
         if cell[["lr", "rlr"]].drop_duplicates().shape[0] == 1:
             is_recipe[position] = is_selected[position] = True
             continue
-        selection = "loss" if (cell[SELECTION] == "loss").all() else "accuracy"
         keyed = cell.assign(**{LR: cell["lr"], RECURRENT_LR: cell["rlr"]})
-        chosen = study.select(keyed, selection)
+        chosen = study.select(keyed, study.selection_of(cell))
         is_recipe[position] = [_same(a, r_lr) and _same(b, r_rlr) for a, b, r_lr, r_rlr
                                in zip(cell["lr"], cell["rlr"], cell["recipe_lr"],
                                       cell["recipe_rlr"])]
@@ -191,7 +189,7 @@ def bracketing(store: Store) -> pd.DataFrame:
         position = ("largest" if (lr, rlr) == pairs[-1] else
                     "smallest" if (lr, rlr) == pairs[0] else "inside")
         keyed = cell.assign(**{LR: cell["lr"], RECURRENT_LR: cell["rlr"]})
-        selection = "loss" if (cell[SELECTION] == "loss").all() else "accuracy"
+        selection = study.selection_of(cell)
         out.append((task, model, int(depth), len(pairs), float(pairs[0][0]),
                     float(pairs[-1][0]), lr, rlr, position, position == "inside",
                     int(study.selecting(keyed)["seed"].nunique()),

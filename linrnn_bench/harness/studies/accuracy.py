@@ -472,9 +472,7 @@ def tuning_state(config: AccuracyConfig, store: Any
             if any(status.get(i) not in ("done", "diverged") for i in ids):
                 break  # the cell is still running: its selection is not decided yet
             cell_rows = finals[finals["run_id"].isin(set(ids))] if not finals.empty else finals
-            selection = ("loss" if not cell_rows.empty
-                         and (cell_rows[COLUMNS.names.selection] == "loss").all() else "accuracy")
-            chosen = select(cell_rows, selection)
+            chosen = select(cell_rows, selection_of(cell_rows))
             direction = ({ends[-1]: +1, ends[0]: -1}.get(chosen)
                          if chosen and config.lr_extend else None)
             if direction is not None and grown[direction] < config.lr_extend:
@@ -618,6 +616,14 @@ def selecting(final: pd.DataFrame) -> pd.DataFrame:
     pairs = final.drop_duplicates(["seed", LR, RECURRENT_LR]).groupby("seed").size()
     tuning = pairs.index[pairs > 1]
     return final[final["seed"].isin(tuning)] if len(tuning) else final
+
+
+def selection_of(final: pd.DataFrame) -> str:
+    """What one cell's runs were selected on: ``"loss"`` when every final row says so (a
+    regression task), else ``"accuracy"``."""
+    column = COLUMNS.names.selection
+    return ("loss" if not final.empty and column in final.columns
+            and (final[column] == "loss").all() else "accuracy")
 
 
 def select(final: pd.DataFrame, selection: str) -> tuple[float, float] | None:

@@ -393,14 +393,10 @@ def _tuning_seeds(bracketing: pd.DataFrame | None) -> str:
     counts = " or ".join(str(n) for n in sorted({int(n) for n in bracketing["tuning_seeds"]}))
     totals = " or ".join(str(n) for n in sorted({int(n) for n in bracketing["seeds"]}))
     held = sorted({int(n) for n in bracketing["held_out"]})
-    text = (f"the tuning seeds ({counts} of the {totals} seeds at the selected pair, those "
+    return (f"the tuning seeds ({counts} of the {totals} seeds at the selected pair, those "
             "trained at every pair; ties go to the smaller rates). A tuning seed is never in "
             "the tuned configuration: its test metrics and comparisons are over the held-out "
             f"seeds alone (n = {' or '.join(map(str, held))} per cell)")
-    if held == [0]:
-        text += (", and no seed was held out at this preset, so the tuned configuration has "
-                 "no test metric to show")
-    return text
 
 
 def bracketing_text(bracketing: pd.DataFrame | None, labels: Labels) -> str:

@@ -205,7 +205,6 @@ def _stationary_finding(arrays: dict, stationary: pd.DataFrame, task: str,
 # LRU's. The pre-declared primary test pools the trained depths (each seed's drift component
 # averaged over them), paired by seed; the per-depth, per-component comparisons are secondary.
 CLAIM = ("rotrnn", "lru")
-# The papers' ListOps scale: LRU Table 9 (depth, H, iterations), which RotRNN follows.
 
 
 def claim_verdict(arrays: dict, stationary: pd.DataFrame, task: str, steps: int) -> str | None:
@@ -248,8 +247,7 @@ def claim_verdict(arrays: dict, stationary: pd.DataFrame, task: str, steps: int)
     if unsettled:
         verdict += (f"; {' and '.join(_label(v) for v in unsettled)} not in the stationary "
                     "regime (see the regime check)")
-    scale = (f"width {'/'.join(map(str, width)) or '?'}, {steps} steps (papers: 6 blocks, "
-             "H = 128, 80k steps)")
+    scale = f"width {'/'.join(map(str, width)) or '?'}, {steps} steps" + _papers_scale(task)
     return f"{head}: {verdict}; {scale}."
 
 
@@ -271,3 +269,20 @@ def _unsettled(stationary: pd.DataFrame, variants: tuple[str, ...],
 def _depths_text(depths: list[int]) -> str:
     return (f"depth {depths[0]}" if len(depths) == 1
             else f"depths {', '.join(map(str, depths))} pooled")
+
+
+def _papers_scale(task: str) -> str:
+    """`` (papers: D blocks, H = W, S steps)``: the task's paper-scale run as the accuracy
+    study's gpu preset states it (with its source, LRU Table 9), or "" where that preset does
+    not run the task."""
+    from ...studies import accuracy
+
+    try:
+        config = accuracy.STUDY.config("gpu")
+        if task not in config.tasks:
+            return ""
+        resolved = accuracy.resolve(config, config.models[0], task)
+    except Exception:  # noqa: BLE001 (a preset that cannot be built leaves the comparison out)
+        return ""
+    return (f" (papers: {resolved.network.depth} blocks, H = {resolved.network.d_model}, "
+            f"{resolved.train.steps:,} steps)")
