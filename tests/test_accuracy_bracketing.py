@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
@@ -281,6 +282,7 @@ def test_no_tuning_seed_enters_a_tuned_mean_or_test(tmp_path):
     with _provenance.reading(store):
         selection = _data.load(store)
         artifacts = {a.name: a for a in accuracy.build(store)}
+    plt.close("all")  # only the tables are read
     tuned = selection.tuned_final
     assert set(tuned["seed"]) == {2, 3} and set(tuned["lr"]) == {3e-2}
     # Seed 1 chose the pair (it is the one trained at every pair) and is in no tuned number.
@@ -298,6 +300,7 @@ def test_a_store_without_held_out_seeds_shows_no_tuned_number(tmp_path):
     run_study(_study(0.03), config, store=store, progress=False)
     with _provenance.reading(store):
         artifacts = {a.name: a for a in accuracy.build(store)}
+    plt.close("all")
     assert "no seed is held out" in artifacts["accuracy_tuned"].reason
     assert "no seed is held out" in artifacts["accuracy_significance"].reason
     assert artifacts["accuracy_test"].frame.shape[0] >= 1  # the one recipe is still shown
