@@ -387,7 +387,7 @@ CLI_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
                                        "probe_length=1000000000"], 2,
      ("stability.probe_length=1000000000", "GiB", "memory")),
     ("stability-probe-beyond-generator", ["study", "stability", "--preset", "smoke",
-                                          "probe_length=2000000000"], 2,
+                                          "long_probe=generator", "probe_length=2000000000"], 2,
      ("stability.probe_length=2000000000", "'listops'", "no tree is longer than")),
     # Outside layers whose module fails at import, or whose config class cannot be made.
     ("check-layer-module-nameerror", ["check-layer", "{nameerror}"], 2,

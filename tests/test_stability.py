@@ -13,6 +13,7 @@ import pytest
 
 from linrnn_bench import tasks
 from helpers import assert_printable, assert_rows_declared, tol
+from linrnn_bench.harness import state_norm
 from linrnn_bench.harness import train as training
 from linrnn_bench.harness.config import ConfigError
 from linrnn_bench.harness.report import stability as stability_report
@@ -125,35 +126,43 @@ def test_recorded_norms_equal_norms_of_the_layers_states(smoke):
 
 
 def test_stationary_rows_equal_the_long_probes_norms_and_closed_form(smoke):
-    # The long probe: ListOps trees drawn by LRA's rules at probe_length to 2 * probe_length
-    # tokens; per layer the window's mean norm, and the RMS norm over the closed form's for a
-    # white input of the energy the layer's actual input puts into each state, by hand.
+    # The long probe: the training split's examples back to back (`_stability_probe.stream`),
+    # probe_length doubled as the per-mode regime check needs; per layer the window's mean
+    # norm, its RMS and factors, and the RMS norm over the closed form's for a white input of
+    # the energy the layer's actual input puts into each state, by hand.
     store, _, specs = smoke
     rows = store.read("stability")
     for run_id, spec in specs.items():
-        options = tasks.lengthened(spec.task, dict(spec.task_options), spec.probe_length,
-                                   spec.long_probe_size)
-        split = tasks.build(spec.task, **options).split("val")
-        inputs = split.inputs[: spec.long_probe_size]
-        lengths = split.lengths[: spec.long_probe_size]
-        assert lengths.min() > spec.probe_length and lengths.max() < 2 * spec.probe_length
-        task = tasks.build(spec.task, **dict(spec.task_options))
-        assert lengths.min() > task.info.seq_len  # longer than anything trained on
-        network, state = training.build_network(
-            spec.network, task.info, key=jr.fold_in(jr.PRNGKey(spec.seed), 0))
-        norms = _direct_norms(network, state, inputs, lengths)
         got = rows[(rows["run_id"] == run_id) & (rows["step"] == 0)
                    & (rows["kind"] == "stationary")]
         got = got.set_index(got["layer"].astype(int))
         assert list(got.index) == list(range(1, spec.network.depth + 1))
+        L = int(got["t_to"].iloc[0])
+        ladder = _stability_probe.stream_ladder(spec.probe_length)
+        assert L in ladder
+        task = tasks.build(spec.task, **dict(spec.task_options))
+        train = task.split("train")
+        inputs = _stability_probe.stream(train, ladder[-1], spec.long_probe_size,
+                                         pair=task.info.pair)[:, :L]
+        lengths = np.full(spec.long_probe_size, L)
+        # Every step is a training example's: the first one's tokens open the first sequence.
+        assert L > task.info.seq_len and np.all(inputs != 0)
+        network, state = training.build_network(
+            spec.network, task.info, key=jr.fold_in(jr.PRNGKey(spec.seed), 0))
+        norms = _direct_norms(network, state, inputs, lengths)
         for k in got.index:
             row = got.loc[k]
             width = np.maximum(1, np.round(spec.window * lengths)).astype(int)
             window = [norms[i, k - 1, lengths[i] - width[i]:lengths[i]] for i in range(len(lengths))]
             np.testing.assert_allclose(row["norm_stationary"], np.mean([w.mean() for w in window]),
                                        **F32)
-            assert row["t_from"] == min(lengths - width) + 1 and row["t_to"] == lengths.max()
+            np.testing.assert_allclose(row["norm_rms"], np.sqrt(np.mean(np.concatenate(window) ** 2)),
+                                       **F32)
+            np.testing.assert_allclose(row["norm_rms"], row["input_rms"] * (
+                row["drive_rms"] / row["input_rms"]) * row["gain"], rtol=1e-12)
+            assert row["t_from"] == min(lengths - width) + 1 and row["t_to"] == L
             assert bool(row["lengthened"]) and row["examples"] == spec.long_probe_size
+            assert row["source"] == "stream"
             system = network.blocks[k - 1].layer.discrete_system()
             lam = np.abs(np.asarray(system.lam, dtype=np.complex128).reshape(-1))
             B = np.asarray(system.B, dtype=np.complex128)
@@ -163,6 +172,9 @@ def test_stationary_rows_equal_the_long_probes_norms_and_closed_form(smoke):
                 mask = (np.arange(e.shape[1])[None, :] < lengths[:, None]).astype(np.float64)
                 u = _batch_norm(block, np.asarray(e, dtype=np.float64), mask) * mask[..., None]
                 injected = np.sum(np.abs(u @ B.T) ** 2, axis=(0, 1)) / lengths.sum()
+                np.testing.assert_allclose(row["input_rms"],
+                                           np.sqrt(np.sum(u**2) / lengths.sum()), rtol=1e-4)
+                np.testing.assert_allclose(row["drive_rms"], np.sqrt(injected.sum()), rtol=1e-4)
                 predicted = [np.sum(injected * (1 - lam ** (2 * t)) / (1 - lam**2))
                              for t in range(1, norms.shape[-1] + 1)]
                 measured = np.mean(np.concatenate(window) ** 2)
@@ -170,10 +182,22 @@ def test_stationary_rows_equal_the_long_probes_norms_and_closed_form(smoke):
                     [predicted[lengths[i] - width[i]:lengths[i]] for i in range(len(lengths))]))
                 np.testing.assert_allclose(row["norm_ratio"], np.sqrt(measured / expected),
                                            rtol=1e-4)
+                # The per-mode check on these energies, and the length it chose: the shortest
+                # of the ladder whose window opens at the needed step (else the longest).
+                regime = state_norm.mode_regime(system.lam, injected, int(row["t_from"]))
+                assert bool(row["settled"]) == regime.settled
+                np.testing.assert_allclose(row["unsettled_share"], regime.unsettled_share,
+                                           atol=1e-4)
             t_from = int(row["t_from"])
             reached = np.sum(np.sum(np.abs(B) ** 2, axis=1) * (1 - lam ** (2 * t_from))
                              / (1 - lam**2)) / np.sum(np.sum(np.abs(B) ** 2, axis=1) / (1 - lam**2))
             np.testing.assert_allclose(row["energy_reached"], reached, rtol=1e-5)
+        # The length chosen: one whose window opens at every layer's needed step (then every
+        # layer settled), or the longest of the ladder (and the rows say which did not).
+        settled = got["needed_from"].notna().all() and int(got["t_from"].iloc[0]) >= float(
+            got["needed_from"].max())
+        assert settled == got["settled"].astype(bool).all()
+        assert settled or L == ladder[-1]
 
 
 def test_rotrnn_norm_is_the_norm_of_its_real_state(smoke, getkey):
@@ -381,6 +405,8 @@ def test_report_section(smoke, tmp_path):
         "stability_components_listops": Table,
         "stability_stationary_listops": Table,
         "stability_stationary_findings_listops": Finding,
+        "stability_attribution_listops": Table,
+        "stability_attribution_findings_listops": Finding,
         "stability_init_listops": Table,
         # One layer and no head count swept: the sweep's table, and why there is no more.
         "stability_init_sweep_listops": Table,
@@ -409,7 +435,8 @@ def test_report_section(smoke, tmp_path):
     assert stationary.lines[0].startswith("The RotRNN paper's claim") and (
         "n = 1 paired seed: " in stationary.lines[0])
     assert "too few seeds to test it" in stationary.lines[0]
-    assert stationary.lines[1].startswith("Regime check")
+    assert stationary.lines[1].startswith("Long probe: the training split's examples")
+    assert "Per-mode regime check" in stationary.lines[1]
     assert "Depth component at depth 1: not defined" in " ".join(stationary.lines)
     assert "Fewer than two seeds in common" in " ".join(stationary.lines)
     init = next(a for a in artifacts if a.name == "stability_init_listops")

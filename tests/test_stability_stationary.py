@@ -94,14 +94,30 @@ def test_the_regime_check_tells_a_transient_probe(synthetic):
     long = pd.concat([synthetic[(True, 400)], synthetic[(False, 400)]])
     short = pd.concat([synthetic[(True, 8)], synthetic[(False, 8)]])
     assert (short["energy_reached"] < state_norm.STATIONARY_FRACTION).all()
-    assert "Regime check" in report.regime_text(long) and ": met:" in report.regime_text(long)
+    # The per-mode check: decays up to 0.98 remember 50 steps, so the modes need a window
+    # opening at step 150 (151 in float32): met at 400 steps (window from 301), not at 8.
+    assert long["settled"].all() and not short["settled"].any()
+    assert (long["needed_from"] <= 151).all() and (long["unsettled_share"] == 0).all()
+    text = report.regime_text(long)
+    assert "Per-mode regime check" in text and "met for every variant" in text
     text = report.regime_text(short)
-    assert "NOT met for normalised" in text and "unnormalised" in text
-    # A layer whose eigenvalue left the disc has no stationary level (energy NaN), which the
-    # check says, and the others are still reported met.
+    assert "NOT met for normalised in 48 of 48" in text and "unnormalised in 48 of 48" in text
+    assert "slowest carrying memory" in text
+    # A layer whose eigenvalue left the disc has no stationary level, which the check says,
+    # and the others are still reported met.
     unstable = synthetic[(False, 400)].copy()
-    unstable["energy_reached"] = np.nan
+    unstable["settled"], unstable["memory_slowest"] = False, np.nan
     mixed = report.regime_text(pd.concat([synthetic[(True, 400)], unstable]))
+    assert "unnormalised in 48 of 48 layer measurements (an eigenvalue left" in mixed
+    assert "met for normalised." in mixed
+    # Rows stored before the per-mode check (study version 4): the energy check, as then.
+    old = [c for c in ("settled", "unsettled_share", "memory_slowest", "needed_from")]
+    text = report.regime_text(long.drop(columns=old))
+    assert "Regime check" in text and ": met:" in text
+    assert "NOT met for normalised" in report.regime_text(short.drop(columns=old))
+    unstable = synthetic[(False, 400)].drop(columns=old)
+    unstable["energy_reached"] = np.nan
+    mixed = report.regime_text(pd.concat([synthetic[(True, 400)].drop(columns=old), unstable]))
     assert "no stationary level for unnormalised" in mixed and "met for the others" in mixed
     # In the transient the metric ranks the layers backwards (why the regime is checked).
     depth = {}
@@ -109,6 +125,45 @@ def test_the_regime_check_tells_a_transient_probe(synthetic):
         ((_, a),) = report.stationary_arrays(synthetic[(normalised, 8)]).items()
         depth[normalised] = report.components_by_seed(a["norms"], a["steps"])["depth"].mean()
     assert depth[True] > depth[False]
+
+
+def test_the_stream_lays_every_example_once_before_any_repeats():
+    from linrnn_bench.tasks._base import Split
+
+    lengths = np.array([3, 1, 2])
+    inputs = np.array([[1, 2, 3, 0], [4, 0, 0, 0], [5, 6, 0, 0]], np.int32)
+    split = Split(inputs=inputs, labels=np.zeros(3, np.int32), lengths=lengths)
+    out = _stability_probe.stream(split, 6, 2, pair=False)  # 6 = the three examples' steps
+    assert out.shape == (2, 6) and np.all(out != 0)  # no padding inside a stream
+    pieces = {(1, 2, 3), (4,), (5, 6)}
+    for row in out.tolist():  # each row: every example once, whole, in some order
+        found, i = set(), 0
+        while i < 6:
+            piece = next(p for p in pieces if tuple(row[i:i + len(p)]) == p)
+            found.add(piece)
+            i += len(piece)
+        assert found == pieces
+
+
+def test_the_per_mode_check_on_cases_whose_answer_is_known():
+    # One mode of memory 100 with 97% of the energy: it needs a window from step 300.
+    regime = state_norm.mode_regime(np.array([0.99, 0.5]), np.array([1.0, 1.0]), 299)
+    assert not regime.settled and regime.needed_from == 300
+    assert regime.slowest == pytest.approx(100.0)
+    assert regime.unsettled_share == pytest.approx((1 / (1 - 0.99**2)) / (
+        1 / (1 - 0.99**2) + 1 / (1 - 0.25)))
+    assert state_norm.mode_regime(np.array([0.99, 0.5]), np.array([1.0, 1.0]), 300).settled
+    # A slow mode holding under 1% of the energy may still settle: the fast one decides.
+    weights = np.array([0.005 * (1 - 0.999**2), 0.995 * (1 - 0.5**2)])
+    regime = state_norm.mode_regime(np.array([0.999, 0.5]), weights, 6)
+    assert regime.settled and regime.slowest == pytest.approx(2.0)
+    assert regime.unsettled_share == pytest.approx(0.005)
+    # Many modes each under 1% (S4D's 1024 states): their memories still count.
+    assert not state_norm.mode_regime(np.full(1024, 0.9), np.ones(1024), 29).settled
+    assert state_norm.mode_regime(np.full(1024, 0.9), np.ones(1024), 30).settled
+    # A fed mode on or outside the unit circle has no stationary level: never settled.
+    regime = state_norm.mode_regime(np.array([1.0, 0.5]), np.ones(2), 10**6)
+    assert not regime.settled and regime.needed_from is None and regime.unsettled_share == 1.0
 
 
 def test_window_mask_and_pairs():
@@ -124,8 +179,16 @@ def test_a_task_that_cannot_lengthen_falls_back_to_the_probe_batch():
     options = tasks.preset_options("digits", "smoke")
     assert tasks.lengthened("digits", options, 500, 4) is None
     fallback = (np.zeros((2, 64), np.int32), np.array([64, 64]))
-    probe = _stability_probe.LongProbe("digits", options, 500, 4, 0.1, fallback=fallback)
+    probe = _stability_probe.LongProbe("digits", options, 500, 4, 0.1, fallback=fallback,
+                                       source="generator")
     assert not probe.lengthened and probe.sequences is fallback[0]
+    # The stream needs no generator: any task's training examples, back to back.
+    probe = _stability_probe.LongProbe("digits", options, 500, 4, 0.1, fallback=fallback)
+    assert probe.lengthened and probe.sequences.shape[:2] == (4, 500 * 8)
+    assert probe.ladder == (500, 707, 1000, 1414, 2000, 2828, 4000)
+    with pytest.raises(ValueError, match="accepted: \\['stream', 'generator'\\]"):
+        _stability_probe.LongProbe("digits", options, 500, 4, 0.1, fallback=fallback,
+                                   source="nosuch")
     longer = tasks.lengthened("listops", tasks.preset_options("listops", "cpu"), 500, 16)
     assert (longer["min_length"], longer["max_length"], longer["num_val"]) == (500, 1000, 16)
     assert (longer["max_depth"], longer["max_args"]) == (10, 10)  # LRA's rules
@@ -145,6 +208,9 @@ def test_a_layer_outside_the_stationary_regime_leaves_the_families_and_seeds_com
                                C.energy_reached: [0.97, None, 0.95, 0.5]})
     assert findings._unsettled(stationary, ("rotrnn", "s5", "lru")) == ["s5", "lru"]
     assert findings._unsettled(stationary.iloc[:1], ("rotrnn",)) == []
+    # With the per-mode check (study version 5) its verdict decides, whatever the energy.
+    stationary[C.settled] = [True, False, True, True]
+    assert findings._unsettled(stationary, ("rotrnn", "s5", "lru")) == ["s5"]
     # The seed component, unpaired: each pair is `harness.stats.unpaired`, Holm over the family.
     values = {"rotrnn": pd.Series([0.1, 0.2, 0.15, 0.12, 0.18]),
               "lru": pd.Series([0.4, 0.5, 0.35, 0.45, 0.42])}

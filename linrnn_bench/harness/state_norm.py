@@ -29,6 +29,7 @@ Logs make the components scale-free: a spread of 0.1 is about 10 % whatever the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -128,6 +129,59 @@ def steps_to_stationary(system: DiscreteSystem,
         else:
             low = middle + 1
     return high
+
+
+# The per-mode regime check (`mode_regime`): the modes holding all but CARRYING_SHARE of a
+# layer's stationary energy must have run MEMORIES of their memories 1 / (1 - |lam|) before the
+# window opens (then each has 1 - |lam|^(2t) >= 1 - exp(-2 * MEMORIES) = 99.75 % of its level);
+# a slow tail of modes with at most CARRYING_SHARE of the energy may still be settling. (A
+# share per mode would not do: S4D's 1024 states at width 32 each hold about 0.1 %.)
+CARRYING_SHARE = 0.01
+MEMORIES = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class ModeRegime:
+    """The per-mode regime check of one layer at a window opening at step ``t_from``.
+
+    ``settled``: the modes holding all but ``CARRYING_SHARE`` of the stationary energy have run
+    ``MEMORIES`` memories by ``t_from`` (False when a fed mode has left the unit disc: no
+    stationary level). ``unsettled_share``: the share of the stationary energy held by the
+    modes that have not (1.0 without a stationary level). ``slowest``: the largest memory
+    1 / (1 - |lam|) among those modes (the slowest "carrying" mode; inf without a stationary
+    level). ``needed_from``: the first window step at which the check holds (None: never).
+    """
+
+    settled: bool
+    unsettled_share: float
+    slowest: float
+    needed_from: int | None
+
+
+def mode_regime(lam: np.ndarray, weights: np.ndarray, t_from: int,
+                share: float = CARRYING_SHARE, memories: float = MEMORIES) -> ModeRegime:
+    """The per-mode regime check (`ModeRegime`) of states with eigenvalues ``lam`` fed
+    ``weights`` ``(P,)`` of energy per step (each mode's stationary energy is
+    ``weights_p / (1 - |lam_p|^2)``, as `expected_energy`'s limit)."""
+    modulus = np.abs(np.asarray(lam, dtype=np.complex128).reshape(-1))
+    weights = np.asarray(weights, dtype=np.float64).reshape(-1)
+    fed = weights > 0
+    if np.any(fed & (modulus >= 1.0)):
+        return ModeRegime(False, 1.0, math.inf, None)
+    modulus = np.where(fed, modulus, 0.0)
+    level = weights / (1.0 - modulus**2)
+    total = float(np.sum(level))
+    if total <= 0.0:  # no input reaches the states: nothing to settle
+        return ModeRegime(True, 0.0, 0.0, 1)
+    shares = level / total
+    memory = 1.0 / (1.0 - modulus)
+    slow_first = np.argsort(-memory, kind="stable")
+    tail = int(np.sum(np.cumsum(shares[slow_first]) <= share))  # modes that may still settle
+    slowest = float(memory[slow_first[min(tail, len(memory) - 1)]])
+    needed_from = int(math.ceil(memories * slowest - 1e-9))  # not rounded up by float error
+    return ModeRegime(settled=needed_from <= t_from,
+                      unsettled_share=float(np.sum(shares[memories * memory > t_from + 1e-9])),
+                      slowest=slowest, needed_from=needed_from)
 
 
 def _log_norms(norms: np.ndarray) -> np.ndarray:

@@ -118,73 +118,160 @@ def _injected(system, u: jax.Array) -> jax.Array:
 
 @eqx.filter_jit
 def _long_measure(network, state, inputs, lengths, statistics, systems: bool):
-    """On the long probe: ||h^k_t|| ``(n, depth, L)``; with ``systems``, also the energy each
-    layer's input puts into each state ``(n, depth, P)`` (summed over steps) and each layer's
-    discrete system (else None, None). BatchNorm as `state_norms` (``statistics``)."""
+    """On the long probe: ||h^k_t|| ``(n, depth, L)``, the energy sum_t ||u_t||^2 of each
+    layer's input ``(n, depth)`` and, with ``systems``, the energy each layer's input puts into
+    each state ``(n, depth, P)`` (both summed over valid steps) and each layer's discrete
+    system (else None, None). BatchNorm as `state_norms` (``statistics``)."""
     if statistics not in STATISTICS:
         raise ValueError(f"statistics={statistics!r}; accepted: {list(STATISTICS)}.")
     model = eqx.nn.inference_mode(network) if statistics == "running" else network
     discrete = [b.layer.discrete_system() for b in model.blocks] if systems else None
 
-    def measure(k, layer, u):
-        return _norm(layer.hidden_states(u)), (_injected(discrete[k], u) if systems else None)
-
     def tower(x, length):
-        norms, energy = zip(*_per_layer(model, state, x, length, measure))
-        return jnp.stack(norms), (jnp.stack(energy) if systems else None)
+        valid = (jnp.arange(x.shape[0]) < length)[:, None]
 
-    norms, energy = jax.vmap(tower, axis_name="batch")(inputs, lengths)
-    return norms, energy, discrete
+        def measure(k, layer, u):
+            fed = jnp.where(valid, u, 0.0)  # the input's energy over valid steps only
+            return (_norm(layer.hidden_states(u)), jnp.sum(fed.astype(jnp.float32) ** 2),
+                    _injected(discrete[k], fed) if systems else None)
+
+        norms, inputs_energy, energy = zip(*_per_layer(model, state, x, length, measure))
+        return (jnp.stack(norms), jnp.stack(inputs_energy),
+                jnp.stack(energy) if systems else None)
+
+    norms, inputs_energy, energy = jax.vmap(tower, axis_name="batch")(inputs, lengths)
+    return norms, inputs_energy, energy, discrete
+
+
+# The stream probe's lengths: ``probe_length`` times powers of sqrt(2), up to this many
+# doublings, the shortest whose window opens late enough for the per-mode regime check
+# (`state_norm.mode_regime`). Half doublings: a probe's cost grows with its length, and a
+# finer ladder (more compiled lengths) would cost more compiling than it saves.
+STREAM_DOUBLINGS = 3
+LONG_PROBES: tuple[str, ...] = ("stream", "generator")
+
+
+def stream_ladder(length: int) -> tuple[int, ...]:
+    """The stream probe's candidate lengths for ``probe_length`` ``length``, shortest first."""
+    return tuple(int(round(length * 2 ** (k / 2))) for k in range(2 * STREAM_DOUBLINGS + 1))
+
+
+def stream(split, length: int, size: int, *, pair: bool, seed: int = 0) -> np.ndarray:
+    """``size`` sequences of ``length`` steps, each the valid steps of the split's examples
+    laid back to back in a random order (``seed``; every example once before any repeats):
+    long sequences from the training distribution itself. A pair task streams its first
+    sequences."""
+    inputs = split.inputs[:, 0] if pair else split.inputs
+    lengths = np.asarray(split.lengths[:, 0] if pair else split.lengths)
+    if len(lengths) == 0 or int(np.max(lengths)) < 1:
+        raise ValueError("The stream probe needs at least one example with a valid step.")
+    rng = np.random.default_rng(seed)
+    order: list[int] = []
+    out = np.zeros((size, length, *inputs.shape[2:]), dtype=inputs.dtype)
+    for row in range(size):
+        filled = 0
+        while filled < length:
+            if not order:
+                order = list(rng.permutation(len(lengths)))
+            i = order.pop()
+            take = min(int(lengths[i]), length - filled)
+            out[row, filled:filled + take] = inputs[i, :take]
+            filled += take
+    return out
 
 
 class LongProbe:
     """The stationary probe: sequences long against the layers' memory, measured at their last
     steps (``kind="stationary"`` rows, `stationary_rows`). Forward only.
 
-    ``task``/``options`` name the task as the run builds it; its generator draws ``size``
-    sequences of ``length`` to ``2 * length`` steps by its own rules (`tasks.lengthened`). A
-    task that cannot make longer sequences gives ``fallback`` (the probe batch's sequences and
-    lengths) instead, and its rows say ``lengthened=False``.
+    ``source="stream"`` (the presets'): ``size`` sequences of the training split's examples laid
+    back to back (`stream`), every step from the distribution the network is trained on; their
+    length is one of `stream_ladder` (``length`` to ``2**STREAM_DOUBLINGS`` times it), chosen at each measurement as
+    the shortest whose window opens after the per-mode regime check's steps for the network
+    as it is then (`state_norm.mode_regime`; a layer without a discrete system: ``length``).
+    ``source="generator"``: the task's generator draws ``size`` sequences of ``length`` to
+    ``2 * length`` steps by its own rules (`tasks.lengthened`; ListOps by LRA's rules: longer
+    and deeper trees than any trained on, an out-of-distribution measure). A task that cannot
+    make longer sequences gives ``fallback`` (the probe batch's sequences and lengths) instead,
+    and its rows say ``lengthened=False``.
     """
 
     def __init__(self, task: str, options, length: int, size: int, window: float, *,
                  fallback: tuple[np.ndarray, np.ndarray], statistics: Statistics = "batch",
-                 systems: bool = True):
-        longer = tasks.lengthened(task, dict(options), length, size)
-        self.lengthened = longer is not None
-        if longer is None:
-            self.sequences, self.lengths = fallback
+                 systems: bool = True, source: str = "stream"):
+        if source not in LONG_PROBES:
+            raise ValueError(f"long probe source={source!r}; accepted: {list(LONG_PROBES)}.")
+        self.source = source
+        self.ladder = (length,)
+        if source == "stream":
+            built = tasks.build(task, **dict(options))
+            self.ladder = stream_ladder(length)
+            self.sequences = stream(built.split("train"), self.ladder[-1], size,
+                                    pair=built.info.pair)
+            self.lengths = np.full(size, self.ladder[-1])
+            self.lengthened = True
         else:
-            built = tasks.build(task, **longer)
-            split = built.split("val")
-            if len(split) < size:
-                raise ValueError(
-                    f"The long probe needs {size} sequences; task {task!r} made {len(split)}. "
-                    "Lower stability.long_probe_size.")
-            pair = built.info.pair
-            inputs, lengths = split.inputs[:size], np.asarray(split.lengths[:size])
-            self.sequences = inputs[:, 0] if pair else inputs
-            self.lengths = lengths[:, 0] if pair else lengths
+            self._generated(task, options, length, size, fallback)
         self.window = window
         self.statistics = statistics
         self.systems = systems
 
-    def __call__(self, step: int, network, state) -> list[dict[str, Any]]:
-        norms, energy, systems = _long_measure(
-            network, state, jnp.asarray(self.sequences), jnp.asarray(self.lengths),
-            self.statistics, self.systems)
+    def _generated(self, task: str, options, length: int, size: int,
+                   fallback: tuple[np.ndarray, np.ndarray]) -> None:
+        longer = tasks.lengthened(task, dict(options), length, size)
+        self.lengthened = longer is not None
+        if longer is None:
+            self.sequences, self.lengths = fallback
+            return
+        built = tasks.build(task, **longer)
+        split = built.split("val")
+        if len(split) < size:
+            raise ValueError(
+                f"The long probe needs {size} sequences; task {task!r} made {len(split)}. "
+                "Lower stability.long_probe_size.")
+        pair = built.info.pair
+        inputs, lengths = split.inputs[:size], np.asarray(split.lengths[:size])
+        self.sequences = inputs[:, 0] if pair else inputs
+        self.lengths = lengths[:, 0] if pair else lengths
+
+    def _measure(self, step: int, network, state, length: int | None) -> list[dict[str, Any]]:
+        sequences, lengths = self.sequences, self.lengths
+        if length is not None:
+            sequences, lengths = sequences[:, :length], np.full(len(lengths), length)
+        norms, inputs_energy, energy, systems = _long_measure(
+            network, state, jnp.asarray(sequences), jnp.asarray(lengths), self.statistics,
+            self.systems)
         return stationary_rows(
-            step, np.asarray(norms, dtype=np.float64), self.lengths, self.window,
+            step, np.asarray(norms, dtype=np.float64), lengths, self.window,
             None if energy is None else np.asarray(energy, dtype=np.float64),
-            systems, lengthened=self.lengthened)
+            systems, lengthened=self.lengthened, source=self.source,
+            inputs_energy=np.asarray(inputs_energy, dtype=np.float64))
+
+    def __call__(self, step: int, network, state) -> list[dict[str, Any]]:
+        if self.source != "stream":
+            return self._measure(step, network, state, None)
+        rows = self._measure(step, network, state, self.ladder[0])
+        needed = [r.get("needed_from") for r in rows]
+        if not self.systems or all(r.get("settled", True) for r in rows):
+            return rows
+        # The shortest length whose window opens at every layer's needed step (the longest
+        # when none does: the rows then say which modes had not settled).
+        fits = [L for L in self.ladder
+                if all(n is not None and _window_start(L, self.window) >= n for n in needed)]
+        return self._measure(step, network, state, fits[0] if fits else self.ladder[-1])
 
 
-def long_probe_bytes(size: int, length: int, d_model: int, d_state: int) -> int:
-    """A lower bound on the bytes the long probe holds at once: its ``size`` sequences padded
-    to their longest, ``2 * length`` steps, through one layer: the layer's float32 input
+def _window_start(length: int, window: float) -> int:
+    """The 1-based first step of the window of a sequence of ``length`` steps (`window_mask`)."""
+    return length - max(1, round(window * length)) + 1
+
+
+def long_probe_bytes(size: int, longest: int, d_model: int, d_state: int) -> int:
+    """A lower bound on the bytes the long probe holds at once: its ``size`` sequences of (or
+    padded to) ``longest`` steps, through one layer: the layer's float32 input
     ``(L, d_model)`` and at least ``d_state`` float32 states per step (each layer's own
     convention gives as many or more)."""
-    return size * 2 * length * (d_model + d_state) * 4
+    return size * longest * (d_model + d_state) * 4
 
 
 def window_mask(lengths: np.ndarray, L: int, window: float) -> np.ndarray:
@@ -196,14 +283,19 @@ def window_mask(lengths: np.ndarray, L: int, window: float) -> np.ndarray:
 
 
 def stationary_rows(step: int, norms: np.ndarray, lengths: np.ndarray, window: float,
-                    energy: np.ndarray | None, systems, *, lengthened: bool
+                    energy: np.ndarray | None, systems, *, lengthened: bool,
+                    source: str | None = None, inputs_energy: np.ndarray | None = None
                     ) -> list[dict[str, Any]]:
     """``kind="stationary"`` rows from the long probe's norms ``(n, depth, L)``: per layer the
-    mean over examples of the mean ||h_t|| over each example's window (`window_mask`); with the
-    layers' ``systems`` and the injected ``energy`` ``(n, depth, P)`` (summed over each
-    example's steps), the ratio of the window's RMS norm to the closed form's for a white
-    input of the same per-state energy (`harness.state_norm.expected_energy`), the unit
-    white-noise energy reached at the window's first step, and the layer's memory."""
+    mean over examples of the mean ||h_t|| over each example's window (`window_mask`) and its
+    RMS; with ``inputs_energy`` ``(n, depth)`` (sum_t ||u_t||^2 of each layer's input), the
+    input's RMS per step. With the layers' ``systems`` and the injected ``energy``
+    ``(n, depth, P)`` (summed over each example's steps): the drive's RMS per step
+    (||B u_t||), the gain (the window's RMS norm over the drive's), so that
+    ``norm_rms = input_rms * (drive_rms / input_rms) * gain`` exactly; the ratio of the RMS norm
+    to the closed form's for a white input of the same per-state energy
+    (`harness.state_norm.expected_energy`), the unit white-noise energy reached at the window's
+    first step, the layer's memory, and the per-mode regime check (`state_norm.mode_regime`)."""
     n, depth, L = norms.shape
     lengths = np.asarray(lengths)
     inside = window_mask(lengths, L, window)  # (n, L)
@@ -211,22 +303,33 @@ def stationary_rows(step: int, norms: np.ndarray, lengths: np.ndarray, window: f
     rows: list[dict[str, Any]] = []
     for k in range(depth):
         per_example = np.sum(norms[:, k, :] * inside, axis=1) / np.sum(inside, axis=1)
+        measured = np.sum(norms[:, k, :] ** 2 * inside) / np.sum(inside)
         row: dict[str, Any] = {
             "kind": "stationary", "step": step, "layer": k + 1,
             "norm_stationary": float(np.mean(per_example)),
             "t_from": t_from, "t_to": int(np.max(lengths)), "examples": int(n),
-            "lengthened": bool(lengthened),
+            "lengthened": bool(lengthened), "norm_rms": float(np.sqrt(measured)),
         }
+        if source is not None:
+            row["source"] = source
+        if inputs_energy is not None:
+            row["input_rms"] = float(np.sqrt(np.sum(inputs_energy[:, k]) / np.sum(lengths)))
         if systems is not None and energy is not None:
             system = jax.tree.map(np.asarray, systems[k])
             injected = np.sum(energy[:, k, :], axis=0) / np.sum(lengths)  # per state and step
             predicted = np.sum(state_norm.expected_energy(
                 system.lam, injected, np.arange(1, L + 1)), axis=1)  # (L,)
-            measured = np.sum(norms[:, k, :] ** 2 * inside) / np.sum(inside)
             expected = np.sum(predicted[None, :] * inside) / np.sum(inside)
-            row["norm_ratio"] = float(np.sqrt(measured / expected))
-            row["energy_reached"] = state_norm.energy_reached(system, t_from)
-            row["memory"] = state_norm.steps_to_stationary(system)
+            drive = float(np.sqrt(np.sum(injected)))
+            regime = state_norm.mode_regime(system.lam, injected, t_from)
+            row.update(
+                norm_ratio=float(np.sqrt(measured / expected)),
+                energy_reached=state_norm.energy_reached(system, t_from),
+                memory=state_norm.steps_to_stationary(system),
+                drive_rms=drive, gain=float(np.sqrt(measured)) / drive if drive > 0 else None,
+                settled=regime.settled, unsettled_share=regime.unsettled_share,
+                memory_slowest=regime.slowest if np.isfinite(regime.slowest) else None,
+                needed_from=regime.needed_from)
         rows.append(row)
     return rows
 

@@ -22,15 +22,23 @@ evaluation step a run records
   ``profile_points`` steps t log-spaced in [1, L];
 - ``kind="probe"`` (trained runs): the probe batch's loss;
 - ``kind="stationary"``: the same norm on a **long probe** (`LongProbe`): ``long_probe_size``
-  sequences drawn by the task's own generator at ``probe_length`` to twice that many steps
-  (`tasks.lengthened`; ListOps by LRA's rules, however short the training trees), long against
-  the layers' memory 1 / (1 - |lambda|), so that the norm averaged over each sequence's last
+  sequences of the training split's examples laid back to back (``long_probe="stream"``: every
+  step from the distribution the network is trained on), ``probe_length`` steps doubled until
+  the window opens after three memories 1 / (1 - |lambda|) of every mode that carries 1 % of
+  a layer's stationary energy (the per-mode regime check, `harness.state_norm.mode_regime`,
+  on the network as it is at that step), so that the norm averaged over each sequence's last
   ``window`` fraction of steps is the stationary level the normalisers fix rather than the
-  transient build-up (which grows like sqrt(t) whatever the normalisation). Beside it, for a
-  layer with a discrete system: the ratio of that norm (RMS) to the closed form
-  (`harness.state_norm.expected_energy`) for the layer's current system fed a temporally white
-  input of the per-state energy the layer's actual input puts in, the white-noise energy
-  reached at the window's first step (the regime check) and the steps to 90 % of it (memory);
+  transient build-up (which grows like sqrt(t) whatever the normalisation); or
+  (``long_probe="generator"``) sequences drawn by the task's own generator at ``probe_length``
+  to twice that many steps (`tasks.lengthened`; ListOps by LRA's rules: deeper and longer
+  trees than any trained on). Beside the norm: the RMS of the layer's input per step and, for
+  a layer with a discrete system, of its drive ||B u_t|| and the gain (the RMS norm over the
+  drive's), which attribute a change of the norm to the input's scale or to the recurrence;
+  the ratio of the RMS norm to the closed form (`harness.state_norm.expected_energy`) for the
+  layer's current system fed a temporally white input of the per-state energy the layer's
+  actual input puts in, the white-noise energy reached at the window's first step and the
+  steps to 90 % of it (memory), and the per-mode check's verdict, the share of the
+  stationary energy in modes that had not settled and the slowest carrying mode's memory;
 
 on a fixed probe batch (the first ``probe_size`` examples of the validation split, the same for
 every seed and model), without dropout, at step 0 and at every evaluation of
@@ -72,7 +80,8 @@ from .. import settings
 from .. import train as training
 from ..variants import check_variants, variant, variants
 from ._schema import TRAINING, TRAINING_KINDS, Column, Schema, merged
-from ._stability_probe import STATISTICS, Probe, Statistics, long_probe_bytes
+from ._stability_probe import (LONG_PROBES, STATISTICS, Probe, Statistics, long_probe_bytes,
+                               stream_ladder)
 from ._study import Diverged, Study, requires
 
 # The probe reads each layer's hidden states (the paper's state norm); the eigenvalue columns
@@ -110,9 +119,28 @@ COLUMNS = Schema(
                                          "stationary window)"),
         "t_from": Column(int, "the earliest step of any example's stationary window"),
         "t_to": Column(int, "the longest long-probe example, in steps"),
-        "lengthened": Column(bool, "whether the long probe's sequences were drawn longer than "
-                                   "the task's own by its generator (false: the task cannot, "
-                                   "and the ordinary probe batch is used)"),
+        "lengthened": Column(bool, "whether the long probe's sequences are longer than the "
+                                   "task's own (false: a generator probe of a task that cannot "
+                                   "draw longer ones, and the ordinary probe batch is used)"),
+        "source": Column(str, "the long probe: stream (training examples back to back) or "
+                              "generator (the task's generator at longer lengths)"),
+        "norm_rms": Column(float, "root of the mean ||h_t||^2 over the long probe's windows"),
+        "input_rms": Column(float, "root of the mean ||u_t||^2 of the layer's input (after its "
+                                   "normalisation) over the long probe's valid steps"),
+        "drive_rms": Column(float, "root of the mean ||B u_t||^2 the input drives the states "
+                                   "with, per step"),
+        "gain": Column(float, "norm_rms / drive_rms: the recurrence's amplification of its "
+                              "drive", nullable=True),
+        "settled": Column(bool, "the per-mode regime check: every mode carrying >= 1% of the "
+                                "stationary energy ran >= 3 memories 1/(1-|lambda|) before "
+                                "t_from"),
+        "unsettled_share": Column(float, "share of the stationary energy in modes that had not "
+                                         "run 3 memories by t_from"),
+        "memory_slowest": Column(float, "the largest memory 1/(1-|lambda|) of a carrying mode; "
+                                        "None when an eigenvalue left the unit disc",
+                                 nullable=True),
+        "needed_from": Column(int, "the first window step the per-mode check needs; None when "
+                                   "an eigenvalue left the unit disc", nullable=True),
         "norm_ratio": Column(float, "sqrt of the window's mean ||h_t||^2 over the closed form's "
                                     "E||h_t||^2 at the same steps for the layer's current "
                                     "system fed a temporally white input of the per-state "
@@ -135,7 +163,9 @@ COLUMNS = Schema(
         **TRAINING_KINDS,
     },
     optional={"layer": ("grad_norm", "lam_min", "lam_median", "lam_max"),
-              "stationary": ("norm_ratio", "energy_reached", "memory")},
+              "stationary": ("norm_ratio", "energy_reached", "memory", "source", "norm_rms",
+                             "input_rms", "drive_rms", "gain", "settled", "unsettled_share",
+                             "memory_slowest", "needed_from")},
 )
 
 # --------------------------------------------------------------------------------------------
@@ -190,11 +220,15 @@ class StabilityConfig:
             Off by default: measured at the cpu preset in two workers (benchmarks/README.md)
             groups were no faster than the seeds one by one, so the presets keep separate
             runs.
-        probe_length: the long probe's shortest sequence: the task's generator draws
-            sequences of ``probe_length`` to ``2 * probe_length`` steps by its own rules
-            (`tasks.lengthened`; ListOps by LRA's rules), long against the layers' memory so
-            that its last steps are in the stationary regime. A task that cannot make longer
-            sequences falls back to the probe batch (rows say ``lengthened=False``).
+        long_probe: where the long probe's sequences come from (`LongProbe`): ``"stream"``
+            (the training split's examples back to back, at the first length of
+            `_stability_probe.stream_ladder` (``probe_length`` to 8 times it) that the per-mode
+            regime check needs) or
+            ``"generator"`` (the task's generator at ``probe_length`` to ``2 * probe_length``
+            steps, `tasks.lengthened`: out of the training distribution; a task that cannot
+            draw longer sequences falls back to the probe batch, rows say
+            ``lengthened=False``).
+        probe_length: the long probe's shortest sequence (above).
         long_probe_size: examples in the long probe (forward only).
         window: the fraction of each long-probe example's last steps over which the
             stationary norm is averaged.
@@ -233,10 +267,9 @@ class StabilityConfig:
     profile_points: int = 16
     statistics: Statistics = "batch"
     group_seeds: bool = False
-    # 1000: ListOps trees of 1000-2000 tokens (LRA's own range reaches 2000). At 500-1000 the
-    # regime check fails for RotRNN at initialisation (a head's gamma near 0.999 remembers
-    # ~600 steps; 85% of the stationary energy at the window's start), at 1000-2000 it holds
-    # for every variant but RotRNN without xi (89%), which the report says.
+    long_probe: Literal["stream", "generator"] = "stream"
+    # 1000 to 8000 (stream): RotRNN's slowest heads at initialisation (gamma near 0.999)
+    # remember about 1000 steps, so their three memories need a window opening near step 3000.
     probe_length: int = 1000
     long_probe_size: int = 16
     window: float = 0.1
@@ -305,6 +338,9 @@ class StabilityConfig:
             raise ValueError(
                 f"stability.lr_source={self.lr_source!r}; accepted: {list(LR_SOURCES)}."
             )
+        if self.long_probe not in LONG_PROBES:
+            raise ValueError(f"stability.long_probe={self.long_probe!r}; accepted: "
+                             f"{list(LONG_PROBES)}.")
         if not 0.0 < self.window <= 1.0:
             raise ValueError(f"stability.window must lie in (0, 1], got {self.window!r}.")
         for name in ("lr", "recurrent_lr"):
@@ -317,6 +353,23 @@ class StabilityConfig:
         generator cannot draw (its config refuses the lengthened options), or one whose
         arrays cannot fit in this machine's memory (`long_probe_bytes`). A task that cannot
         make longer sequences probes its own batch and leaves it out of both."""
+        lengthened, longest = list(self.tasks), stream_ladder(self.probe_length)[-1]
+        if self.long_probe == "generator":
+            lengthened, longest = self._generated_tasks(), 2 * self.probe_length
+        need = long_probe_bytes(self.long_probe_size, longest, self.d_model, self.d_state)
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        if lengthened and need > memory:
+            raise ValueError(
+                f"stability.probe_length={self.probe_length}: the long probe of "
+                f"{', '.join(lengthened)} ({self.long_probe_size} sequences of up to "
+                f"{longest} steps, d_model={self.d_model}, "
+                f"d_state={self.d_state}) needs at least {need / 2**30:.1f} GiB, more than "
+                f"this machine's {memory / 2**30:.1f} GiB of memory; lower "
+                "stability.probe_length (or stability.long_probe_size).")
+
+    def _generated_tasks(self) -> list[str]:
+        """The tasks whose generator draws the long probe (``long_probe="generator"``); refuse
+        a ``probe_length`` one of them cannot draw."""
         lengthened = []
         for task in self.tasks:
             options = tasks.preset_options(task, self.task_preset)
@@ -332,17 +385,7 @@ class StabilityConfig:
                     f"({str(e).rstrip('.')}); "
                     "lower stability.probe_length.") from e
             lengthened.append(task)
-        need = long_probe_bytes(self.long_probe_size, self.probe_length, self.d_model,
-                                self.d_state)
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        if lengthened and need > memory:
-            raise ValueError(
-                f"stability.probe_length={self.probe_length}: the long probe of "
-                f"{', '.join(lengthened)} ({self.long_probe_size} sequences of up to "
-                f"{2 * self.probe_length} steps, d_model={self.d_model}, "
-                f"d_state={self.d_state}) needs at least {need / 2**30:.1f} GiB, more than "
-                f"this machine's {memory / 2**30:.1f} GiB of memory; lower "
-                "stability.probe_length (or stability.long_probe_size).")
+        return lengthened
 
 
 @dataclasses.dataclass(frozen=True)
@@ -364,6 +407,7 @@ class StabilityRun:
     probe_length: int = 1000
     long_probe_size: int = 16
     window: float = 0.1
+    long_probe: str = "stream"
     # True for a run of the initialisation sweep at a head count other than the study's
     # (`StabilityConfig.sweep_heads`): the report keeps it out of everything but the sweep.
     # Left out of the run's identity while False, so no earlier run id changed.
@@ -417,7 +461,8 @@ def _run(config: StabilityConfig, task: str, name: str, resolved: settings.Resol
         train=resolved.train if trained else None, lr_source=lr_source,
         probe_size=config.probe_size, profile_points=config.profile_points,
         statistics=config.statistics, seed=seed, probe_length=config.probe_length,
-        long_probe_size=config.long_probe_size, window=config.window)
+        long_probe_size=config.long_probe_size, window=config.window,
+        long_probe=config.long_probe)
 
 
 def resolve(config: StabilityConfig, name: str, task: str, depth: int, *, heads: int = 0
@@ -496,7 +541,7 @@ def _finite(rows: list[dict[str, Any]]) -> bool:
 
 def _long(spec: StabilityRun) -> dict[str, Any]:
     return dict(task=spec.task, options=spec.task_options, length=spec.probe_length,
-                size=spec.long_probe_size, window=spec.window)
+                size=spec.long_probe_size, window=spec.window, source=spec.long_probe)
 
 
 def run(spec: StabilityRun) -> list[dict[str, Any]]:
@@ -548,7 +593,8 @@ def programs(spec: StabilityRun) -> tuple[Any, ...]:
     train = None if spec.train is None else (spec.train.batch_size, spec.train.eval_batch_size,
                                              spec.train.clip_norm is None)
     return (spec.task, spec.task_options, spec.network, train, spec.probe_size,
-            spec.profile_points, spec.statistics, spec.probe_length, spec.long_probe_size)
+            spec.profile_points, spec.statistics, spec.probe_length, spec.long_probe_size,
+            spec.long_probe)
 
 
 PRESETS = {
@@ -578,11 +624,12 @@ PRESETS = {
     # For decisive CPU numbers (the whole `make report PRESET=cpu-full` is timed in
     # docs/performance.md): ten seeds, ListOps trained at depth 2 and at the papers' ListOps
     # depth of 6 blocks, 1500 steps (sequential digits at initialisation only: trained too, it
-    # would take the preset past its 2.5 hours); the initialisation sweep at 8 blocks, RotRNN
-    # at 1, 2, 4, 8 and 16 heads.
+    # would take the preset past its budget); the initialisation sweep at 8 blocks, RotRNN
+    # at 1, 2, 4, 8 and 16 heads; 8 long-probe streams, as at cpu (16 at up to 8000 steps
+    # would double the probe's share of the time).
     "cpu-full": StabilityConfig(
         depths=(1, 2, 6, 8), train_depths=(2, 6), train_tasks=("listops",),
-        seeds=tuple(range(10)), steps=1500, eval_every=100,
+        seeds=tuple(range(10)), steps=1500, eval_every=100, long_probe_size=8,
         init_seeds=tuple(range(10)), sweep_heads=(1, 2, 4, 16),
     ),
     # ListOps-sized networks (each registration's gpu options: RotRNN 128 states in 32 heads,
@@ -607,7 +654,9 @@ STUDY = Study(
     # 2: BatchNorm's statistics over valid steps only (`models.network`), which the probe uses.
     # 3: one length bucket for tasks shorter than 128 tokens (`harness.train.BUCKET_SPACING`).
     # 4: the long (stationary) probe's rows.
-    version=4,
+    # 5: the long probe streams training examples, its length from the per-mode regime check;
+    # the input, drive and gain columns.
+    version=5,
     skip_reason=skip_reason,
     programs=programs,
     group=group,

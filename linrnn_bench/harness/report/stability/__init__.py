@@ -17,6 +17,7 @@ from ._data import C, _run_ids, _selected, _stationary, _trained, _trained_by_de
     relative_norms, variants_of_models
 from ._statistics import BAND, COMPONENTS, comparison_pairs, components_by_seed, \
     spread_by_run, stationary_arrays
+from .attribution import attribution_finding, attribution_table
 from .figures import _depth_figure, _eigen_figure, _profile_figure, _stationary_figure, \
     _training_figure
 from .findings import _finding, _stationary_finding, regime_text
@@ -53,12 +54,14 @@ INTRO = (
     "That probe is as long as the task's sequences, which at the cpu sizes are far shorter than "
     "the layers' memory: its norms are the transient build-up (which grows like sqrt(t) "
     "whatever the normalisation), not the stationary level the normalisers fix. The claim is "
-    "therefore measured on a long probe: sequences drawn by the task's own generator at several "
-    "times the layers' memory (ListOps by LRA's rules), whose norm is averaged over each "
-    "sequence's last steps, checked against the closed form for the regime, and split into four "
-    "components (across layers, across seeds, through training, and the settle step), each "
-    "compared seed by seed with calibrated tests. The coefficient of variation is kept as the "
-    "transient-regime measure."
+    "therefore measured on a long probe: the training split's examples laid back to back (the "
+    "distribution the networks are trained on), long enough that every mode carrying a share "
+    "of a layer's stationary energy has run three of its memories 1/(1 - |lambda|) before the "
+    "window over each sequence's last steps opens (checked per mode, per measurement). Its norm "
+    "is split into five components (across layers, across seeds, the move from initialisation, "
+    "the drift after a burn-in, and the settle step), each compared seed by seed with "
+    "calibrated tests, and attributed to the layer's input scale or to its recurrence's gain. "
+    "The coefficient of variation is kept as the transient-regime measure."
 )
 
 # What the section makes with no run at all, by name (each task adds its own figures).
@@ -130,7 +133,9 @@ def _stationary_artifacts(frame: pd.DataFrame, trained: pd.DataFrame, task: str,
                            if (stationary["cfg.network.depth"] == d).any()]
     out += [_components_table(arrays, task, preset, run_ids),
             _levels_table(trained, stationary, task, preset),
-            _stationary_finding(arrays, stationary, task, preset, run_ids)]
+            attribution_table(stationary, task, preset),
+            _stationary_finding(arrays, stationary, task, preset, run_ids),
+            attribution_finding(stationary, task, preset)]
     return out
 
 

@@ -69,6 +69,10 @@ def _spread_summary(spread: pd.DataFrame) -> pd.DataFrame:
 
 
 BAND = 0.1  # settle: within a factor 1 +- BAND of the final norm (`state_norm.settle_step`)
+# The drift is measured after a burn-in of this fraction of the training steps (the 10 % warm-up
+# and as much again): it is then the drift of a trained network's norm; the move away from the
+# initialisation is a component of its own ("from init").
+BURN_IN = 0.2
 
 # (key, column label, what it is, in words)
 COMPONENTS = (
@@ -76,8 +80,11 @@ COMPONENTS = (
                        "evaluation steps"),
     ("seed", "seed", "the RMS over steps and layers of a seed's log stationary norm minus the "
                      "mean over seeds"),
-    ("drift", "drift", "the s.d. of log stationary norm over training steps within one layer, "
-                       "averaged over layers"),
+    ("init", "from init", f"the |log| of the stationary norm at the first evaluation after the "
+                          f"burn-in (the first {BURN_IN:.0%} of training) over its value at "
+                          f"step 0, averaged over layers"),
+    ("drift", "drift", "the s.d. of log stationary norm over the evaluations after the burn-in "
+                       "within one layer, averaged over layers"),
     ("settle", "settle step", f"the first evaluation step after which every layer's stationary "
                               f"norm stays within {BAND:.0%} of its final value"),
 )
@@ -85,8 +92,9 @@ COMPONENTS = (
 
 def stationary_arrays(stationary: pd.DataFrame) -> dict[tuple[int, str], dict]:
     """Per (depth, variant) of trained runs' ``kind="stationary"`` rows: ``norms`` ``(seeds,
-    steps, layers)`` of the stationary norm, ``seeds``, ``steps``, ``run_ids``, and
-    ``dropped``: runs without every evaluation step (diverged), left out of the components."""
+    steps, layers)`` of the stationary norm, ``seeds``, ``steps``, ``run_ids``, ``burn_in``
+    (the first training step after the burn-in, `BURN_IN` of the runs' steps) and ``dropped``:
+    runs without every evaluation step (diverged), left out of the components."""
     out = {}
     for (depth, variant), rows in stationary.groupby(["cfg.network.depth", "cfg.variant"]):
         steps = np.sort(rows[C.step].unique()).astype(int)
@@ -102,22 +110,35 @@ def stationary_arrays(stationary: pd.DataFrame) -> dict[tuple[int, str], dict]:
             seeds.append(int(run["seed"].iloc[0]))
             run_ids.append(run_id)
         order = np.argsort(seeds)
-        out[(depth, variant)] = dict(
+        trained_steps = pd.to_numeric(rows.get("cfg.train.steps"), errors="coerce").max()
+        burn_in = int(math.ceil(BURN_IN * trained_steps)) if np.isfinite(trained_steps) else 0
+        out[(depth, variant)] = dict(burn_in=burn_in,
             norms=np.stack(arrays)[order] if arrays else np.zeros((0, len(steps), depth)),
             seeds=[seeds[i] for i in order], steps=steps, run_ids=tuple(run_ids),
             dropped=dropped)
     return out
 
 
-def components_by_seed(norms: np.ndarray, steps: np.ndarray) -> pd.DataFrame:
-    """One row per seed (in ``norms``' order), one column per component (`COMPONENTS`); NaN
-    where a component is not defined (seed: one seed; drift: one step)."""
+def components_by_seed(norms: np.ndarray, steps: np.ndarray, burn_in: int = 0
+                       ) -> pd.DataFrame:
+    """One row per seed (in ``norms``' order), one column per component (`COMPONENTS`): the
+    drift over the evaluations at ``burn_in`` or later, the move from initialisation up to the
+    first of them after step 0. NaN where a component is not defined (seed: one seed; drift:
+    fewer than two evaluations after the burn-in; from init: no step 0, or no evaluation
+    after it)."""
     n = norms.shape[0]
     nan = np.full(n, np.nan)
+    steps = np.asarray(steps)
+    after = steps >= burn_in
+    later = np.flatnonzero((steps >= max(burn_in, 1)))
+    moved = nan
+    if len(steps) and steps[0] == 0 and len(later):
+        moved = np.mean(np.abs(np.log(norms[:, later[0], :] / norms[:, 0, :])), axis=1)
     return pd.DataFrame({
         "depth": state_norm.depth_component(norms),
         "seed": state_norm.seed_component(norms) if n >= 2 else nan,
-        "drift": state_norm.drift_component(norms) if norms.shape[1] >= 2 else nan,
+        "init": moved,
+        "drift": state_norm.drift_component(norms[:, after]) if after.sum() >= 2 else nan,
         "settle": state_norm.settle_step(norms, steps, BAND).astype(float),
     })
 
@@ -141,7 +162,7 @@ def _components_summary(arrays: dict) -> pd.DataFrame:
     for (depth, variant), a in arrays.items():
         if not a["seeds"]:
             continue
-        by_seed = components_by_seed(a["norms"], a["steps"])
+        by_seed = components_by_seed(a["norms"], a["steps"], a["burn_in"])
         record = {"network_depth": depth, "variant": variant, "seeds": len(a["seeds"])}
         for key, _, _ in COMPONENTS:
             mean, low, high, _ = inference.nonnegative_interval(by_seed[key])

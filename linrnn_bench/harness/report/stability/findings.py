@@ -13,9 +13,9 @@ from ... import state_norm
 from ... import stats as inference
 from .. import _stats, style
 from .._artifacts import Finding
-from ._data import C, _label, variants_of_models
-from ._statistics import COMPONENTS, _pair_family, _spread_summary, comparison_pairs, \
-    components_by_seed
+from ._data import C, _label, _variant_order, variants_of_models
+from ._statistics import BURN_IN, COMPONENTS, _pair_family, _spread_summary, \
+    comparison_pairs, components_by_seed
 
 
 def _finding(spread: pd.DataFrame, task: str, preset: str | None,
@@ -75,6 +75,8 @@ def regime_text(stationary: pd.DataFrame, fraction: float = state_norm.STATIONAR
     task could draw longer sequences at all."""
     if stationary.empty:
         return "No long-probe rows: the stationary regime was not measured."
+    if _checked_per_mode(stationary):
+        return mode_regime_text(stationary)
     t_from, t_to = int(stationary[C.t_from].min()), int(stationary[C.t_to].max())
     text = ""
     if not stationary[C.lengthened].astype(bool).all():
@@ -122,6 +124,63 @@ def regime_text(stationary: pd.DataFrame, fraction: float = state_norm.STATIONAR
     return text
 
 
+_SOURCES = {
+    "stream": "the training split's examples laid back to back (the training distribution)",
+    "generator": "sequences drawn by the task's generator at longer lengths than trained on "
+                 "(out of the training distribution)",
+}
+
+
+def _checked_per_mode(stationary: pd.DataFrame) -> bool:
+    """Whether the rows carry the per-mode regime check (study version 5 on)."""
+    return C.settled in stationary.columns and stationary[C.settled].notna().any()
+
+
+def _failed(stationary: pd.DataFrame) -> pd.Series:
+    """Rows whose per-mode regime check failed (a row of a layer without a system: False)."""
+    return pd.to_numeric(stationary[C.settled], errors="coerce") == 0
+
+
+def mode_regime_text(stationary: pd.DataFrame) -> str:
+    """The long probe and its per-mode regime check (`harness.state_norm.mode_regime`) in two
+    sentences true whichever way it comes out: where the sequences come from, their lengths
+    and window; per variant with a discrete system, met in every row, or in how many not, with
+    the largest share of the stationary energy in modes still settling and the slowest
+    carrying mode's memory."""
+    sources = sorted(set(stationary.get(C.source, pd.Series(dtype=object)).dropna()))
+    where = "; ".join(_SOURCES.get(s, s) for s in sources) or "the long probe"
+    text = (f"Long probe: {where}, {int(stationary[C.t_to].min())}-"
+            f"{int(stationary[C.t_to].max())} steps, window the last {_window(stationary)}. "
+            f"Per-mode regime check (the modes holding all but "
+            f"{state_norm.CARRYING_SHARE:.0%} of a layer's stationary energy have run "
+            f"{state_norm.MEMORIES} memories 1/(1 - |lambda|) before the window opens): ")
+    checked = stationary[stationary[C.settled].notna()]
+    failed = _failed(checked)
+    parts_ok, parts_not = [], []
+    for v in _variant_order(checked["cfg.variant"].unique()):
+        mine = checked["cfg.variant"] == v
+        bad = checked[mine & failed]
+        if bad.empty:
+            parts_ok.append(_label(v))
+            continue
+        memory = pd.to_numeric(bad[C.memory_slowest], errors="coerce")
+        how = ("an eigenvalue left the unit disc" if memory.isna().any() else
+               f"up to {pd.to_numeric(bad[C.unsettled_share]).max():.0%} of the energy in modes "
+               f"still settling, slowest carrying memory {memory.max():,.0f} steps")
+        parts_not.append(f"{_label(v)} in {len(bad)} of {int(mine.sum())} layer measurements "
+                         f"({how})")
+    if parts_not:
+        text += "NOT met for " + "; ".join(parts_not)
+        text += (f"; met for {', '.join(parts_ok)}." if parts_ok else ".")
+    else:
+        text += f"met for every variant ({', '.join(parts_ok)})."
+    without = sorted(set(stationary["cfg.variant"]) - set(checked["cfg.variant"]))
+    if without:
+        text += (" Not checkable (no discrete system): "
+                 + ", ".join(_label(v) for v in without) + ".")
+    return text
+
+
 def _window(stationary: pd.DataFrame) -> str:
     """The window as the runs' config states it (a fraction of each sequence)."""
     widths = (stationary["cfg.window"].dropna().unique() if "cfg.window" in stationary.columns
@@ -143,7 +202,7 @@ def _stationary_finding(arrays: dict, stationary: pd.DataFrame, task: str,
         here = {v: a for (d, v), a in arrays.items() if d == depth and a["seeds"]}
         if not here:
             continue
-        per_seed = {v: components_by_seed(a["norms"], a["steps"]).set_index(
+        per_seed = {v: components_by_seed(a["norms"], a["steps"], a["burn_in"]).set_index(
             pd.Index(a["seeds"], name="seed")) for v, a in here.items()}
         n = min(len(a["seeds"]) for a in here.values())
         dropped = sum(a["dropped"] for a in here.values())
@@ -220,7 +279,8 @@ def claim_verdict(arrays: dict, stationary: pd.DataFrame, task: str, steps: int)
         return None
 
     def pooled(variant: str) -> pd.Series:
-        per_depth = [components_by_seed(arrays[d, variant]["norms"], arrays[d, variant]["steps"])
+        per_depth = [components_by_seed(arrays[d, variant]["norms"], arrays[d, variant]["steps"],
+                                        arrays[d, variant]["burn_in"])
                      ["drift"].set_axis(arrays[d, variant]["seeds"]) for d in depths]
         return pd.concat(per_depth, axis=1).mean(axis=1, skipna=False)
 
@@ -228,7 +288,8 @@ def claim_verdict(arrays: dict, stationary: pd.DataFrame, task: str, steps: int)
     c = inference.paired(both.iloc[:, 0], both.iloc[:, 1])
     width = sorted({int(w) for w in pd.to_numeric(
         stationary.get("cfg.network.d_model", pd.Series(dtype=float)), errors="coerce").dropna()})
-    head = (f"The RotRNN paper's claim (its norm drifts less through training than the LRU's) on "
+    head = (f"The RotRNN paper's claim (its norm drifts less through training than the LRU's; "
+            f"drift after the first {BURN_IN:.0%} of training) on "
             f"{style.task_label(task)}, {_depths_text(depths)}, n = {c.n} "
             f"paired seed{'s' if c.n != 1 else ''}: drift RotRNN − LRU {c.diff:+.3g} "
             f"[{c.low:+.3g}, {c.high:+.3g}], p = {c.p:.2g} ({c.test})")
@@ -253,8 +314,13 @@ def claim_verdict(arrays: dict, stationary: pd.DataFrame, task: str, steps: int)
 
 def _unsettled(stationary: pd.DataFrame, variants: tuple[str, ...],
                fraction: float = state_norm.STATIONARY_FRACTION) -> list[str]:
-    """Which of ``variants`` the long probe's window did not reach the stationary regime for
-    (energy below ``fraction`` of the stationary level somewhere, or no stationary level)."""
+    """Which of ``variants`` the long probe's window did not reach the stationary regime for:
+    the per-mode check failed in any of its rows (`mode_regime_text`), or, in rows stored
+    before it, the energy was below ``fraction`` of the stationary level somewhere, or there
+    was no stationary level."""
+    if _checked_per_mode(stationary):
+        failed = _failed(stationary)
+        return [v for v in variants if (failed & (stationary["cfg.variant"] == v)).any()]
     if C.energy_reached not in stationary.columns:
         return []
     reached = pd.to_numeric(stationary[C.energy_reached], errors="coerce")
