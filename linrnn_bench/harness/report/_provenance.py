@@ -394,4 +394,26 @@ def describe(summary: Mapping[str, Any]) -> str:
     text = "; ".join(parts) + "."
     if len(summary.get("commits", [])) > 1 or len(summary.get("hardware", [])) > 1:
         text += " The runs were made on more than one commit or machine (listed above)."
-    return text
+    return text + _older_version(summary)
+
+
+def _older_version(summary: Mapping[str, Any]) -> str:
+    """A sentence when some of the summary's runs were made by an older version of their study
+    than the code's `Study.version` (a shipped reference made before a study changed): the
+    code's grids name other runs, so the numbers are not what this code would measure. Empty
+    otherwise, or when the study cannot be loaded here."""
+    from .. import studies
+
+    name = summary.get("study")
+    recorded = summary.get("study_version") or []
+    try:
+        current = studies.get(name).version
+    except Exception:  # not registered, or it cannot be imported: its section says so
+        return ""
+    older = [v for v in recorded if v < current]
+    if not older:
+        return ""
+    which = "These runs were" if len(older) == len(recorded) else "Some of these runs were"
+    return (f" {which} made by version {', '.join(map(str, older))} of the {name} study, older "
+            f"than this code's version {current}: its grids name other runs, and it would "
+            "make these anew.")
