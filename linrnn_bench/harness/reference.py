@@ -86,15 +86,16 @@ def decompress(xz_path: Path, store_path: Path) -> None:
 
 
 def _write_atomically(path: Path, write: Any) -> None:
-    """Call ``write`` on a temporary file beside ``path``, then move it into place."""
+    """Call ``write`` on a temporary file beside ``path`` (made with the user's umask, as the
+    file it replaces would be), then move it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with os.fdopen(handle, "wb") as out:
+        with open(temporary, "xb") as out:
             write(out)
         os.replace(temporary, path)
     except BaseException:
-        os.unlink(temporary)
+        temporary.unlink(missing_ok=True)
         raise
 
 
@@ -363,6 +364,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args[0] == "pack":
+            if not Path(args[1]).is_file():
+                raise ReferenceResultError(f"No store at {args[1]} to pack (make reference "
+                                           "runs the preset into it first).")
             Store(args[1], create=False).check()
             compress(Path(args[1]), Path(args[2]) / STORE_FILE)
         else:
