@@ -110,6 +110,7 @@ def _models(store: Store, study: str) -> dict[str, int]:
     return dict(pd.Series(_provenance.run_models(store.runs(study))).value_counts())
 
 
+@pytest.mark.slow
 def test_compare_trains_only_the_layers_runs_and_reports_every_model(tiny, tmp_path,
                                                                      monkeypatch, capsys):
     monkeypatch.setenv("LINRNN_CHECKPOINTS", str(tmp_path / "checkpoints"))
