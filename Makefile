@@ -23,7 +23,8 @@ export GLIBC_TUNABLES := glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:glibc.ma
 # and take a core from XLA's matmuls (docs/performance.md, "Process settings").
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: env test report tex-check rehearse bench asv asv-history lock clean-venv
+.PHONY: env test report reference reference-report tex-check rehearse bench asv asv-history \
+	lock clean-venv
 
 env: $(STAMP)
 
@@ -62,6 +63,27 @@ test: $(STAMP)
 
 report: $(STAMP)
 	$(PY) -m linrnn_bench report --run --preset $(PRESET) $(REPORT_EXECUTOR)
+
+# The shipped reference (docs/reference.md): the cpu-full preset run whole into a store outside
+# the repository's report folder, its report rendered into $(REFERENCE) and its store compressed
+# there. Resumable as every grid: the shipped store is decompressed first (unless the store is
+# there already, holding every run of it), so only runs it lacks are made.
+REFERENCE := reports/cpu-full
+REFERENCE_STORE := results/reference-cpu-full.sqlite
+REFERENCE_TOOL := $(PY) -m linrnn_bench.harness.reference
+reference: $(STAMP)
+	$(if $(wildcard $(REFERENCE)/store.sqlite.xz),$(REFERENCE_TOOL) unpack $(REFERENCE) $(REFERENCE_STORE))
+	$(PY) -m linrnn_bench report --run --preset cpu-full --executor processes --workers $(WORKERS) \
+		--store $(REFERENCE_STORE) --out $(REFERENCE)
+	$(REFERENCE_TOOL) pack $(REFERENCE_STORE) $(REFERENCE)
+
+# The reference's report rendered again from its shipped store alone (no run), byte-identical
+# to the shipped one; ONLY=name (or "name1 name2") renders those tables or figures alone.
+reference-report: $(STAMP)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(REFERENCE_TOOL) unpack $(REFERENCE) "$$tmp/store.sqlite" && \
+	$(PY) -m linrnn_bench report --store "$$tmp/store.sqlite" --out $(REFERENCE) \
+		$(foreach name,$(ONLY),--only $(name))
 
 # Every LaTeX table of reports/ (OUT=folder for another) compiled alone with pdflatex, in a
 # minimal article with booktabs; Debian's texlive is installed first when pdflatex is missing.

@@ -144,6 +144,27 @@ def _altered_store(name: str, *statements: str) -> Callable[[Path], Path]:
     return make
 
 
+def _reference(name: str, store: bytes | None, provenance: str | None) -> Callable[[Path], Path]:
+    """A maker of a reference folder (`harness.reference`) holding ``store`` as its
+    store.sqlite.xz and ``provenance`` as its provenance.json (None: the file is absent)."""
+
+    def make(root: Path) -> Path:
+        path = root / name
+        path.mkdir()
+        (path / "index.md").write_text("# a reference\n")
+        if store is not None:
+            (path / "store.sqlite.xz").write_bytes(store)
+        if provenance is not None:
+            (path / "provenance.json").write_text(provenance)
+        return path
+
+    return make
+
+
+_SMOKE_PROVENANCE = json.dumps({"artifacts": {"accuracy_test": {"provenance": {
+    "presets": ["smoke"]}}}})
+
+
 # Outside layer modules, as a user writes them, each with one mistake. Written into the test's
 # folder (on sys.path, `quiet_environment`); a row names one as ``{<key>}``, which becomes its
 # import path ``<module>:<attribute>``.
@@ -253,6 +274,11 @@ FILES: dict[str, Callable[[Path], Path | str]] = {
     "missingcolumn": _altered_store("missing", "ALTER TABLE runs DROP COLUMN error"),
     "newer": _altered_store("newer", "PRAGMA user_version = 99"),
     **{key: _outside(key) for key in OUTSIDE},
+    "refnotxz": _reference("refnotxz", b"not xz at all", _SMOKE_PROVENANCE),
+    "refnostore": _reference("refnostore", None, _SMOKE_PROVENANCE),
+    "refnoprov": _reference("refnoprov", b"x", None),
+    "refbadprov": _reference("refbadprov", b"x", "{not json"),
+    "refnopreset": _reference("refnopreset", b"x", json.dumps({"artifacts": {}})),
 }
 TRAIN_ONE = ["train", "model=lru", "preset=smoke", "train.steps=1"]
 
@@ -369,6 +395,31 @@ CLI_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
                                     "{store}", "--out", "{tmp}/r", "--only", "../x"], 2,
      ("'../x'", "file stem")),
     ("list-unknown", ["list", "gizmos"], 2, ("'gizmos'", "models")),
+    # compare's reference folder: each refusal names what a reference holds, before anything
+    # is decompressed, trained or written.
+    ("compare-reference-missing", ["compare", "lru", "--reference", "{tmp}/nowhere"], 2,
+     ("nowhere does not exist", "--reference", "store.sqlite.xz", "provenance.json")),
+    ("compare-reference-is-file", ["compare", "lru", "--reference", "{file}"], 2,
+     ("a_file is not a folder", "store.sqlite.xz")),
+    ("compare-reference-no-store", ["compare", "lru", "--reference", "{refnostore}"], 2,
+     ("refnostore holds no store.sqlite.xz", "make reference")),
+    ("compare-reference-no-provenance", ["compare", "lru", "--reference", "{refnoprov}"], 2,
+     ("refnoprov holds no provenance.json", "store.sqlite.xz")),
+    ("compare-reference-provenance-not-json", ["compare", "lru", "--reference",
+                                               "{refbadprov}"], 2,
+     ("provenance.json cannot be read", "JSONDecodeError")),
+    ("compare-reference-names-no-preset", ["compare", "lru", "--reference",
+                                           "{refnopreset}"], 2,
+     ("names no one preset", "make reference-report")),
+    ("compare-reference-store-not-xz", ["compare", "lru", "--reference", "{refnotxz}",
+                                        "--store", "{tmp}/mine.sqlite"], 2,
+     ("refnotxz/store.sqlite.xz cannot be decompressed", "store.sqlite.xz")),
+    ("compare-out-in-reference", ["compare", "lru", "--reference", "{refnotxz}", "--out",
+                                  "{refnotxz}/mine"], 2,
+     ("--out", "lies in the reference folder", "never writes")),
+    ("compare-unknown-model", ["compare", "gru", "--reference", "{refnotxz}",
+                               "--store", "{tmp}/mine.sqlite"], 2,
+     ("'gru'", "accepted models")),
     # Settings that cannot mean anything (issue 46): refused before anything runs.
     ("tuning-seeds-beyond-seeds", ["study", "accuracy", "--preset", "smoke", "seeds=0,1",
                                    "tune_tasks=digits", "lr_grid=0.001,0.01",

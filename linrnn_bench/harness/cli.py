@@ -10,6 +10,8 @@
                              [--out reports] [--only NAME ...]
     linrnn-bench figure NAME [NAME ...] [--store PATH] [--out reports]
     linrnn-bench check-layer MODEL [--d-model H] [--d-state N] [--long-length L]
+    linrnn-bench compare MODEL [--reference reports/cpu-full] [--store PATH] [--out DIR]
+                            [--executor E] [--workers N]
     linrnn-bench plan --preset P [--device NAME] [--peak-flops F --bandwidth B]
     linrnn-bench rehearse --preset P [--study NAME ...] [--match TEXT] [--limit N]
 
@@ -211,6 +213,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     _check_layer_parser(sub)
     _plan_parsers(sub)
+    _compare_parser(sub)
     return parser
 
 
@@ -820,3 +823,115 @@ def _runs_failed(failed: int, store_path: Path) -> int:
           "(its first line is above) and is retried when the command is run again.",
           file=sys.stderr)
     return RUNS_FAILED
+
+
+# --------------------------------------------------------------------------------------------
+# compare: a layer against the shipped reference (`harness.reference`)
+
+
+def _compare_parser(sub) -> None:
+    from .reference import DEFAULT_FOLDER
+
+    p = sub.add_parser(
+        "compare", epilog=EXIT_STATUS,
+        help="train one layer at a shipped reference's preset and report it beside the "
+             "reference's models, reusing their runs")
+    p.add_argument("model", help="a registry name or an import path package.module:Layer")
+    p.add_argument("--reference", type=Path, default=DEFAULT_FOLDER,
+                   help=f"the reference folder (default {DEFAULT_FOLDER})")
+    p.add_argument("--store", type=Path, default=None,
+                   help="the store the reference is copied into and the layer's runs go to "
+                        "(default results/against-<preset>.sqlite)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="the report's folder (default reports/against-<preset>)")
+    _executor_arguments(p)
+    p.set_defaults(handler=_cmd_compare)
+
+
+def _cmd_compare(args) -> int:
+    """Check that this code makes the reference's runs, copy them into the store, train only
+    the model's runs at the reference's preset, and render the report of all of them. A
+    reference this code does not reproduce is refused (exit 2) before anything is trained."""
+    from . import reference
+    from .errors import ReferenceResultError
+    from .runner import run_study
+
+    try:
+        ref = reference.open_reference(args.reference)
+        store_path = args.store or Path("results") / f"against-{ref.preset}.sqlite"
+        out = _compare_destination(ref, store_path, args)
+        model = _compare_model(args.model)
+        executor = _executor(args)
+        with reference.unpacked(ref) as shipped:
+            _check_reference(ref, shipped)
+            names = reference.reference_studies(shipped)
+            reference.install(shipped, store_path)
+    except ReferenceResultError as e:
+        raise UsageError(str(e)) from None
+    store = _prepare(store_path)
+    failed = 0
+    with executor if isinstance(executor, AbstractContextManager) else nullcontext():
+        for name, config, reason in reference.model_configs(model, ref.preset, names):
+            if config is None:
+                print(f"note: {args.model} is not in the {name} study: {reason}.")
+                continue
+            summary = run_study(_study(name), config, store=store, executor=executor)
+            _print_summary(summary)
+            failed += summary.counts.get("failed", 0)
+    args.store, args.out, args.only, args.run = store_path, out, [], False
+    args.preset = args.executor = args.ray_address = None
+    return _cmd_report(args) or _runs_failed(failed, store_path)
+
+
+def _compare_destination(ref, store_path: Path, args) -> Path:
+    """The report folder of ``compare``, checked before anything runs: neither it nor the
+    store may lie in the reference's folder, which the command never writes."""
+    from .report import ReportError, _writers, check_destination
+
+    out = args.out or Path("reports") / f"against-{ref.preset}"
+    folder = ref.folder.resolve()
+    for flag, path in (("--out", out), ("--store", store_path)):
+        if path.resolve() == folder or folder in path.resolve().parents:
+            raise UsageError(f"{flag} {path} lies in the reference folder {ref.folder}, which "
+                             "compare never writes; pass a path outside it.")
+    try:
+        check_destination(store_path, _writers.check_out_dir(out))
+        _writers.FigureWriters.check_workers(args.workers)
+    except (ReportError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    return out
+
+
+def _compare_model(model: str) -> str:
+    """``model`` checked to resolve, after the studies are imported (their presets list the
+    models registered then: an outside layer must not join them)."""
+    from linrnn_bench import models
+
+    from . import studies
+
+    for name in studies.names():
+        _study(name)
+    try:
+        models.resolve(model)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return model
+
+
+def _check_reference(ref, shipped: Store) -> None:
+    """Refuse a reference whose runs this code would not make again, naming each study and
+    what changed, and how to make it again; otherwise say what is reused."""
+    from . import reference
+
+    mismatches = reference.check(shipped, ref.preset)
+    if mismatches:
+        for mismatch in mismatches:
+            print(f"error: {mismatch.text(ref.preset)}", file=sys.stderr)
+        raise UsageError(
+            f"the reference {ref.folder} was made by code whose runs differ from this code's "
+            f"at preset {ref.preset}, so its runs cannot be paired with new ones; nothing was "
+            "trained. Make the reference again with this code (make reference: every model's "
+            "runs, hours on two CPU cores, resumable), then compare again.")
+    held = len(shipped.recorded())
+    print(f"reference {ref.folder} (preset {ref.preset}): this code makes its {held} runs "
+          "again, so they are reused.")

@@ -10,6 +10,8 @@ Each class is one kind of failure, and the command line maps each to an exit sta
 - `Diverged`: raised by a run whose loss or state went non-finite during training; the runner
   records it with status ``diverged`` (a result, not a failure).
 - `ReportError`: the report cannot be written where it was asked to be (exit 2).
+- `ReferenceResultError`: a shipped reference folder that is missing or incomplete, or whose
+  runs this code would not make again (exit 2, nothing runs).
 
 The old import places (`harness.config.ConfigError`, `harness.store.StoreError`,
 `harness.executors.ExecutorError`, `harness.studies.Diverged`, `harness.report.ReportError`)
@@ -37,6 +39,11 @@ class ExecutorError(RuntimeError):
 
 class ReportError(RuntimeError):
     """The report cannot be written where it was asked to be."""
+
+
+class ReferenceResultError(RuntimeError):
+    """A reference folder (`harness.reference`) that is missing or incomplete, or whose store
+    this code cannot reproduce; the message says what it needs or what changed."""
 
 
 class ReportIncomplete(Exception):

@@ -451,6 +451,15 @@ class Store:
                 ).fetchall()
         return dict(rows)
 
+    def configs(self, study: str) -> dict[str, dict[str, Any]]:
+        """``{run_id: config}`` of ``study``'s recorded runs, each config as it was recorded
+        (nested, not flattened into ``cfg.*`` columns): what the run's id was hashed from, so
+        that a reader can tell which fields of a spec changed since (`harness.reference`)."""
+        with self._connection("read") as db:
+            rows = db.execute("SELECT run_id, config FROM runs WHERE study = ? ORDER BY run_id",
+                              (study,)).fetchall()
+        return {run_id: json.loads(config) for run_id, config in rows}
+
     def runs(self, study: str | None = None) -> pd.DataFrame:
         """One line per run: id, study, status, seed, error, times, ``cfg.*`` and ``prov.*``."""
         with self._connection("read") as db:

@@ -92,8 +92,19 @@ def _grid_ids(study_name: str) -> dict[str, frozenset[str]] | None:
 
 
 # The config field that lists a study's models, and the store column naming a run's model.
-_MODEL_FIELDS: tuple[tuple[str, str], ...] = (
+MODEL_FIELDS: tuple[tuple[str, str], ...] = (
     ("variants", "cfg.variant"), ("models", "cfg.model"), ("models", "cfg.network.layer"))
+
+
+def with_model(config: Any, model: str) -> Any:
+    """``config`` (a study's, at a preset) with ``model`` as its only model: the grid a run of
+    a model the preset does not list belongs to (its tasks, seeds and recipes are the
+    preset's). A config with no field listing models is a `ValueError`."""
+    field = next((f for f, _ in MODEL_FIELDS if hasattr(config, f)), None)
+    if field is None:
+        raise ValueError(f"{type(config).__name__} has no field listing its models "
+                         f"(one of {sorted({f for f, _ in MODEL_FIELDS})}).")
+    return dataclasses.replace(config, **{field: (model,)})
 
 
 def _model_grid_ids(study_name: str, model: str) -> dict[str, frozenset[str]]:
@@ -117,9 +128,7 @@ def _model_grids(study_name: str, model: str, bound: str) -> dict[str, frozenset
     out = {}
     for preset in PRESET_NAMES:
         try:
-            config = study.config(preset)
-            field = next(f for f, _ in _MODEL_FIELDS if hasattr(config, f))
-            config = dataclasses.replace(config, **{field: (model,)})
+            config = with_model(study.config(preset), model)
             # Bound with the model in it: what a grid reads from the store (the accuracy
             # study's grown pairs and selected rates) is read per model.
             if study.from_store is not None and _STORE["store"] is not None:
@@ -137,7 +146,7 @@ def run_models(frame: pd.DataFrame) -> dict[str, str]:
     run's config names it (registry name, variant key or import path)."""
     if frame.empty:
         return {}
-    column = next((c for _, c in _MODEL_FIELDS if c in frame.columns), None)
+    column = next((c for _, c in MODEL_FIELDS if c in frame.columns), None)
     if column is None:
         return {}
     pairs = frame[["run_id", column]].drop_duplicates("run_id")
@@ -385,4 +394,26 @@ def describe(summary: Mapping[str, Any]) -> str:
     text = "; ".join(parts) + "."
     if len(summary.get("commits", [])) > 1 or len(summary.get("hardware", [])) > 1:
         text += " The runs were made on more than one commit or machine (listed above)."
-    return text
+    return text + _older_version(summary)
+
+
+def _older_version(summary: Mapping[str, Any]) -> str:
+    """A sentence when some of the summary's runs were made by an older version of their study
+    than the code's `Study.version` (a shipped reference made before a study changed): the
+    code's grids name other runs, so the numbers are not what this code would measure. Empty
+    otherwise, or when the study cannot be loaded here."""
+    from .. import studies
+
+    name = summary.get("study")
+    recorded = summary.get("study_version") or []
+    try:
+        current = studies.get(name).version
+    except Exception:  # not registered, or it cannot be imported: its section says so
+        return ""
+    older = [v for v in recorded if v < current]
+    if not older:
+        return ""
+    which = "These runs were" if len(older) == len(recorded) else "Some of these runs were"
+    return (f" {which} made by version {', '.join(map(str, older))} of the {name} study, older "
+            f"than this code's version {current}: its grids name other runs, and it would "
+            "make these anew.")
