@@ -64,7 +64,7 @@ test: $(STAMP)
 report: $(STAMP)
 	$(PY) -m linrnn_bench report --run --preset $(PRESET) $(REPORT_EXECUTOR)
 
-# The shipped reference (docs/reference.md): the cpu-full preset run whole into a store outside
+# The shipped reference (docs/presets.md, "The shipped reference"): the cpu-full preset run whole into a store outside
 # the repository's report folder, its report rendered into $(REFERENCE) and its store compressed
 # there. Resumable as every grid: the shipped store is decompressed first (unless the store is
 # there already, holding every run of it), so only runs it lacks are made.
