@@ -399,7 +399,7 @@ def _trained_rows(spreads: dict[str, tuple[float, ...]]) -> pd.DataFrame:
 
 def test_stability_verdict_is_computed_for_whichever_layers_are_present():
     from linrnn_bench.harness.report import stability as report
-    from linrnn_bench.harness.report.stability.findings import _finding
+    from linrnn_bench.harness.report.stability.findings import _finding, spread_families
 
     rng = np.random.default_rng(0)
     eight = lambda centre: tuple(centre * (1 + 0.1 * rng.standard_normal(8)))  # noqa: E731
@@ -415,22 +415,24 @@ def test_stability_verdict_is_computed_for_whichever_layers_are_present():
     assert cv["lru-0"] == pytest.approx(np.std(values) / np.mean(values))
     assert lru0["drift"] == pytest.approx(values[-1])
     finding = _finding(spread, "listops", "cpu", ())
-    verdict, ablations = finding.lines
-    assert "from lowest: S5" in verdict or "from lowest: RotRNN" in verdict
+    _, verdict, ablations = finding.lines
+    assert "lowest S5" in verdict or "lowest RotRNN" in verdict
     # Eight seeds, three pairs: each LRU pair has p = 2/256, Holm 3x that: significant.
-    assert "exact sign-flip test, Holm over the 3 pairs" in verdict
-    assert "significant: RotRNN over LRU" in verdict and "; S5 over LRU." in verdict
-    assert "RotRNN over S5" not in verdict and "S5 over RotRNN" not in verdict
-    assert "d_z = " in verdict and "MDD " in verdict
-    assert ablations.startswith("Ablations on ListOps at depth 2: LRU, gamma off")
+    assert "lower after Holm: RotRNN < LRU, S5 < LRU (stability_pairs_listops)." in verdict
+    assert "RotRNN < S5" not in verdict and "S5 < RotRNN" not in verdict
+    families = spread_families(spread)
+    assert list(families["m"]) == [3, 3, 3] and (families["test"] == "exact sign-flip").all()
+    assert np.isfinite(families["mdd_family"]).all() and families["effect"].notna().all()
+    assert ablations.startswith("Ablations at depth 2: LRU, gamma off")
     # The same code says the opposite when the data do.
     flipped = _finding(report.spread_by_run(_trained_rows(
         {"rotrnn": eight(1.0), "lru": eight(0.015)})), "listops", "cpu", ())
-    assert "significant: LRU over RotRNN." in flipped.lines[0]
-    # Three seeds cannot reach 5% with the exact test, and the verdict says so.
+    assert "lower after Holm: LRU < RotRNN" in flipped.lines[1]
+    # Three seeds cannot reach 5% with the exact test, and the finding says so once.
     few = _finding(report.spread_by_run(_trained_rows(
         {"rotrnn": (0.01, 0.02, 0.015), "lru": (0.9, 1.0, 1.1)})), "listops", "cpu", ())
-    assert "n = 3 cannot reach alpha = 0.05 with an exact test" in few.lines[0]
+    assert few.lines[1].startswith("At n = 3 paired seeds no comparison below can be declared")
+    assert "no pair decidable at this n" in few.lines[2]
 
 
 def _claim_arrays(seeds: int, rotrnn_drift: float, lru_drift: float) -> dict:

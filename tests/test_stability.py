@@ -419,6 +419,7 @@ def test_report_section(smoke, tmp_path):
         "stability_summary_listops": Table,
         "stability_spread_listops": Table,
         "stability_findings_listops": Finding,
+        "stability_pairs_listops": Missing,  # one seed: no pair to compare
     }
     table = next(a for a in artifacts if a.name == "stability_summary_listops")
     assert list(table.frame.index) == ["RotRNN", "LRU"]
@@ -437,8 +438,9 @@ def test_report_section(smoke, tmp_path):
     assert "too few seeds to test it" in stationary.lines[0]
     assert stationary.lines[1].startswith("Long probe: the training split's examples")
     assert "Per-mode regime check" in stationary.lines[1]
-    assert "Depth component at depth 1: not defined" in " ".join(stationary.lines)
-    assert "Fewer than two seeds in common" in " ".join(stationary.lines)
+    assert not any(line.startswith("Depth component at depth 1") for line in stationary.lines)
+    assert "Drift component at depth 1 (n = 1): lowest" in " ".join(stationary.lines)
+    assert "no pair tested" in " ".join(stationary.lines)
     init = next(a for a in artifacts if a.name == "stability_init_listops")
     assert list(init.frame["seeds"]) == [1, 1] and (init.frame["norm"] > 0).all()
     figure = next(a for a in artifacts if a.name == "stability_stationary_listops_depth1")
@@ -457,8 +459,8 @@ def test_report_section(smoke, tmp_path):
     assert {"examples", "drawn", "n"} <= set(profile.data.columns)
     assert "examples at t = " in profile.caption
     finding = next(a for a in artifacts if a.name == "stability_findings_listops")
-    # One seed: the verdict ranks the layers and says no difference can be tested.
-    assert len(finding.lines) == 1 and "from lowest: " in finding.lines[0]
-    assert "no difference between layers can be tested" in finding.lines[0]
+    # One seed: the sentence gives the lowest and highest and says no pair was tested.
+    assert len(finding.lines) == 2 and "(n = 1): lowest RotRNN" in finding.lines[1]
+    assert finding.lines[1].endswith("no pair tested.")
     empty = stability_report.section(Store(tmp_path / "empty.sqlite"))
     assert empty and all(isinstance(a, Missing) for a in empty)

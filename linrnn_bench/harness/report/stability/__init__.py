@@ -20,7 +20,9 @@ from ._statistics import BAND, COMPONENTS, comparison_pairs, components_by_seed,
 from .attribution import attribution_finding, attribution_table
 from .figures import _depth_figure, _eigen_figure, _profile_figure, _stationary_figure, \
     _training_figure
-from .findings import _finding, _stationary_finding, regime_text
+from .findings import _finding, _stationary_finding, regime_text, spread_families, \
+    stationary_families
+from .pairs import pairs_table
 from .sweep import is_sweep, sweep_figure, sweep_finding, sweep_table
 from .tables import _components_table, _init_table, _levels_table, _spread_table, \
     _summary_table
@@ -113,6 +115,7 @@ def section(store: Store) -> list[Artifact]:
             spread = spread_by_run(trained)
             out.append(_spread_table(spread, task, preset, _run_ids(trained)))
             out.append(_finding(spread, task, preset, _run_ids(trained)))
+            out.append(_pairs(frame, trained, spread, task, preset))
     return out
 
 
@@ -137,6 +140,19 @@ def _stationary_artifacts(frame: pd.DataFrame, trained: pd.DataFrame, task: str,
             _stationary_finding(arrays, stationary, task, preset, run_ids),
             attribution_finding(stationary, task, preset)]
     return out
+
+
+def _pairs(frame: pd.DataFrame, trained: pd.DataFrame, spread: pd.DataFrame, task: str,
+           preset: str | None) -> Artifact:
+    """Every pair the two findings compare, in one table (`pairs.pairs_table`)."""
+    stationary = _stationary(frame)
+    families = [spread_families(spread)]
+    if not stationary.empty:
+        families.append(stationary_families(stationary_arrays(stationary), stationary))
+    families = [f for f in families if not f.empty]
+    run_ids = tuple(sorted(set(_run_ids(trained)) | set(_run_ids(stationary))))
+    return pairs_table(pd.concat(families, ignore_index=True) if families else pd.DataFrame(),
+                       task, preset, run_ids)
 
 
 SECTION = Section("stability", TITLE, INTRO, section)

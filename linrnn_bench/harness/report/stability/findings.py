@@ -18,47 +18,51 @@ from ._statistics import BURN_IN, COMPONENTS, _pair_family, _spread_summary, \
     comparison_pairs, components_by_seed
 
 
+def spread_families(spread: pd.DataFrame) -> pd.DataFrame:
+    """The transient spread's comparisons: per trained depth, every pair of the models' own
+    variants (not the ablations) compared seed by seed on their CV (`harness.stats.pairwise`,
+    Holm over the depth's pairs; lower is steadier), with ``depth`` and ``component``."""
+    frames = []
+    base = set(variants_of_models(spread["variant"]))
+    for depth, runs in spread[spread["variant"].isin(base)].groupby("depth"):
+        order = [v for v in _variant_order(runs["variant"].unique())]
+        if len(order) < 2:
+            continue
+        by_seed = runs.pivot_table(index="seed", columns="variant", values="cv",
+                                   aggfunc="mean").reindex(columns=order).rename(columns=_label)
+        family = inference.pairwise(by_seed, higher_is_better=False)
+        if int(family["n"].max()) >= 2:
+            frames.append(family.assign(depth=int(depth), component=SPREAD))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+SPREAD = "CV (transient)"
+
+
 def _finding(spread: pd.DataFrame, task: str, preset: str | None,
              run_ids: tuple[str, ...]) -> Finding:
-    """Per trained depth: the layers ranked by spread, and every pair of layers (each model's
-    own variant, not the ablations) compared seed by seed (`harness.stats.pairwise`: the exact
-    sign-flip test, Holm over the depth's pairs), with its size, interval and MDD."""
-    lines = []
+    """Per trained depth, one sentence: the models' own variants' spread (CV), lowest and
+    highest with intervals, and what their pairs support (`spread_families`; the pairs in the
+    table ``stability_pairs_<task>``); the ablations in one more."""
     summary = _spread_summary(spread)
     base = set(variants_of_models(summary["variant"]))
+    families = spread_families(spread)
+    lines = [f"The spread of the state norm through training and across layers (CV) on the "
+             f"probe batch at the task's own lengths, on {style.task_label(task)}, preset "
+             f"{preset}: a transient-regime measure (lower is steadier)."]
+    design = design_text(families)
+    if design:
+        lines.append(design)
     for depth, at_depth in summary.groupby("depth"):
-        models_here = at_depth[at_depth["variant"].isin(base)].sort_values("cv")
-        if models_here.empty:
-            continue
-        n = int(at_depth["seeds"].min())
-        ranked = ", ".join(f"{_label(r.variant)} {r.cv:.3g} [{r.cv_low:.3g}, {r.cv_high:.3g}]"
-                           for r in models_here.itertuples())
-        runs = spread[spread["depth"] == depth]
-        text = (f"On {style.task_label(task)} at depth {depth} ({n} seed{'s' if n != 1 else ''}, preset "
-                f"{preset}), the spread of the state norm through training and across layers "
-                f"(CV; mean and 95% t interval over seeds), from lowest: {ranked}.")
-        ordered = list(models_here["variant"])
-        if len(ordered) >= 2:
-            by_seed = runs[runs["variant"].isin(ordered)].pivot_table(
-                index="seed", columns="variant", values="cv", aggfunc="mean")
-            by_seed = by_seed.reindex(columns=ordered).rename(columns=_label)
-            family = inference.pairwise(by_seed, higher_is_better=False)
-            if int(family["n"].max()) < 2:
-                text += (" With fewer than two seeds run by both layers of a pair, no "
-                         "difference between layers can be tested.")
-            else:
-                m = int(family["m"].iloc[0])
-                text += (f" Compared seed by seed ({family['test'].iloc[0]} test, Holm over the "
-                         f"{m} pair{'s' if m != 1 else ''} at this depth, 5%; a lower CV is "
-                         f"steadier): {_stats.family_verdict(family)}")
-                text += (" Per pair (first − second, 95% CI, effect size, Holm p, the difference "
-                         "detectable with 80% power at 5% assuming normal differences): "
-                         + "; ".join(_stats.comparison_text(r, spec=".3g")
-                                     for r in family.itertuples()) + ".")
-        lines.append(text)
+        runs = spread[(spread["depth"] == depth) & spread["variant"].isin(base)]
+        values = {v: r.set_index("seed")["cv"] for v, r in runs.groupby("variant")}
+        family = families[families["depth"] == depth] if not families.empty else None
+        if values:
+            lines.append(_component_line(SPREAD, int(depth), values, family,
+                                         f"stability_pairs_{task}"))
         ablations = at_depth[~at_depth["variant"].isin(base)]
         if not ablations.empty:
-            lines.append(f"Ablations on {style.task_label(task)} at depth {depth}: " + ", ".join(
+            lines.append(f"Ablations at depth {depth}: " + ", ".join(
                 f"{_label(r.variant)} {r.cv:.3g} [{r.cv_low:.3g}, {r.cv_high:.3g}]"
                 for r in ablations.sort_values("cv").itertuples()) + ".")
     return Finding(name=f"stability_findings_{task}",
@@ -188,73 +192,126 @@ def _window(stationary: pd.DataFrame) -> str:
     return f"{float(widths[0]):.0%} of each sequence" if len(widths) == 1 else "steps"
 
 
+def stationary_families(arrays: dict, stationary: pd.DataFrame) -> pd.DataFrame:
+    """Every comparison of the stationary components: per trained depth and component, the
+    pairs of `comparison_pairs` between variants in the stationary regime, Holm over the pairs
+    of that component at that depth (`_pair_family`; the seed component unpaired, as a seed's
+    deviation is from its own layer's mean). One row per pair, with ``depth`` and
+    ``component``; empty when no pair has two seeds."""
+    frames = []
+    for depth in sorted({d for d, _ in arrays}):
+        here = {v: a for (d, v), a in arrays.items() if d == depth and a["seeds"]}
+        unsettled = set(_unsettled(stationary[stationary["cfg.network.depth"] == depth],
+                                   tuple(here)))
+        pairs = [(a, b) for a, b in comparison_pairs(here) if a in here and b in here
+                 and a not in unsettled and b not in unsettled]
+        per_seed = _per_seed(here)
+        for key, label, _ in COMPONENTS:
+            if key == "depth" and depth == 1:
+                continue
+            family = _pair_family({v: per_seed[v][key] for v in here}, pairs,
+                                  paired=key != "seed")
+            if family is not None and int(family["n"].max()) >= 2:
+                frames.append(family.assign(depth=depth, component=label))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _per_seed(here: dict) -> dict[str, pd.DataFrame]:
+    return {v: components_by_seed(a["norms"], a["steps"], a["burn_in"]).set_index(
+        pd.Index(a["seeds"], name="seed")) for v, a in here.items()}
+
+
+def design_text(families: pd.DataFrame, alpha: float = inference.ALPHA) -> str | None:
+    """Said once: when no comparison of ``families`` can pass Holm's first level at its n
+    (the exact test's smallest p above alpha / m), which no effect size could change."""
+    if families.empty:
+        return None
+    first_level = alpha / families["m"].astype(float)
+    if not bool((families["smallest_p"] > first_level).all()):
+        return None
+    n = int(families["n"].max())
+    m = int(families["m"].max())
+    return (f"At n = {n} paired seeds no comparison below can be declared: the exact test's "
+            f"smallest p ({float(families['smallest_p'].min()):.3g}) is above Holm's first level "
+            f"over {m} pairs ({alpha / m:.2g}). The estimates and intervals stand.")
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _component_line(label: str, depth: int, values: dict[str, pd.Series],
+                    family: pd.DataFrame | None, name: str) -> str:
+    """One component at one depth in one sentence: the lowest and highest variant with their
+    means and intervals, n, and what the pairs support (the pairs are in ``name``)."""
+    means = {v: inference.nonnegative_interval(x) for v, x in values.items()}
+    ranked = sorted((v for v in means if math.isfinite(means[v][0])), key=lambda v: means[v][0])
+    if not ranked:
+        return f"{_capital(label)} at depth {depth}: not defined."
+    n = min(int(pd.Series(values[v]).notna().sum()) for v in ranked)
+
+    def one(v: str) -> str:
+        mean, low, high, _ = means[v]
+        return f"{_label(v)} {mean:.3g} [{low:.3g}, {high:.3g}]"
+
+    text = (f"{_capital(label)} at depth {depth} (n = {n}): lowest {one(ranked[0])}"
+            + (f", highest {one(ranked[-1])}" if len(ranked) > 1 else ""))
+    if family is None or family.empty:
+        return text + "; no pair tested."
+    supported = family[family["significant"]]
+    if (family["smallest_p"] > inference.ALPHA / family["m"]).all():
+        return text + f"; no pair decidable at this n ({name})."
+    if supported.empty:
+        return text + (f"; no pair differs after Holm (smallest Holm p "
+                       f"{float(family['p_holm'].min()):.2g}; {name}).")
+    return text + "; lower after Holm: " + ", ".join(
+        f"{r.better} < {r.second if r.better == r.first else r.first}"
+        for r in supported.itertuples()) + f" ({name})."
+
+
 def _stationary_finding(arrays: dict, stationary: pd.DataFrame, task: str,
                         preset: str | None, run_ids) -> Finding:
-    """Per trained depth and component: the variants' means with intervals, then every pair of
-    `comparison_pairs` compared seed by seed (`harness.stats.pairwise` on each pair alone,
-    Holm over the depth's pairs of that component), with the scale measured and the paper's."""
+    """The verdict on the paper's claim, the regime check, the scale, then one short sentence
+    per trained depth and component (`_component_line`); the per-pair detail is the table
+    ``stability_pairs_<task>`` (`stationary_families`)."""
     lines = [regime_text(stationary)]
     steps_trained = int(pd.to_numeric(stationary["cfg.train.steps"]).max())
     verdict = claim_verdict(arrays, stationary, task, steps_trained)
     if verdict:
         lines.insert(0, verdict)
-    for depth in sorted({d for d, _ in arrays}):
+    depths = sorted({d for (d, _), a in arrays.items() if a["seeds"]})
+    if not depths:
+        return Finding(name=f"stability_stationary_findings_{task}",
+                       title=f"The stationary-regime verdict ({style.task_label(task)})",
+                       lines=tuple(lines), runs=tuple(run_ids))
+    some = next(a for a in arrays.values() if a["seeds"])
+    dropped = sum(a["dropped"] for a in arrays.values())
+    lines.append(
+        f"Measured on {style.task_label(task)} at depth{'s' if len(depths) > 1 else ''} "
+        f"{', '.join(map(str, depths))}, {steps_trained} training steps (evaluations "
+        f"{', '.join(str(x) for x in some['steps'])}), preset {preset}"
+        + (f"; {dropped} run(s) without every evaluation (diverged) left out" if dropped
+           else "") + ". The RotRNN paper's claim is about ListOps, through training, across "
+                      "the depth of its networks and across seeds.")
+    families = stationary_families(arrays, stationary)
+    design = design_text(families)
+    if design:
+        lines.append(design)
+    name = f"stability_pairs_{task}"
+    for depth in depths:
         here = {v: a for (d, v), a in arrays.items() if d == depth and a["seeds"]}
-        if not here:
-            continue
-        per_seed = {v: components_by_seed(a["norms"], a["steps"], a["burn_in"]).set_index(
-            pd.Index(a["seeds"], name="seed")) for v, a in here.items()}
-        n = min(len(a["seeds"]) for a in here.values())
-        dropped = sum(a["dropped"] for a in here.values())
-        at = stationary[stationary["cfg.network.depth"] == depth]
-        scale = (f"Measured on {style.task_label(task)} at depth {depth}, {n} seed{'s' if n != 1 else ''}, "
-                 f"{steps_trained} training steps (evaluations "
-                 f"{', '.join(str(s) for s in next(iter(here.values()))['steps'])}), long-probe "
-                 f"sequences of {int(at[C.t_from].min())}-{int(at[C.t_to].max())} steps, preset "
-                 f"{preset}" + (f"; {dropped} run(s) without every evaluation (diverged) left "
-                                "out" if dropped else "")
-                 + ". The RotRNN paper's claim is about ListOps, through training, across the "
-                   "depth of its networks and across seeds.")
-        lines.append(scale)
-        # A layer whose window never reached the stationary regime measures no stationary
-        # claim: it stays in the tables and leaves the tests' families.
-        unsettled = set(_unsettled(at, tuple(here)))
-        pairs = [(a, b) for a, b in comparison_pairs(here) if a in here and b in here
-                 and a not in unsettled and b not in unsettled]
+        unsettled = _unsettled(stationary[stationary["cfg.network.depth"] == depth], tuple(here))
         if unsettled:
-            lines.append("Left out of the comparisons below (not in the stationary regime): "
-                         + ", ".join(_label(v) for v in sorted(unsettled)) + ".")
-        for key, label, what in COMPONENTS:
+            lines.append(f"Left out of the comparisons at depth {depth} (not in the stationary "
+                         f"regime): {', '.join(_label(v) for v in sorted(unsettled))}.")
+        per_seed = _per_seed(here)
+        for key, label, _ in COMPONENTS:
             if key == "depth" and depth == 1:
-                lines.append("Depth component at depth 1: not defined (one layer).")
                 continue
-            values = {v: per_seed[v][key] for v in here}
-            means_by = {v: float(values[v].mean()) for v in here}  # NaN when undefined
-            ranked = sorted(here, key=lambda v: (math.isnan(means_by[v]), means_by[v]))
-            means = []
-            for v in ranked:
-                mean, low, high, _ = inference.nonnegative_interval(values[v])
-                means.append(f"{_label(v)} {mean:.3g} [{low:.3g}, {high:.3g}]")
-            text = (f"{label.capitalize()} component ({what}) at depth {depth}, mean and 95% "
-                    f"t interval over seeds, from lowest: {', '.join(means)}.")
-            # A seed's seed component is its deviation from its own layer's mean over seeds:
-            # the seeds of two layers do not correspond, so the layers are compared unpaired.
-            paired = key != "seed"
-            family = _pair_family(values, pairs, paired=paired)
-            if family is None or int(family["n"].max()) < 2:
-                text += " Fewer than two seeds in common: no pair can be tested."
-            else:
-                m = int(family["m"].iloc[0])
-                how = ("Paired by seed" if paired else "As independent groups (a seed's "
-                       "deviation is from its own layer's mean, so seeds do not pair)")
-                text += (f" {how} ({family['test'].iloc[0]} test, Holm over the {m} "
-                         f"pair{'s' if m != 1 else ''} of this component at this depth, 5%; "
-                         f"lower is steadier): {_stats.family_verdict(family)}"
-                         " Per pair (first − second, 95% CI, effect size, Holm p, the difference "
-                         "detectable with 80% power at 5%): "
-                         + "; ".join(_stats.comparison_text(r, spec=".3g")
-                                     for r in family.itertuples()) + ".")
-            lines.append(text)
+            family = (families[(families["depth"] == depth) & (families["component"] == label)]
+                      if not families.empty else None)
+            lines.append(_component_line(f"{label} component", depth,
+                                         {v: per_seed[v][key] for v in here}, family, name))
     return Finding(name=f"stability_stationary_findings_{task}",
                    title=f"The stationary-regime verdict ({style.task_label(task)})",
                    lines=tuple(lines), runs=tuple(run_ids))
