@@ -112,3 +112,13 @@ def test_presets_cover_every_model_with_one_recipe_per_task():
     # Exact tests that can reach 5 % after Holm over six pairs, on held-out seeds alone.
     full = A.STUDY.presets["cpu-full"]
     assert len(full.seeds) - full.tuning_seeds >= 10 and full.tuning_seeds >= 1
+
+
+@pytest.mark.parametrize("preset", ["cpu", "cpu-full"])
+def test_every_run_of_the_cpu_presets_is_evaluated_often_enough_to_show_a_plateau(preset):
+    # Issue 42: a validation curve shows whether it has levelled off only with >= 8 points
+    # (every eval_every steps and the last, as `harness.train` evaluates).
+    for spec in A.grid(A.STUDY.config(preset)):
+        steps, every = spec.train.steps, spec.train.eval_every
+        evaluations = steps // every + (steps % every != 0)
+        assert evaluations >= 8, (spec.task, steps, every)
