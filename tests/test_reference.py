@@ -1,4 +1,4 @@
-"""The shipped reference (`harness.reference`, docs/reference.md): its report is what its store
+"""The shipped reference (`harness.reference`, docs/presets.md): its report is what its store
 renders, and a layer is compared against it training only its own runs.
 
 Where the repository ships reports/cpu-full/store.sqlite.xz, its report is rendered again from
@@ -64,6 +64,19 @@ def test_the_shipped_reference_report_is_what_its_store_renders(tmp_path):
         f"reports/cpu-full differs from what its store.sqlite.xz renders in {differing}; "
         "render it again with make reference-report (or make reference after a code change)")
     assert reference.open_reference(SHIPPED).preset == "cpu-full"
+
+
+@pytest.mark.skipif(not (SHIPPED / reference.STORE_FILE).exists(),
+                    reason="no reference is shipped yet (make reference writes reports/cpu-full)")
+def test_the_readme_results_are_what_the_shipped_reference_says():
+    from linrnn_bench.harness import reference_readme
+
+    block = reference_readme.readme_block(ROOT / "README.md")
+    assert block, "README.md has no results block (its RESULTS markers)"
+    made = reference_readme.results_block(Path("reports") / "cpu-full", root=ROOT)
+    assert block == made, ("README.md's results differ from the shipped reference's: paste "
+                           "`python -m linrnn_bench.harness.reference_readme` there")
+    assert "n = 10" in made and "The RotRNN paper's claim" in made
 
 
 # --------------------------------------------------------------------------------------------
