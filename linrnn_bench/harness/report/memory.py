@@ -145,10 +145,10 @@ def _fit_table(fits: pd.DataFrame, preset: str | None) -> Artifact:
         digits={c: _FIT_FORMATS.get(c, 3) for c in table.columns},
         runs=tuple(sorted(fits["run_id"].unique())),
         short_caption=(
-            f"Least-squares fit of the compiled working set as a + b L (L = {lengths}): bytes "
-            "per token b / B (and the temporaries' alone), intercept a, log-log slope (1 = "
-            "linear), spread of the increments and largest residual (0 = linear), and the "
-            f"largest L within {', '.join(f'{b / 2**30:g} GiB' for b in budget)}. "
+            f"Fit of the working set as a + b L (L = {lengths}): bytes per token b / B (also "
+            "of the temporaries), intercept a, log-log slope (1: linear), increment spread and "
+            "largest residual (0: linear), largest L within "
+            f"{', '.join(f'{b / 2**30:g} GiB' for b in budget)}. "
             f"Preset {preset}."),
     )
 

@@ -246,11 +246,10 @@ def _noise_table(noise: pd.DataFrame, preset: str | None) -> Table:
                 "group E‖h_∞‖² min": "g", "group E‖h_∞‖² max": "g"},
         runs=tuple(sorted(summary["run_id"].unique())),
         short_caption=(
-            f"Untrained layers under unit white noise ({int(first[C.seq_len])} steps, "
-            f"{int(first[C.samples])} Monte Carlo sequences per run), worst over steps, groups "
+            f"Untrained layers, unit white noise ({int(first[C.seq_len])} steps, "
+            f"{int(first[C.samples])} Monte Carlo sequences per run); worst over steps, groups "
             "and seeds: relative deviation from the closed form of the Monte Carlo mean (|z|: "
-            "in standard errors) and of the exact expectation; E‖h_∞‖², the stationary "
-            "limit. "
+            "in standard errors) and of the exact expectation. E‖h_∞‖²: stationary limit. "
             f"Preset {preset}."),
     )
 

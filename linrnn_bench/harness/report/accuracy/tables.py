@@ -51,7 +51,7 @@ def _n_text(n: pd.DataFrame, short: bool = False) -> str:
 
 
 # What every table's LaTeX caption says of a spread (the writer shows none below n = 3).
-_SPREAD = "mean ± standard error over seeds (± only where n ≥ 3)"
+_SPREAD = "mean ± s.e. over seeds (± where n ≥ 3)"
 
 
 def _preset(scale: str) -> str:
@@ -225,10 +225,10 @@ def significance_table(significance: pd.DataFrame, labels: Labels, tuning: str, 
         runs=run_ids,
         short_caption=(
             ("At a common parameter budget. " if arm else "")
-            + "Pairs of models at tuned learning rates, paired by seed: mean difference "
-            "(first − second; accuracy in points, or MSE) with its 95% t interval (shown where "
-            "n ≥ 3), effect size d_z, p of the named test, Holm-adjusted per task, and the "
-            f"minimum detectable difference (80% power). {_preset(scale)}"),
+            + "Model pairs at tuned learning rates, paired by seed: mean difference (first − "
+            "second; accuracy points, or MSE), 95% t interval where n ≥ 3, effect size d_z, "
+            "p of the named test, Holm-adjusted per task, minimum detectable difference (80% "
+            f"power). {_preset(scale)}"),
         n="paired seeds",
         intervals=("95% CI low", "95% CI high"),
     )
@@ -359,10 +359,10 @@ def detail_table(recipe: pd.DataFrame, tuned: pd.DataFrame, baselines: dict[str,
         title=TITLES["accuracy_detail"],
         caption=_DETAIL_CAPTION + scale,
         short_caption=(
-            "Per task, model and configuration (one shared recipe; learning rates tuned on "
-            f"validation): rates, test and best validation accuracy, test loss (cross-entropy; "
-            f"MSE for regression), {_SPREAD}; runs counted by outcome; parameters, steps and "
-            f"training time per run (shared cores). {_preset(scale)}"),
+            "Per task, model and configuration (shared recipe, or rates tuned on validation): "
+            "learning rates, test and best validation accuracy, test loss (cross-entropy; MSE "
+            f"for regression), {_SPREAD}; run counts; parameters, steps, training time. "
+            f"{_preset(scale)}"),
         n="n seeds",
         frame=frame,
         stderr=se,
@@ -434,9 +434,8 @@ def versus_published(cells: pd.DataFrame, baselines: dict[str, float], labels: L
         runs=run_ids,
         short_caption=(
             f"Our test accuracy at tuned learning rates, {_SPREAD}, beside the PUBLISHED "
-            "full-scale LRA accuracy of the same layer (not measured by us). Ours are far "
-            f"smaller runs on generated tasks: for orientation, not a like-for-like "
-            f"comparison. {_preset(scale)}"),
+            "full-scale LRA accuracy of the same layer (not ours). Our runs are far smaller, "
+            f"on generated tasks: for orientation only. {_preset(scale)}"),
         n="n seeds",
     )
 

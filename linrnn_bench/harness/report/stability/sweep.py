@@ -140,9 +140,9 @@ def sweep_table(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
             f"(their registration's own is the study's ordinary run)."),
         frame=out, digits={c: 3 for c in out.columns if c != "seeds"}, runs=_run_ids(rows),
         short_caption=(
-            f"Layers 1..d of the {deepest}-block networks as a network of depth d, before "
-            "training: state norm (geometric mean over layers and seeds), its depth and seed "
-            "components (log units; mean over seeds, 95% t interval where n ≥ 3), per probe. "
+            f"Layers 1..d of the {deepest}-block networks as a depth-d network, before "
+            "training: state norm (geometric mean), its depth and seed components (log units); "
+            "means over seeds, 95% t intervals where n ≥ 3. "
             f"{style.task_label(task)}, preset {preset}."),
         n="seeds",
         intervals=tuple(c for c in out.columns if c.endswith((" low", " high"))),

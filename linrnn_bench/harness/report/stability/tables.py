@@ -82,10 +82,10 @@ def _summary_table(frame: pd.DataFrame, runs: pd.DataFrame, task: str,
         digits={c: _summary_format(c) for c in table.columns},
         runs=_run_ids(frame),
         short_caption=(
-            "Per-layer mean of ‖h_t‖ over the probe batch and time, averaged over the layers "
-            "and seeds of the deepest trained network at initialisation and at the end; "
-            "coefficients of variation (CV) over layers, seeds and steps (lower is steadier, "
-            f"best in bold); largest |λ| at the end. {_on(task, preset)}"),
+            "Per-layer mean of ‖h_t‖ over the probe batch and time, averaged over layers and "
+            "seeds of the deepest trained network, at initialisation and at the end; "
+            "coefficients of variation (CV; lower is steadier, best in bold); largest |λ|. "
+            f"{_on(task, preset)}"),
     )
 
 
@@ -151,10 +151,9 @@ def _spread_table(spread: pd.DataFrame, task: str, preset: str | None,
         digits=3,
         runs=run_ids,
         short_caption=(
-            "Per trained network, the coefficient of variation of the per-layer mean state "
-            "norm over layers and evaluation steps (mean over seeds; 95% t interval where "
-            "n ≥ 3), and the geometric mean of the last norm over the initial one "
-            f"(1 = no drift). {_on(task, preset)}"),
+            "Per trained network: CV of the per-layer mean state norm over layers and steps "
+            "(mean over seeds, 95% t interval where n ≥ 3); last over initial norm, geometric "
+            f"mean (1: no drift). {_on(task, preset)}"),
         n="seeds",
         intervals=("95% CI low", "95% CI high"),
     )
@@ -189,10 +188,9 @@ def _components_table(arrays: dict, task: str, preset: str | None, run_ids) -> T
         frame=frame, digits=digits, runs=tuple(run_ids),
         best={label: "min" for _, label, _ in COMPONENTS if label in frame.columns},
         short_caption=(
-            "The stationary state norm's variation split into components (depth, seed and "
-            "drift in natural-log units; the step after which it settles), each per seed: "
-            "mean over seeds with its 95% t interval (low, high; shown where n ≥ 3). Lower "
-            f"is steadier, best in bold. {_on(task, preset)}"),
+            "The stationary norm's variation in components per seed (depth, seed, drift: log "
+            "units; settle: a step): mean over seeds, 95% t interval (low, high) where n ≥ 3; "
+            f"lower is steadier, best in bold. {_on(task, preset)}"),
         n="seeds",
         intervals=_interval_columns(frame),
     )
@@ -253,10 +251,10 @@ def _levels_table(trained: pd.DataFrame, stationary: pd.DataFrame, task: str,
             f"system."),
         frame=frame, digits=digits, runs=_run_ids(stationary),
         short_caption=(
-            "Stationary norm (mean ‖h_t‖ over the long probe's last steps; geometric mean over "
-            "layers and seeds) at initialisation and trained; its ratio to the white-noise "
-            "closed form; the smallest energy reached (≥ 0.9: stationary); memory in steps; "
-            f"the change of |λ| in training. {_on(task, preset)}"),
+            "Stationary norm (mean ‖h_t‖ over the long probe's last steps; geometric mean) at "
+            "initialisation and trained; ratio to the white-noise closed form; smallest "
+            "energy reached (≥ 0.9: stationary); memory (steps); change of |λ| in training. "
+            f"{_on(task, preset)}"),
     )
 
 
@@ -300,10 +298,9 @@ def _init_table(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
             f"are swept in the table stability_init_sweep_{task}."),
         frame=frame_out, digits={c: 3 for c in frame_out.columns}, runs=_run_ids(rows),
         short_caption=(
-            "Before training: the stationary norm (geometric mean over layers and seeds), its "
-            "depth and seed components (log units), each the mean over seeds with its 95% t "
-            "interval (shown where n ≥ 3), and the smallest white-noise energy reached (≥ 0.9: "
-            f"stationary). {_on(task, preset)}"),
+            "Before training: stationary norm (geometric mean over layers and seeds), its depth "
+            "and seed components (log units), means over seeds with 95% t intervals where "
+            f"n ≥ 3, and the smallest energy reached (≥ 0.9: stationary). {_on(task, preset)}"),
         n="seeds",
         intervals=_interval_columns(frame_out),
     )
