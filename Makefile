@@ -64,8 +64,8 @@ test: $(STAMP)
 report: $(STAMP)
 	$(PY) -m linrnn_bench report --run --preset $(PRESET) $(REPORT_EXECUTOR)
 
-# The shipped reference (docs/presets.md, "The shipped reference"): the cpu-full preset run whole into a store outside
-# the repository's report folder, its report rendered into $(REFERENCE) and its store compressed
+# The shipped reference (docs/presets.md, "The shipped reference"): the cpu-full preset run
+# whole into a store outside the repository's report folder, its report rendered into $(REFERENCE) and its store compressed
 # there. Resumable as every grid: the shipped store is decompressed first (unless the store is
 # there already, holding every run of it), so only runs it lacks are made.
 REFERENCE := reports/cpu-full
@@ -85,18 +85,16 @@ reference-report: $(STAMP)
 	$(PY) -m linrnn_bench report --store "$$tmp/store.sqlite" --out $(REFERENCE) \
 		$(foreach name,$(ONLY),--only $(name))
 
-# Every LaTeX table of reports/ (OUT=folder for another) compiled alone with pdflatex, in a
-# minimal article with booktabs; Debian's texlive is installed first when pdflatex is missing.
+# The report in OUT (default reports/) as one two-column paper, as a paper would \input its
+# tables and include its figures: every table and every figure compiled together with pdflatex,
+# failing on a LaTeX error, a box wider than its column or page, a float taller than the page
+# and a table shrunk too far to read (linrnn_bench/harness/report/_texcheck.py). Debian's
+# texlive is installed first when pdflatex is missing.
 OUT ?= reports
-tex-check:
+tex-check: $(STAMP)
 	@command -v pdflatex >/dev/null || (apt-get install -y -qq --no-install-recommends \
-		texlive-latex-base texlive-latex-recommended >/dev/null)
-	@tmp=$$(mktemp -d); n=0; failed=0; \
-	for f in $(abspath $(OUT))/tables/*.tex; do n=$$((n + 1)); \
-		printf '\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n\\input{%s}\n\\end{document}\n' "$$f" > $$tmp/doc.tex; \
-		(cd $$tmp && pdflatex -interaction=nonstopmode -halt-on-error doc.tex >/dev/null) \
-			|| { echo "pdflatex failed on $$f (log: $$tmp/doc.log)"; failed=$$((failed + 1)); }; \
-	done; echo "$$((n - failed)) of $$n tables compiled with pdflatex"; test $$failed -eq 0
+		texlive-latex-base texlive-latex-recommended texlive-latex-extra >/dev/null)
+	$(PY) -m linrnn_bench.harness.report._texcheck $(OUT)
 
 # Every program of every study at PRESET's real shapes built, compiled and run for two steps
 # here, with the accelerator's algorithms, and every task generated (`linrnn_bench.harness.plan`);

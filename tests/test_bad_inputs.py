@@ -57,6 +57,16 @@ def _corrupt_store(root: Path) -> Path:
     return path
 
 
+def _table(*, stderr: bool = False, caption: str = "c", **fields: Any):
+    """A one-cell report table (`harness.report._artifacts.Table`) with ``fields``."""
+    import pandas as pd
+
+    from linrnn_bench.harness.report._artifacts import Table
+
+    frame = pd.DataFrame({"acc (%)": [90.0]}, index=pd.Index(["LRU"], name="Model"))
+    return Table("t", "T", caption, frame, stderr=frame if stderr else None, **fields)
+
+
 def _file(root: Path) -> Path:
     path = root / "a_file"
     path.write_text("not a folder\n")
@@ -670,6 +680,15 @@ CALL_CASES: list[tuple[str, Callable[[Path], Any], type[Exception], tuple[str, .
         provenance={}), StoreError, ("read-only", "--store")),
     ("out-dir-file", lambda tmp: _writers.check_out_dir(_file(tmp)), ValueError,
      ("a_file is a file", "--out")),
+    # Tables a report section makes: a spread without its n, a caption too long for LaTeX.
+    ("table-stderr-without-n", lambda tmp: _writers.table_markdown(_table(stderr=True)),
+     ValueError, ("'t' has standard errors or intervals but no n", "n >= 3")),
+    ("table-n-unknown-column", lambda tmp: _writers.table_markdown(_table(n="seeds")),
+     ValueError, ("n must be an integer >= 0, a column of the frame", "'seeds'")),
+    ("table-intervals-unknown", lambda tmp: _writers.table_markdown(
+        _table(n=3, intervals=("low",))), ValueError, ("intervals names unknown", "'low'")),
+    ("table-latex-caption-long", lambda tmp: _writers.table_latex(_table(caption="w " * 61)),
+     ValueError, ("'t'", "62 words, more than 60", "short_caption")),
     # Outside layers: what the class or factory gives must be an equinox.Module (L, H) -> (L, H).
     ("outside-not-a-module", _build_outside("plain"), ValueError,
      ("'plain'", "outside_plain:Plain", "built a Plain, not an equinox.Module",

@@ -27,23 +27,36 @@ class Table:
         name: file stem (``accuracy_by_task``), unique in the report.
         title: a short heading.
         caption: one paragraph: what the numbers are, how they were computed (preset, seeds,
-            hardware and commit come from the store and are part of the caption text).
+            hardware and commit come from the store and are part of the caption text); the
+            report's text (``index.md``) states it whole.
         frame: the values; its index labels the rows.
-        stderr: same shape as ``frame`` or None; shown as ``mean ± se`` in Markdown/LaTeX and
-            as separate ``<col>_se`` columns in CSV.
+        stderr: same shape as ``frame`` or None; shown as ``mean ± se`` in Markdown/LaTeX
+            where ``n`` >= 3, and as separate ``<col>_se`` columns in CSV.
         best: per column, which value is best (``"max"``/``"min"``) to set in bold; columns not
             named get no bold.
         digits: how numbers are shown in Markdown/LaTeX (CSV keeps full precision): a number
             of decimals, or a named format of `harness.report._writers.FORMATS` (``"sci"``:
             scientific with 3 significant digits, for MSE; ``"p"``: p-values; ``"g"``: 3
-            significant digits; ``"near_one"``: enough decimals to show the distance to 1);
-            one for every column, or ``{column: format}`` (columns not named get 2).
+            significant digits; ``"near_one"``: enough decimals to show the distance to 1;
+            ``"setting"``: a value as set, such as a learning rate); one for every column, or
+            ``{column: format}`` (columns not named get 2). Every cell of a column is shown
+            in the one format the column's values call for (`_writers.column_format`).
         cell_formats: per-cell formats overriding ``digits`` (``frame``'s index, a subset of its
             columns; None where the column's format applies), for a column whose rows hold
             different quantities (accuracy in one row, MSE in another).
         runs: the run ids the values come from (optional); when given, the table's provenance
             (commit, hardware, seeds, preset) is taken from these runs alone, else from every
             finished run of the section's study.
+        short_caption: the caption printed with the LaTeX table after its title, at most
+            `harness.report._writers.CAPTION_WORDS` words with the title: units, n, what a ±
+            or an interval is, the preset. Empty: ``caption`` itself, which must then be that
+            short.
+        n: how many independent values (seeds) each spread rests on: one number for the
+            table, the name of a column of ``frame`` holding it per row, a Series per row or
+            a DataFrame per cell (``frame``'s index, a subset of its columns). Required with
+            ``stderr`` or ``intervals``: a spread of fewer than 3 values is not shown.
+        intervals: columns of ``frame`` that are an interval's bounds or a spread (``95% CI
+            low``), shown in Markdown and LaTeX only where ``n`` >= 3, as ``stderr``.
     """
 
     name: str
@@ -55,6 +68,9 @@ class Table:
     digits: int | str | Mapping[str, int | str] = 2
     runs: tuple[str, ...] = ()
     cell_formats: pd.DataFrame | None = None
+    short_caption: str = ""
+    n: int | str | pd.Series | pd.DataFrame | None = None
+    intervals: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,7 @@ import math
 import os
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -209,6 +209,17 @@ def format_p(value: object) -> str:
     return np.format_float_positional(x, precision=2, unique=False, fractional=False, trim="-")
 
 
+def format_setting(value: object) -> str:
+    """A value as set rather than measured (a learning rate): the shortest decimal that reads
+    back as it ("0.003", "0.1"), scientific below 1e-4 or from 1e6 on ("1e-05")."""
+    x = _number(value)
+    if not isinstance(x, float):
+        return x
+    if x == 0 or 1e-4 <= abs(x) < 1e6:
+        return np.format_float_positional(x, trim="-")
+    return np.format_float_scientific(x, trim="-", exp_digits=2)
+
+
 def format_near_one(value: object) -> str:
     """A value near 1 (an eigenvalue modulus) with enough decimals to show its distance to 1,
     two significant digits of that distance and at least three decimals: 0.99993 ->
@@ -225,7 +236,7 @@ def format_near_one(value: object) -> str:
 
 # The named formats a table's ``digits`` may give (an int is a number of decimals).
 FORMATS = {"sci": format_scientific, "g": format_significant, "p": format_p,
-           "near_one": format_near_one}
+           "near_one": format_near_one, "setting": format_setting}
 
 
 def format_value(value: object, fmt: int | str, *, integer: bool = False,
@@ -243,22 +254,152 @@ def format_value(value: object, fmt: int | str, *, integer: bool = False,
     return format_number(value, int(fmt), integer=integer, scientific=not error)
 
 
-def _cells(table: Table) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The table's data cells as text (``mean ± se`` in each column's format), and the mask of
-    the cells to set in bold (`best_mask`); Markdown and LaTeX each mark bold their own way."""
+# A fixed-decimal column shows a small non-zero value with up to this many more decimals (0.03
+# in a 1-decimal column: the column at 2); a value that needs more makes the whole column
+# scientific, so that no column holds "4.7e-05" beside "0.0001".
+EXTRA_DECIMALS = 2
+# A near-one column shows the distance to 1 of its closest value, but never with more decimals
+# than this (float32 quantities carry about seven digits).
+NEAR_ONE_DECIMALS = 6
+# Spreads (± and interval bounds) of fewer values than this are not shown: the standard error
+# of two values is half their difference, which a reader is better given as the mean and n.
+MIN_N_FOR_SPREAD = 3
+
+
+# A cell formatter: ``formatter(value, error=False)``, the text of a mean or its standard error.
+CellFormat = Callable[..., str]
+
+
+def column_format(values: Sequence[object], fmt: int | str, *,
+                  integer: bool = False) -> CellFormat:
+    """One formatter for every cell of a column of format ``fmt`` (the values it will show):
+    ``formatter(value, error=False) -> str``, the same decimals or notation in each cell.
+
+    - decimals ``d``: fixed ``d`` decimals; if a non-zero value would show as 0, the column gets
+      the decimals that show it (at most `EXTRA_DECIMALS` more), else scientific as a whole.
+    - ``"g"``: three significant digits of the column's smallest magnitude, in fixed notation
+      when every non-zero magnitude lies in [1e-3, 1e6) within three decades of each other,
+      else scientific (three significant digits) as a whole.
+    - ``"near_one"``: decimals enough to show the distance to 1 of the column's closest value
+      other than 1 (at least 3, at most `NEAR_ONE_DECIMALS`).
+    - ``"setting"``: values as set (learning rates), as `format_setting`, scientific as a
+      whole when one of them is.
+    - ``"sci"``, ``"p"``: as `format_scientific` and `format_p`, whose cells agree already.
+
+    An exact zero (or its round-off) is "0"; a standard error (``error=True``) of zero is
+    shown with the column's decimals. Integers of an integer column are shown whole.
+    """
+    if isinstance(fmt, str) and fmt not in FORMATS:
+        raise ValueError(f"Unknown number format {fmt!r}; accepted: a number of decimals "
+                         f"or one of {sorted(FORMATS)}.")
+    numbers = [_number(v) for v in values]
+    sizes = [abs(x) for x in numbers if isinstance(x, float) and abs(x) >= _ZERO]
+    if fmt == "p":
+        return _with_integers(lambda x, error: (format_significant(x) if error
+                                                else format_p(x)), integer)
+    if fmt == "near_one":
+        gaps = [abs(1.0 - x) for x in numbers if isinstance(x, float) and 0 < abs(1.0 - x) < 1]
+        decimals = min(NEAR_ONE_DECIMALS,
+                       max([3] + [math.ceil(-math.log10(g)) + 1 for g in gaps]))
+        return _with_integers(lambda x, error: (format_significant(x) if error
+                                                else f"{x:.{decimals}f}"), integer)
+    if fmt == "setting":
+        scientific = any(not 1e-4 <= x < 1e6 for x in sizes)
+        return _with_integers(lambda x, error: (
+            np.format_float_scientific(x, trim="-", exp_digits=2) if scientific and x != 0
+            else format_setting(x)), integer)
+    if fmt == "g" and sizes:
+        low, high = min(sizes), max(sizes)
+        if not (1e-3 <= low and high < 1e6 and high < 1e3 * low):
+            fmt = "sci"
+        else:
+            quantum = math.floor(math.log10(low)) - 2  # three significant digits of `low`
+            return _with_integers(lambda x, error: _fixed(round(x, -quantum), max(0, -quantum),
+                                                          error), integer)
+    if isinstance(fmt, int) and not isinstance(fmt, bool):
+        need = max([fmt] + [math.ceil(math.log10(0.5 / x) - 1e-9) for x in sizes if x < 1])
+        if need - fmt <= EXTRA_DECIMALS:
+            return _with_integers(lambda x, error: _fixed(x, need, error), integer)
+        fmt = "sci"
+    return _with_integers(lambda x, error: format_scientific(x), integer)
+
+
+def _fixed(x: float, decimals: int, error: bool) -> str:
+    if abs(x) < _ZERO and not error:
+        return "0"
+    return _unsigned_zero(f"{x:.{decimals}f}")
+
+
+def _with_integers(show: Callable[[float, bool], str], integer: bool) -> CellFormat:
+    """``show(x: float, error: bool)`` as a cell formatter: a missing value or text as
+    `_number` gives it, an integer of an integer column whole."""
+    def formatter(value: object, error: bool = False) -> str:
+        x = _number(value)
+        if not isinstance(x, float):
+            return x
+        if integer and not error and x == int(x):
+            return f"{int(x)}"
+        return show(x, error)
+    return formatter
+
+
+def _n_frame(table: Table) -> pd.DataFrame | None:
+    """``table.n`` as a float frame of ``table.frame``'s shape (NaN where not given), or None
+    where the table gives no n."""
+    frame, n = table.frame, table.n
+    if n is None:
+        return None
+    out = pd.DataFrame(math.nan, index=frame.index, columns=frame.columns, dtype=float)
+    if isinstance(n, pd.DataFrame):
+        for column in n.columns:
+            out[column] = pd.to_numeric(n[column], errors="coerce").astype(float).to_numpy()
+        return out
+    if isinstance(n, str):
+        n = frame[n]
+    per_row = (pd.to_numeric(n, errors="coerce").astype(float).to_numpy()
+               if isinstance(n, pd.Series) else np.full(len(frame), float(n)))
+    for column in frame.columns:
+        out[column] = per_row
+    return out
+
+
+def _cells(table: Table) -> tuple[pd.DataFrame, pd.DataFrame, list[object]]:
+    """The table's data cells as text (``mean ± se`` in each column's one format, `column_format`),
+    the mask of the cells to set in bold (`best_mask`), and the interval columns with nothing
+    left to show; Markdown and LaTeX each mark bold their own way.
+
+    A spread (± or an interval column) rests on ``table.n`` values and is shown only where
+    n >= `MIN_N_FOR_SPREAD`; where n differs between a table's cells and is not a column of
+    its own, a mean shown without its spread says its n.
+    """
     frame, se = table.frame, table.stderr
+    counts = _n_frame(table)
+    spread = [c for c in table.intervals] + (list(se.columns) if se is not None else [])
+    shown_n = (counts[spread].stack().dropna() if counts is not None and spread
+               else pd.Series(dtype=float))
+    say_n = not isinstance(table.n, str) and shown_n.nunique() > 1
     out = pd.DataFrame(index=frame.index, columns=frame.columns, dtype=object)
     for column in frame.columns:
         integer = _is_integer_column(frame[column])
-        for row in frame.index:
-            fmt = cell_format(table, row, column)
-            text = format_value(frame.at[row, column], fmt, integer=integer)
-            if se is not None and column in se.columns:
+        formats = [cell_format(table, row, column) for row in frame.index]
+        show = {fmt: column_format([frame[column].iloc[i] for i, f in enumerate(formats)
+                                    if f == fmt], fmt, integer=integer)
+                for fmt in dict.fromkeys(formats)}
+        for i, row in enumerate(frame.index):
+            n = counts.iloc[i][column] if counts is not None else math.nan
+            few = not n >= MIN_N_FOR_SPREAD
+            text = show[formats[i]](frame.at[row, column])
+            if column in table.intervals and few:
+                text = _MISSING_CELL
+            elif se is not None and column in se.columns and text != _MISSING_CELL:
                 err = se.at[row, column]
-                if not _isnull(err) and text != _MISSING_CELL:
-                    text += _PM + format_value(err, fmt, error=True)
+                if not _isnull(err) and not few:
+                    text += _PM + show[formats[i]](err, error=True)
+                elif not _isnull(err) and say_n and not math.isnan(n):
+                    text += f" (n = {int(n)})"
             out.at[row, column] = text
-    return out, best_mask(frame, table.best)
+    empty = [c for c in table.intervals if (out[c] == _MISSING_CELL).all()]
+    return out, best_mask(frame, table.best), empty
 
 
 def column_digits(table: Table, column: object) -> int | str:
@@ -321,6 +462,37 @@ def _check_table(table: Table) -> None:
         unknown = [c for c in table.digits if c not in frame.columns]
         if unknown:
             raise ValueError(f"Table {table.name!r}: digits names unknown columns {unknown}.")
+    _check_spreads(table)
+
+
+def _check_spreads(table: Table) -> None:
+    """A table with spreads says on how many values they rest (``n``), in a form it accepts."""
+    frame, n = table.frame, table.n
+    unknown = [c for c in table.intervals if c not in frame.columns]
+    if unknown:
+        raise ValueError(f"Table {table.name!r}: intervals names unknown columns {unknown}.")
+    if n is None:
+        if table.stderr is not None or table.intervals:
+            raise ValueError(
+                f"Table {table.name!r} has standard errors or intervals but no n: give n (a "
+                "number, a column name, a Series per row or a DataFrame per cell), as a spread "
+                f"is shown only where n >= {MIN_N_FOR_SPREAD}."
+            )
+        return
+    if isinstance(n, str):
+        ok = n in frame.columns
+    elif isinstance(n, pd.DataFrame):
+        ok = n.index.equals(frame.index) and all(c in frame.columns for c in n.columns)
+    elif isinstance(n, pd.Series):
+        ok = n.index.equals(frame.index)
+    else:
+        ok = _validate.is_integer(n) and not isinstance(n, bool) and n >= 0
+    if not ok:
+        raise ValueError(
+            f"Table {table.name!r}: n must be an integer >= 0, a column of the frame, a Series "
+            "with the frame's index or a DataFrame with its index and a subset of its columns; "
+            f"got {n!r:.80}."
+        )
 
 
 def _is_format(fmt: object) -> bool:
@@ -353,15 +525,18 @@ def table_csv(table: Table) -> str:
 
 
 def table_markdown(table: Table) -> str:
-    """A GitHub-flavoured Markdown table: ``mean ± se``, the best per column in bold."""
+    """A GitHub-flavoured Markdown table: ``mean ± se`` (where n >= 3), one format per column
+    (`column_format`), the best per column in bold."""
     _check_table(table)
-    cells, bold = _cells(table)
-    cells = _index_columns(cells.where(~bold.to_numpy(), ("**" + cells + "**").to_numpy()))
-    n_index = cells.shape[1] - table.frame.shape[1]
+    cells, bold, empty = _cells(table)
+    cells = cells.where(~bold.to_numpy(), ("**" + cells + "**").to_numpy()).drop(columns=empty)
+    cells = _index_columns(cells)
+    n_index = cells.shape[1] - (table.frame.shape[1] - len(empty))
     cells = cells.map(lambda v: str(v).replace("|", r"\|"))
     cells.columns = [str(c).replace("|", r"\|") for c in cells.columns]
     align = ["left"] * n_index + [
-        "right" if _is_numeric_column(table.frame[c]) else "left" for c in table.frame.columns
+        "right" if _is_numeric_column(table.frame[c]) else "left"
+        for c in table.frame.columns if c not in empty
     ]
     return cells.to_markdown(index=False, colalign=align, disable_numparse=True) + "\n"
 
@@ -373,7 +548,8 @@ def table_markdown(table: Table) -> str:
 # Applied after Styler's escaping, so the macros here are not escaped again.
 _LATEX_SPELLING = {
     "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}",
-    "–": "--", "—": "---", "−": "-", "‐": "-", "…": r"\ldots{}", "’": "'", "‘": "`",
+    "–": "--", "—": "---", "−": r"$-$", "‐": "-", "…": r"\ldots{}", "’": "'",
+    "‘": "`",
     "“": "``", "”": "''", "\u00a0": "~", "°": r"\textdegree{}", "·": r"$\cdot$",
     "±": r"$\pm$", "×": r"$\times$", "≤": r"$\leq$", "≥": r"$\geq$", "≈": r"$\approx$",
     "≠": r"$\neq$", "→": r"$\to$", "←": r"$\leftarrow$", "⇔": r"$\Leftrightarrow$",
@@ -386,15 +562,74 @@ _LATEX_SPELLING = {
 }
 
 
+# Symbols set in math mode wherever a table's text has them (matched after Styler's escaping,
+# which writes "_" as "\_"): a norm ‖x‖ or ||x||, an absolute value |x| (a short span between
+# two bars), a Greek letter's name as a word ("RotRNN, xi off": the registry's labels are
+# ASCII), and the effect size d_z.
+_GREEK_NAMES = ("alpha", "beta", "gamma", "lambda", "xi", "theta", "sigma")
+_MATH_SPAN = re.compile(
+    r"‖(?P<norm>[^‖]{1,30})‖(?P<norm_power>[²³]?)"
+    r"|\|\|(?P<norm_ascii>[^|]{1,30})\|\|(?P<ascii_power>[²³]?)"
+    r"|\|(?P<abs>[^|\s][^|]{0,30}?)\|(?P<abs_power>[²³]?)"
+    r"|(?<![\\A-Za-z])(?P<greek>" + "|".join(_GREEK_NAMES) + r")(?![A-Za-z])"
+    r"|(?<![\\A-Za-z])(?P<symbol>d)\\_(?P<index>z)(?![A-Za-z])"
+)
+_POWERS = {"": "", "²": "^2", "³": "^3"}
+
+
 def latex_spelling(text: object) -> str:
-    """``text``, escaped by Styler already, with every character of `_LATEX_SPELLING` spelt as
-    its macro and an accented letter without its accent: ASCII that pdflatex prints as meant.
+    r"""``text``, escaped by Styler already, with math in math mode (`_MATH_SPAN`: $|\lambda|$,
+    $\lVert h_t\rVert$, $\xi$, $d_z$), every character of `_LATEX_SPELLING` spelt as its macro
+    and an accented letter without its accent: ASCII that pdflatex prints as meant.
 
     Raises `ValueError` for a character with no spelling, so that a new symbol is named here
     instead of reaching a ``.tex`` file that pdflatex rejects.
     """
+    text, out, at = str(text), [], 0
+    for match in _MATH_SPAN.finditer(text):
+        out.append(_spell_plain(text[at:match.start()]))
+        out.append(_math(match))
+        at = match.end()
+    out.append(_spell_plain(text[at:]))
+    return "".join(out)
+
+
+def _math(match: re.Match) -> str:
+    """One `_MATH_SPAN` match as inline math."""
+    parts = match.groupdict()
+    if parts["greek"]:
+        return f"$\\{parts['greek']}$"
+    if parts["symbol"]:
+        return f"${parts['symbol']}_{parts['index']}$"
+    for body, power, left, right in (("norm", "norm_power", r"\lVert ", r"\rVert"),
+                                     ("norm_ascii", "ascii_power", r"\lVert ", r"\rVert"),
+                                     ("abs", "abs_power", "|", "|")):
+        if parts[body] is not None:
+            return f"${left}{_math_inner(parts[body])}{right}{_POWERS[parts[power]]}$"
+    raise AssertionError(match)  # every alternative of _MATH_SPAN is handled above
+
+
+def _math_inner(text: str) -> str:
+    r"""Escaped text inside a norm or an absolute value as math: Greek letters (by name or
+    character) as macros, ``\_`` as a subscript (a word as upright text: $y_\mathrm{rot}$),
+    ``inf`` as $\infty$."""
+    text = text.replace(r"\_", "_")
+    text = re.sub(r"(?<![\\A-Za-z])(" + "|".join(_GREEK_NAMES) + r")(?![A-Za-z])", r"{\\\1}",
+                  text)
+    text = re.sub(r"(?<=_)inf(?![A-Za-z])", r"{\\infty}", text)
+    text = re.sub(r"_([A-Za-z]{2,})", r"_\\mathrm{\1}", text)
     out = []
-    for ch in str(text):
+    for ch in text:
+        spelt = _LATEX_SPELLING.get(ch, ch)
+        out.append("{" + spelt.strip("$") + "}" if spelt.startswith("$") else spelt)
+    return _spell_plain("".join(out))
+
+
+def _spell_plain(text: str) -> str:
+    """Text outside math: each character of `_LATEX_SPELLING` as its macro, an accented letter
+    without its accent, a `ValueError` for a character with no spelling."""
+    out = []
+    for ch in text:
         if ch in _LATEX_SPELLING:
             out.append(_LATEX_SPELLING[ch])
         elif ch.isascii():
@@ -418,37 +653,162 @@ def _latex_text(text: str) -> str:
     return one.hide(axis="index").hide(axis="columns").to_string(delimiter="").rstrip("\n")
 
 
-def table_latex(table: Table) -> str:
-    """A ``table`` float holding a booktabs ``tabular`` (``\\usepackage{booktabs}``), with the
-    table's title and caption as its caption and ``tab:<name>`` as its label, best per column in
-    bold; ASCII only. In a paper: ``\\input{reports/tables/<name>.tex}``.
+# A number in scientific notation as a cell shows it ("1.23e-03"), and as LaTeX sets it.
+_SCIENTIFIC = re.compile(r"(?<![\w.])(-?\d(?:\.\d+)?)e([+-]\d+)(?![\w.])")
 
-    Written by `pandas.io.formats.style.Styler.to_latex`, from the cells' texts (`_cells`, as
-    in Markdown): Styler escapes them, `latex_spelling` spells what it leaves, and bold is its
-    ``textbf`` style. The index levels are the leading, left-aligned columns.
+
+def _latex_cell(text: object) -> str:
+    r"""A data cell (escaped by Styler) as LaTeX: `latex_spelling`, with a number in scientific
+    notation as $1.23\times10^{-3}$, a minus sign as one, and a ``mean ± se`` of such numbers
+    in one math span."""
+    spelt = _SCIENTIFIC.sub(lambda m: f"${m[1]}\\times10^{{{int(m[2])}}}$", latex_spelling(text))
+    # A minus sign, not a hyphen, before a number set as text.
+    spelt = re.sub(r"(?<![\w.${])-(?=\d)", "$-$", spelt)
+    return spelt.replace(r"$ $\pm$ $", r" \pm ").replace("$$", "")
+
+
+# How a LaTeX table is laid out in a two-column paper, by its number of columns (index levels
+# included); `table_latex` states the rule.
+COLUMN_TABLE_COLUMNS = 5
+PAGE_TABLE_COLUMNS = 8
+LONG_TEXT = 30  # characters: a text column with a longer cell wraps (a tabularx X column)
+HEADER_WRAP = 12  # characters: a longer header is set on two lines
+CAPTION_WORDS = 60  # the most words of a LaTeX caption, its title included
+# Rows of one float (a page or column is about 50 lines of text at 10 pt; the caption, the
+# headers and the rules take the rest); a longer table continues in further floats.
+FLOAT_ROWS = 40
+_TABULAR_LINES = 4  # a tabular's header lines and rules, counted as rows
+
+# Shrinks a tabular wider than the float to its width; never enlarges a narrower one
+# (graphicx's \resizebox reads the box's natural width as \width).
+_FIT = "\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%\n"
+
+
+def latex_caption(table: Table) -> str:
+    """The caption printed with the LaTeX table: its title and short caption (its caption when
+    it has none), escaped; a `ValueError` when that is longer than `CAPTION_WORDS` words (the
+    full description belongs in the report's text, which states ``caption`` whole)."""
+    title = table.title.rstrip(".")
+    text = table.short_caption or table.caption
+    caption = f"{title}. {text}" if text else title
+    words = len(caption.split())
+    if words > CAPTION_WORDS:
+        raise ValueError(
+            f"Table {table.name!r}: its LaTeX caption (title and "
+            f"{'short_caption' if table.short_caption else 'caption'}) has {words} words, more "
+            f"than {CAPTION_WORDS}; give the table a short_caption (what the numbers are, their "
+            "units, n and what a ± is) and leave the full description to its caption."
+        )
+    return _latex_text(caption)
+
+
+def table_latex(table: Table) -> str:
+    """A ``table`` float holding booktabs tabulars (``\\usepackage{booktabs}``, and
+    ``graphicx`` and ``tabularx``), with the table's title and short caption as its caption
+    (`latex_caption`) and ``tab:<name>`` as its label, best per column in bold; ASCII only.
+    In a paper: ``\\input{reports/tables/<name>.tex}``.
+
+    Laid out for a two-column paper by its number of columns c, index levels included:
+
+    - c <= `COLUMN_TABLE_COLUMNS`: one column wide (``table``);
+    - c <= `PAGE_TABLE_COLUMNS`: page wide (``table*``);
+    - more: page wide, its data columns split into stacked tabulars of at most
+      `PAGE_TABLE_COLUMNS` columns, each repeating the index columns.
+
+    A tabular wider than its float is shrunk to the float's width (``\\resizebox``, never
+    enlarged); one with a text column longer than `LONG_TEXT` characters is a ``tabularx`` of
+    the float's width, that column wrapping instead. Headers longer than `HEADER_WRAP`
+    characters are set on two lines. More than `FLOAT_ROWS` rows are split into tabulars of
+    at most that many, and tabulars that would not fit one page continue in further floats
+    of the same number, captioned "(continued)". `make tex-check` compiles every table so in
+    a two-column paper and fails on one that does not fit.
+
+    The cells are those of Markdown (`_cells`); Styler writes each tabular, escaping them,
+    `latex_spelling` spells what it leaves (math in math mode), and bold is its ``textbf``
+    style. The index levels are the leading, left-aligned columns.
     """
     _check_table(table)
-    cells, bold = _cells(table)
+    caption = latex_caption(table)
+    cells, bold, empty = _cells(table)
     index_frame = _index_columns(pd.DataFrame(index=table.frame.index))
     index_frame.index = cells.index
-    body = pd.concat([index_frame, cells], axis=1).reset_index(drop=True)
+    columns = [c for c in table.frame.columns if c not in empty]
+    n_index = index_frame.shape[1]
+    environment = "table" if n_index + len(columns) <= COLUMN_TABLE_COLUMNS else "table*"
+    rows = _parts(list(range(len(cells))), 0, FLOAT_ROWS)
+    tabulars = [(len(chunk), _tabular(table, cells.iloc[chunk], bold.iloc[chunk],
+                                      index_frame.iloc[chunk], part))
+                for chunk in rows for part in _parts(columns, n_index, PAGE_TABLE_COLUMNS)]
+    floats, lines = [[]], 0
+    for height, tex in tabulars:
+        if floats[-1] and lines + height > FLOAT_ROWS:
+            floats.append([])
+            lines = 0
+        floats[-1].append(tex)
+        lines += height + _TABULAR_LINES
+    out = [f"% {_latex_text(table.title)} (linrnn-bench table {table.name})\n"]
+    for i, tex in enumerate(floats):
+        # A float continuing the table keeps its number (the counter set back one).
+        head = (f"\\caption{{{caption}}}\n\\label{{tab:{table.name}}}" if i == 0 else
+                f"\\addtocounter{{table}}{{-1}}\n\\caption{{{_latex_text(table.title)} "
+                "(continued)}")
+        out.append(f"\\begin{{{environment}}}[tbp]\n\\centering\n{head}\n"
+                   + "\\par\\medskip\n".join(tex) + f"\\end{{{environment}}}\n")
+    return "".join(out)
+
+
+def _parts(items: list, fixed: int, most: int) -> list[list]:
+    """``items`` in consecutive parts of nearly equal size, each at most ``most`` with the
+    ``fixed`` ones every part repeats (one part if all fit)."""
+    room = max(1, most - fixed)
+    count = max(1, math.ceil(len(items) / room))
+    size, extra = divmod(len(items), count)
+    parts, at = [], 0
+    for i in range(count):
+        step = size + (i < extra)
+        parts.append(items[at:at + step])
+        at += step
+    return parts
+
+
+def _tabular(table: Table, cells: pd.DataFrame, bold: pd.DataFrame, index_frame: pd.DataFrame,
+             columns: list) -> str:
+    """One tabular of the index columns and ``columns``, fitted to the float's width."""
+    body = pd.concat([index_frame, cells[columns]], axis=1).reset_index(drop=True)
     # Styler's own bold (``\textbf{...}``), on the data cells only.
     styles = np.hstack([np.full(index_frame.shape, ""),
-                        np.where(bold.to_numpy(), "textbf: --rwrap;", "")])
-    spec = "l" * index_frame.shape[1] + "".join(
-        "r" if _is_numeric_column(table.frame[c]) else "l" for c in table.frame.columns
-    )
-    title = table.title.rstrip(".")
+                        np.where(bold[columns].to_numpy(), "textbf: --rwrap;", "")])
+    numeric = [False] * index_frame.shape[1] + [_is_numeric_column(table.frame[c])
+                                                for c in columns]
+    long = [not num and body[c].astype(str).str.len().max() > LONG_TEXT
+            for c, num in zip(body.columns, numeric)]
+    spec = "".join(r">{\raggedright\arraybackslash}X" if wrap else "r" if num else "l"
+                   for num, wrap in zip(numeric, long))
+    align = dict(zip(body.columns, numeric))
     styler = (body.style.hide(axis="index")
-              .format(latex_spelling, escape="latex")
-              .format_index(latex_spelling, escape="latex", axis="columns")
+              .format(_latex_cell, escape="latex")
+              .format_index(lambda c: _latex_header(c, align.get(c, False)), axis="columns")
               .apply(lambda _: styles, axis=None))
-    tex = styler.to_latex(
-        hrules=True, column_format=spec, environment="table", position="tbp",
-        position_float="centering", label=f"tab:{table.name}",
-        caption=_latex_text(f"{title}. {table.caption}" if table.caption else title),
-    )
-    return f"% {_latex_text(table.title)} (linrnn-bench table {table.name})\n{tex}"
+    tex = styler.to_latex(hrules=True, column_format=spec)
+    if any(long):  # the outer tabular (the first begun, the last ended; headers nest one)
+        head, tail = tex.rsplit("\\end{tabular}", 1)
+        return (head.replace("\\begin{tabular}{", "\\begin{tabularx}{\\linewidth}{", 1)
+                + "\\end{tabularx}" + tail)
+    return _FIT + tex.rstrip("\n") + "}\n"
+
+
+def _latex_header(name: object, numeric: bool) -> str:
+    """A column header as LaTeX: on two lines, split at the space nearest its middle (outside
+    math), when longer than `HEADER_WRAP` characters."""
+    text = str(name)
+    inside = [range(*m.span()) for m in _MATH_SPAN.finditer(text)]
+    spaces = [i for i, ch in enumerate(text) if ch == " " and not any(i in r for r in inside)]
+    if len(text) <= HEADER_WRAP or not spaces:
+        return _latex_text(text)
+    cut = min(spaces, key=lambda i: max(i, len(text) - i - 1))
+    lines = (_latex_text(text[:cut]), _latex_text(text[cut + 1:]))
+    side = "r" if numeric else "l"
+    return f"\\begin{{tabular}}[b]{{@{{}}{side}@{{}}}}{lines[0]}\\\\ {lines[1]}\\end{{tabular}}"
 
 
 def write_table(table: Table, directory: Path) -> list[Path]:

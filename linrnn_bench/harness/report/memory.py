@@ -110,7 +110,7 @@ def _fit_table(fits: pd.DataFrame, preset: str | None) -> Artifact:
     keys = [C.model, C.size, C.mode, C.batch]
     columns = {
         C.algorithm: "algorithm",
-        C.d_state: "d_state",
+        C.d_state: "state size",
         C.bytes_per_token: "bytes/token",
         C.temp_bytes_per_token: "temp bytes/token",
         C.temp_slope_over_state: "temp slope / states",
@@ -123,7 +123,7 @@ def _fit_table(fits: pd.DataFrame, preset: str | None) -> Artifact:
         C.largest_seq_len_in_budget: "largest L in budget",
     }
     table = _labelled(fits.sort_values(keys)).set_index(keys)[list(columns)].rename(
-        columns=columns)
+        columns=columns).rename_axis(["model", "size", "mode", "B"])
     budget = sorted(set(fits[C.budget_bytes]))
     tolerance = sorted(set(fits[C.linear_tolerance]))
     lengths = f"{int(fits[C.seq_len_min].min())} to {int(fits[C.seq_len_max].max())}"
@@ -142,9 +142,22 @@ def _fit_table(fits: pd.DataFrame, preset: str | None) -> Artifact:
             f"{', '.join(f'{b / 2**30:g} GiB' for b in budget)}."
         ),
         frame=table,
-        digits={c: ("g" if "bytes" in c else 3) for c in table.columns},
+        digits={c: _FIT_FORMATS.get(c, 3) for c in table.columns},
         runs=tuple(sorted(fits["run_id"].unique())),
+        short_caption=(
+            f"Fit of the working set as a + b L (L = {lengths}): bytes per token b / B (also "
+            "of the temporaries), intercept a, log-log slope (1: linear), increment spread and "
+            "largest residual (0: linear), largest L within "
+            f"{', '.join(f'{b / 2**30:g} GiB' for b in budget)}. "
+            f"Preset {preset}."),
     )
+
+
+# Bytes whole (the intercept spans decades: scientific), the log-log slope by its distance to 1.
+_FIT_FORMATS: dict[str, int | str] = {
+    "state size": 0, "bytes/token": 0, "temp bytes/token": 0, "intercept bytes": "g",
+    "log-log slope": "near_one", "largest L in budget": 0,
+}
 
 
 def _labelled(frame: pd.DataFrame) -> pd.DataFrame:
@@ -164,8 +177,11 @@ def _points_table(points: pd.DataFrame, preset: str | None) -> Table:
         C.device_peak_bytes: "device peak",
         C.process_peak_bytes: "process peak",
     }
+    # Lengths and batches are whole numbers (stored as floats beside missing values).
+    points = points.assign(**{k: pd.to_numeric(points[k]).astype("Int64")
+                              for k in (C.batch, C.seq_len)})
     table = _labelled(points.sort_values(keys)).set_index(keys)[list(columns)].rename(
-        columns=columns)
+        columns=columns).rename_axis(["model", "size", "mode", "B", "L"])
     return Table(
         name="memory_points",
         title=_TITLES["memory_points"],
@@ -177,8 +193,13 @@ def _points_table(points: pd.DataFrame, preset: str | None) -> Table:
             "(empty where not measured)."
         ),
         frame=table,
-        digits=0,
+        # Bytes whole; the ratio spans decades (scientific when it does).
+        digits={c: ("g" if c == "temp / states" else 0) for c in table.columns},
         runs=tuple(sorted(points["run_id"].unique())),
+        short_caption=(
+            "XLA's compiled memory analysis in bytes per configuration (B: batch, L: length); "
+            "'temp / states': the temporaries over one (B, L, P) complex64 state sequence; "
+            f"device and process peaks where measured. Preset {preset}."),
     )
 
 

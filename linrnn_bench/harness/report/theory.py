@@ -62,7 +62,7 @@ _NOISE_TITLES = {
     "theory_white_noise_ratio": "Measured / predicted state energy",
     "theory_white_noise_table": "Worst deviation from the closed form",
 }
-_EQUIVALENCE_TITLES = {"theory_equivalence": "LRU <=> multi-head RotRNN"}
+_EQUIVALENCE_TITLES = {"theory_equivalence": "LRU ⇔ multi-head RotRNN"}
 _TITLES = {**_NOISE_TITLES, **_EQUIVALENCE_TITLES}
 
 
@@ -217,11 +217,11 @@ def _noise_table(noise: pd.DataFrame, preset: str | None) -> Table:
             "MC worst rel. dev. (group)": rows[C.mc_worst_rel_dev_group].max(),
             "MC worst |z|": rows[C.mc_worst_z].max(),
             "exact worst rel. dev.": rows[C.exact_worst_rel_dev].max(),
-            "E||h_inf||^2 (mean)": rows[C.stationary_total].mean(),
-            "group E|h_inf|^2 min": rows[C.stationary_group_min].min(),
-            "group E|h_inf|^2 max": rows[C.stationary_group_max].max(),
+            "E‖h_∞‖² (mean)": rows[C.stationary_total].mean(),
+            "group E‖h_∞‖² min": rows[C.stationary_group_min].min(),
+            "group E‖h_∞‖² max": rows[C.stationary_group_max].max(),
         }
-    frame = pd.DataFrame.from_dict(records, orient="index")
+    frame = pd.DataFrame.from_dict(records, orient="index").rename_axis("Variant")
     first = summary.iloc[0]
     return Table(
         name="theory_white_noise_table",
@@ -233,13 +233,24 @@ def _noise_table(noise: pd.DataFrame, preset: str | None) -> Table:
             f"mean with the closed form (its size is set by sampling noise: |z| is the deviation "
             f"in standard errors); 'exact' compares the expectation computed through the layer's "
             f"hidden states on unit impulses with the closed form, and should be float32 "
-            f"round-off (eps = {_FLOAT32_EPS:.1e}) times the accumulated steps. E||h_inf||^2: "
-            f"the t -> infinity limit sum_p ||b_p||^2 / (1 - |lambda_p|^2); RotRNN with xi has "
+            f"round-off (eps = {_FLOAT32_EPS:.1e}) times the accumulated steps. E‖h_∞‖²: "
+            f"the t → ∞ limit Σ_p ‖b_p‖² / (1 − |λ_p|²); RotRNN with ξ has "
             f"exactly 1 per head."
         ),
         frame=frame,
-        digits=4,
+        # Deviations to three decimals, |z| to two; the exact deviation (float32 round-off)
+        # and the energies span decades: scientific.
+        digits={"states P": 0, "groups": 0, "seeds": 0, "MC worst rel. dev. (total)": 3,
+                "MC worst rel. dev. (group)": 3, "MC worst |z|": 2,
+                "exact worst rel. dev.": "sci", "E‖h_∞‖² (mean)": "g",
+                "group E‖h_∞‖² min": "g", "group E‖h_∞‖² max": "g"},
         runs=tuple(sorted(summary["run_id"].unique())),
+        short_caption=(
+            f"Untrained layers, unit white noise ({int(first[C.seq_len])} steps, "
+            f"{int(first[C.samples])} Monte Carlo sequences per run); worst over steps, groups "
+            "and seeds: relative deviation from the closed form of the Monte Carlo mean (|z|: "
+            "in standard errors) and of the exact expectation. E‖h_∞‖²: stationary limit. "
+            f"Preset {preset}."),
     )
 
 
@@ -249,16 +260,16 @@ def _equivalence_table(equivalence: pd.DataFrame, preset: str | None) -> Table:
         rows = equivalence[equivalence[C.variant] == variant]
         records[_label(variant)] = {
             "trials": len(rows),
-            "max |y_rot - y_lru|": rows[C.max_abs_diff].max(),
+            "max |y_rot − y_lru|": rows[C.max_abs_diff].max(),
             "max rel. output diff.": rows[C.max_rel_diff].max(),
             "max rel. state-norm diff.": rows[C.state_norm_max_rel_diff].max(),
-            "max |lambda|": rows[C.modulus_max].max(),
+            "max |λ|": rows[C.modulus_max].max(),
         }
-    frame = pd.DataFrame.from_dict(records, orient="index")
+    frame = pd.DataFrame.from_dict(records, orient="index").rename_axis("Variant")
     first = equivalence.iloc[0]
     return Table(
         name="theory_equivalence",
-        title="LRU <=> multi-head RotRNN: largest output difference",
+        title="LRU ⇔ multi-head RotRNN: largest output difference",
         caption=(
             f"Random RotRNNs (fresh initialisation plus N(0, {float(first['cfg.perturb'])}^2) "
             f"noise on every learned array; d_model = {int(first['cfg.d_model'])}, d_state = "
@@ -270,8 +281,17 @@ def _equivalence_table(equivalence: pd.DataFrame, preset: str | None) -> Table:
             f"as a positive phase (one round-off), which the recurrence multiplies by t."
         ),
         frame=frame,
-        digits=4,
+        # Differences are float32 round-off (decades apart): scientific; |λ| by its
+        # distance to 1.
+        digits={"trials": 0, "max |y_rot − y_lru|": "sci", "max rel. output diff.": "sci",
+                "max rel. state-norm diff.": "sci", "max |λ|": "near_one"},
         runs=tuple(sorted(equivalence["run_id"].unique())),
+        short_caption=(
+            f"Random RotRNNs (width {int(first['cfg.d_model'])}, state size "
+            f"{int(first['cfg.d_state'])}, initialisation perturbed) mapped to LRUs, run on "
+            f"{int(first['cfg.seq_len'])} random steps: largest absolute and relative "
+            f"differences of output and state norm (float32 round-off is about "
+            f"{_FLOAT32_EPS:.1e} per operation). Preset {preset}."),
     )
 
 

@@ -210,7 +210,7 @@ def _summary(frame: pd.DataFrame, preset: str | None) -> Artifact:
                 record[f"{tag} B"] = int(row[C.batch])
         record["algorithm"] = ", ".join(sorted(set(layer[layer[C.model] == model][C.algorithm])))
         records[style.model_label(model)] = record
-    table = pd.DataFrame.from_dict(records, orient="index")
+    table = pd.DataFrame.from_dict(records, orient="index").rename_axis("Model")
     best = {c: "max" for c in table.columns if c.endswith("tok/s") or c.endswith("roofline")}
     return Table(
         name=name,
@@ -224,6 +224,10 @@ def _summary(frame: pd.DataFrame, preset: str | None) -> Artifact:
         best=best,
         digits="g",
         runs=tuple(sorted(set(used))),
+        short_caption=(
+            f"Each layer alone at its paper size: median tokens per second and roofline "
+            f"fraction at the smallest batch B measured, best in bold. Shared machine: "
+            f"absolute values vary between runs. Preset {preset}."),
     )
 
 
@@ -290,14 +294,19 @@ def _training_step(frame: pd.DataFrame, preset: str | None) -> Artifact:
         frame=table,
         digits="g",
         runs=tuple(sorted(step["run_id"].unique())),
+        short_caption=(
+            "One training step of each accuracy run's network on its own batches: real "
+            "(unpadded) tokens per second, median times of the step and its parts (s), compile "
+            "time and its estimated share of a run, roofline fraction. Preset "
+            f"{step[C.study_preset].iloc[0]}."),
     )
 
 
 def _all(frame: pd.DataFrame, preset: str | None) -> Table:
     columns = {
         C.algorithm: "algorithm",
-        C.d_state: "d_state",
-        C.params: "params",
+        C.d_state: "state size",
+        C.params: "parameters",
         C.tokens_per_s: "tok/s",
         C.time_median_s: "median s",
         C.time_q25_s: "q25 s",
@@ -309,7 +318,7 @@ def _all(frame: pd.DataFrame, preset: str | None) -> Table:
     }
     keys = [C.scope, C.model, C.size, C.mode, C.seq_len, C.batch]
     table = _labelled(frame.sort_values(keys)).set_index(keys)[list(columns)].rename(
-        columns=columns)
+        columns=columns).rename_axis(["scope", "model", "size", "mode", "L", "B"])
     return Table(
         name="throughput_all",
         title=_TITLES["throughput_all"],
@@ -322,6 +331,10 @@ def _all(frame: pd.DataFrame, preset: str | None) -> Table:
         frame=table,
         digits="g",
         runs=tuple(sorted(frame["run_id"].unique())),
+        short_caption=(
+            "Every row of the throughput study: median and quartile times of the timed calls "
+            "(s), compile time (s), roofline fraction and the roof that binds, heap allocator. "
+            f"Preset {preset}."),
     )
 
 

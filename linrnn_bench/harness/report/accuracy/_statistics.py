@@ -128,8 +128,8 @@ def informative(recipe: pd.DataFrame, tuned: pd.DataFrame, baselines: dict[str, 
             best = _best_over_baseline(cells[cells["task"] == task], baseline, regression,
                                        labels)
             verdict |= bool(best[3] > Z_INFORMATIVE)
-            for key, value in zip(("best, {}", "{}: mean", "{}: se", "{}: margin (s.e.)"),
-                                  best):
+            for key, value in zip(("best, {}", "{}: mean", "{}: se", "{}: margin (s.e.)",
+                                   "{}: n"), best):
                 record[key.format(what)] = value
         record["informative"] = ("yes" if verdict else "no") if math.isfinite(baseline) \
             else "unknown"
@@ -138,19 +138,20 @@ def informative(recipe: pd.DataFrame, tuned: pd.DataFrame, baselines: dict[str, 
 
 
 def _best_over_baseline(of_task: pd.DataFrame, baseline: float, regression: bool,
-                        labels: Labels) -> tuple[str, float, float, float]:
-    """``(label, mean, se, margin)`` of the task's best series and its margin over
-    ``baseline`` in standard errors (``("", nan, nan, nan)`` without a finished run)."""
+                        labels: Labels) -> tuple[str, float, float, float, float]:
+    """``(label, mean, se, margin, n)`` of the task's best series, its margin over
+    ``baseline`` in standard errors and its seeds (``("", nan, nan, nan, nan)`` without a
+    finished run)."""
     of_task = of_task.assign(score=score, score_se=score_se)
     of_task = of_task[of_task["n"] > 0]
     if of_task.empty:
-        return "", math.nan, math.nan, math.nan
+        return "", math.nan, math.nan, math.nan, math.nan
     i = of_task["score"].idxmin() if regression else of_task["score"].idxmax()
     top = of_task.loc[i]
     best, best_se = float(top["score"]), float(top["score_se"])
     gain = (baseline - best) if regression else (best - baseline)
     margin = gain / best_se if best_se > 0 else (math.inf if gain > 0 else math.nan)
-    return labels(top["model"], top["depth"]), best, best_se, margin
+    return labels(top["model"], top["depth"]), best, best_se, margin, float(top["n"])
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ p-values as papers print them.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,17 +35,30 @@ def _by_row(index: pd.Index, columns: Sequence[str], regression: Sequence[bool],
     return pd.DataFrame({c: formats for c in columns}, index=index, dtype=object)
 
 
-def _n_text(n: pd.DataFrame) -> str:
-    """The seeds per cell of a results table, and what a dash means where a cell has none."""
+def _n_text(n: pd.DataFrame, short: bool = False) -> str:
+    """The seeds per cell of a results table, and what a dash means where a cell has none
+    (``short``: in a few words, for the LaTeX caption)."""
     low, high = int(np.nanmin(n.to_numpy())), int(np.nanmax(n.to_numpy()))
     text = (
         f"n = {low} seed{'s' if low != 1 else ''} per cell" if low == high
         else f"n = {low} to {high} seeds per cell"
     )
     if low == 0:
-        text += ("; – marks a cell without a finished run, whose diverged, failed or not yet "
+        text += ("; –: no finished run" if short else
+                 "; – marks a cell without a finished run, whose diverged, failed or not yet "
                  "made runs are counted in the detail table")
     return text
+
+
+# What every table's LaTeX caption says of a spread (the writer shows none below n = 3).
+_SPREAD = "mean ± s.e. over seeds (± where n ≥ 3)"
+
+
+def _preset(scale: str) -> str:
+    """The preset's name from `scale_text`'s sentence, as a caption's last words ("Preset
+    cpu."), or nothing where the sentence names none."""
+    match = re.search(r"Preset (\S+?)[;( ]", scale)
+    return f"Preset {match[1]}." if match else ""
 
 
 def results_table(name: str, cells: pd.DataFrame, baselines: dict[str, float], labels: Labels,
@@ -63,15 +77,19 @@ def results_table(name: str, cells: pd.DataFrame, baselines: dict[str, float], l
 
     mean, se, n = grid("test"), grid("test_se"), grid("n")
     n_text = _n_text(n)
+    short = (f"Mean ± standard error over seeds ({_n_text(n, short=True)}; ± only where "
+             f"n ≥ 3); best per task in bold. {BASELINE_ROW}: the training split's majority "
+             f"class. {_preset(what)}")
     if any(t in baselines for t in tasks):
         mean.loc[BASELINE_ROW] = [baselines.get(t, math.nan) for t in tasks]
         se.loc[BASELINE_ROW] = math.nan
+        n.loc[BASELINE_ROW] = math.nan
     return Table(
         name=name,
         title=TITLES[name],
         caption=(
             f"Test accuracy (%) at the best validation step, mean ± standard error over seeds "
-            f"({n_text}; no ± where n = 1), for {what} Best mean per task in bold. "
+            f"({n_text}; no ± where n < 3), for {what} Best mean per task in bold. "
             f"'{BASELINE_ROW}': always the training split's most frequent class, scored on "
             "test (computed from the data)."
         ),
@@ -80,6 +98,8 @@ def results_table(name: str, cells: pd.DataFrame, baselines: dict[str, float], l
         best={c: "max" for c in mean.columns},
         digits=1,
         runs=run_ids,
+        short_caption=short,
+        n=n,
     )
 
 
@@ -89,26 +109,29 @@ def regression_table(recipe: pd.DataFrame, tuned: pd.DataFrame, baselines: dict[
     recipe, tuned = recipe[recipe["regression"]], tuned[tuned["regression"]]
     order = Labels.order(recipe, tuned)
     tasks = sorted(set(recipe["task"]) | set(tuned["task"]))
-    columns, ses, base = {}, {}, []
+    columns, ses, counts, base = {}, {}, {}, []
     for task in tasks:
         for what, cells in (("one recipe", recipe), ("tuned", tuned)):
             keyed = cells.set_index(["model", "depth", "task"])
             column = f"{labels.task(task)}, {what}"
             columns[column] = [keyed["loss"].get((m, d, task), math.nan) for m, d in order]
             ses[column] = [keyed["loss_se"].get((m, d, task), math.nan) for m, d in order]
+            counts[column] = [keyed["n"].get((m, d, task), math.nan) for m, d in order]
             base.append(baselines.get(task, math.nan))
     index = pd.Index([labels(m, d) for m, d in order], name="Model")
     frame = pd.DataFrame(columns, index=index)
     se = pd.DataFrame(ses, index=index)
+    n = pd.DataFrame(counts, index=index, dtype=float)
     frame.loc[BASELINE_ROW] = base
     se.loc[BASELINE_ROW] = math.nan
+    n.loc[BASELINE_ROW] = math.nan
     return Table(
         name="accuracy_regression",
         title=TITLES["accuracy_regression"],
         caption=(
             "Test mean squared error at the best validation step (selected on validation loss), "
-            "mean ± standard error over seeds, at the one shared recipe and with tuned learning "
-            f"rates; lower is better, best in bold. '{BASELINE_ROW}': the training split's "
+            "mean ± standard error over seeds (no ± where n < 3), at the one shared recipe and "
+            f"with tuned learning rates; lower is better, best in bold. '{BASELINE_ROW}': the training split's "
             f"mean as the prediction, scored on test. {scale}"
         ),
         frame=frame,
@@ -116,6 +139,10 @@ def regression_table(recipe: pd.DataFrame, tuned: pd.DataFrame, baselines: dict[
         best={c: "min" for c in frame.columns},
         digits=MSE_FORMAT,
         runs=run_ids,
+        short_caption=(
+            f"Test MSE at the step selected on validation loss, {_SPREAD}; lower is better, "
+            f"best in bold. {BASELINE_ROW}: the training split's mean. {_preset(scale)}"),
+        n=n,
     )
 
 
@@ -124,18 +151,22 @@ def informative_table(informative: pd.DataFrame, labels: Labels, scale: str,
     """`harness.report.accuracy._statistics.informative` as a table."""
     informative = informative.assign(task=[labels.task(t) for t in informative["task"]])
     frame = informative.set_index("task").drop(
-        columns=[c for c in informative.columns if c.endswith(": se")])
+        columns=[c for c in informative.columns if c.endswith((": se", ": n"))])
     se = pd.DataFrame(index=frame.index, columns=frame.columns, dtype=float)
+    n = pd.DataFrame(index=frame.index, dtype=float)
     for what in ("one recipe", "tuned"):
         se[f"{what}: mean"] = informative.set_index("task")[f"{what}: se"]
+        n[f"{what}: mean"] = informative.set_index("task")[f"{what}: n"].astype(float)
     frame.index.name = "Task"
+    n.index = frame.index
     return Table(
         name="accuracy_informative",
         title=TITLES["accuracy_informative"],
         caption=(
             "Per task: its trivial baseline (majority class of the training split, or its mean "
             "for regression, scored on test), and for each configuration the model with the "
-            "best mean test metric, that mean ± its standard error over seeds, and its margin "
+            "best mean test metric, that mean ± its standard error over seeds (no ± where "
+            "n < 3), and its margin "
             "over the baseline in standard errors ((mean - baseline) / se; sign flipped for "
             f"MSE). A task is informative when some model beats the baseline by more than "
             f"{Z_INFORMATIVE:g} standard errors; on a task that is not, the ranking of the "
@@ -147,6 +178,11 @@ def informative_table(informative: pd.DataFrame, labels: Labels, scale: str,
         cell_formats=_by_row(frame.index, ["baseline", "one recipe: mean", "tuned: mean"],
                              frame["metric"].str.startswith("test MSE").tolist()),
         runs=run_ids,
+        short_caption=(
+            f"Per configuration, the best model's test metric, {_SPREAD}, and its margin over "
+            f"the trivial baseline in standard errors; a task is informative when some margin "
+            f"exceeds {Z_INFORMATIVE:g}. {_preset(scale)}"),
+        n=n,
     )
 
 
@@ -187,6 +223,14 @@ def significance_table(significance: pd.DataFrame, labels: Labels, tuning: str, 
         cell_formats=_by_row(frame.index, _DIFFERENCES,
                              [bool(r) for r in significance["regression"]]),
         runs=run_ids,
+        short_caption=(
+            ("At a common parameter budget. " if arm else "")
+            + "Model pairs at tuned learning rates, paired by seed: mean difference (first − "
+            "second; accuracy points, or MSE), 95% t interval where n ≥ 3, effect size d_z, "
+            "p of the named test, Holm-adjusted per task, minimum detectable difference (80% "
+            f"power). {_preset(scale)}"),
+        n="paired seeds",
+        intervals=("95% CI low", "95% CI high"),
     )
 
 
@@ -197,7 +241,8 @@ def _significance_caption(significance: pd.DataFrame, tuning: str, scale: str) -
     return (
         "For each task, every pair of models at their tuned learning rates, paired by seed: "
         "the mean of the per-seed differences in test metric (first − second; accuracy in "
-        "percentage points, or MSE), its 95% paired t interval, the effect size d_z (mean "
+        "percentage points, or MSE), its 95% paired t interval (not shown where n < 3), the "
+        "effect size d_z (mean "
         "difference over the standard deviation of the differences), and the two-sided "
         "p-value of the test named: the exact sign-flip test over all 2^n flips of the n "
         f"paired seeds up to n = {inference.EXACT_MAX_N}, the paired t-test above. Its "
@@ -228,8 +273,12 @@ def ranks_table(ranks: dict, scale: str, run_ids: tuple[str, ...]) -> Table:
         "rank), at the tuned learning rates, and the average rank over tasks (lower is "
         f"better, best in bold). {friedman_text(ranks)} {pairs_text(ranks)} {scale}"
     )
+    short = ("Rank of each model's mean test metric per task at tuned learning rates (1 = "
+             "best; ties share the mean rank) and its average over tasks (lower is better, best "
+             f"in bold); the tests across tasks are in the report's text. {_preset(scale)}")
     return Table(name="accuracy_ranks", title=TITLES["accuracy_ranks"], caption=caption,
-                 frame=frame, best={"average rank": "min"}, digits=2, runs=run_ids)
+                 frame=frame, best={"average rank": "min"}, digits=2, runs=run_ids,
+                 short_caption=short)
 
 
 def _detail_rows(cells: pd.DataFrame, what: str, labels: Labels
@@ -265,7 +314,8 @@ _DETAIL_CAPTION = (
     "tuned on validation): its learning rates, test accuracy at the selected step, the "
     "best validation accuracy (%) and the test loss at the selected step "
     "(cross-entropy, or mean squared error for regression tasks, which are selected on "
-    "validation loss), each the mean ± standard error over the n finished seeds; runs "
+    "validation loss), each the mean ± standard error over the n finished seeds (no ± "
+    "where n < 3); runs "
     "that diverged or failed, and runs of the preset's grid not made yet, are counted, "
     "not averaged; parameters of the whole network (encoder, blocks, head), training "
     "steps and training time per run (s: the training loop with its validation passes, "
@@ -308,9 +358,16 @@ def detail_table(recipe: pd.DataFrame, tuned: pd.DataFrame, baselines: dict[str,
         name="accuracy_detail",
         title=TITLES["accuracy_detail"],
         caption=_DETAIL_CAPTION + scale,
+        short_caption=(
+            "Per task, model and configuration (shared recipe, or rates tuned on validation): "
+            "learning rates, test and best validation accuracy, test loss (cross-entropy; MSE "
+            f"for regression), {_SPREAD}; run counts; parameters, steps, training time. "
+            f"{_preset(scale)}"),
+        n="n seeds",
         frame=frame,
         stderr=se,
-        digits={c: (3 if c == "test loss" else "g" if "lr" in c else 1) for c in frame.columns},
+        digits={c: (3 if c == "test loss" else "setting" if "lr" in c else 1)
+                for c in frame.columns},
         cell_formats=_by_row(frame.index, ["test loss"],
                              [t in regression_labels
                               for t in frame.index.get_level_values("Task")], otherwise=3),
@@ -361,7 +418,8 @@ def versus_published(cells: pd.DataFrame, baselines: dict[str, float], labels: L
         name=name,
         title=TITLES[name],
         caption=(
-            "Our test accuracy at the tuned learning rates (mean ± standard error over seeds) "
+            "Our test accuracy at the tuned learning rates (mean ± standard error over seeds; "
+            "no ± where n < 3) "
             "beside the PUBLISHED full-scale LRA accuracy of the same layer (sources in the "
             "published section; not measured by us). Ours were "
             f"run at a much smaller scale: {scale} Our generated tasks (ListOps, Pathfinder, "
@@ -374,6 +432,11 @@ def versus_published(cells: pd.DataFrame, baselines: dict[str, float], labels: L
         stderr=se,
         digits=1,
         runs=run_ids,
+        short_caption=(
+            f"Our test accuracy at tuned learning rates, {_SPREAD}, beside the PUBLISHED "
+            "full-scale LRA accuracy of the same layer (not ours). Our runs are far smaller, "
+            f"on generated tasks: for orientation only. {_preset(scale)}"),
+        n="n seeds",
     )
 
 
@@ -385,7 +448,8 @@ _MATCHED_CAPTION = (
     "the state size, such as RotRNN's heads, follow it); a model already within the budget "
     "keeps its configuration and its equal-width runs. Test metric at each arm's learning "
     "rates tuned on validation: accuracy (%) or, on a regression task, mean squared error; "
-    "mean ± standard error over the n finished seeds, the equal-width result beside it. "
+    "mean ± standard error over the n finished seeds (no ± where n < 3), the equal-width "
+    "result beside it. "
 )
 
 
@@ -401,7 +465,7 @@ def matched_table(matched: pd.DataFrame, sizes: pd.DataFrame, width: pd.DataFram
     """
     keyed_width = width.set_index(["task", "model", "depth"])
     keyed_sizes = sizes.set_index(["task", "model", "depth"])
-    records, errors = [], []
+    records, errors, counts = [], [], []
     for line in matched.itertuples(index=False):
         key = (line.task, line.model, line.depth)
         size = keyed_sizes.loc[key] if key in keyed_sizes.index else None
@@ -421,6 +485,9 @@ def matched_table(matched: pd.DataFrame, sizes: pd.DataFrame, width: pd.DataFram
         errors.append({"test metric, matched": getattr(line, se_column),
                        "test metric, equal width": (other[se_column] if other is not None
                                                     else math.nan)})
+        counts.append({"test metric, matched": float(line.n),
+                       "test metric, equal width": (float(other["n"]) if other is not None
+                                                    else math.nan)})
     frame = pd.DataFrame.from_records(records).set_index(["Task", "Model"])
     se = pd.DataFrame.from_records(errors, index=frame.index)
     se["layer parameters (budget)"] = math.nan
@@ -433,6 +500,12 @@ def matched_table(matched: pd.DataFrame, sizes: pd.DataFrame, width: pd.DataFram
         name="accuracy_matched",
         title=TITLES["accuracy_matched"],
         caption=_MATCHED_CAPTION + scale,
+        short_caption=(
+            "Each model sized to one parameter budget per task (state size changed until one "
+            "recurrent layer holds it within ±5 %), beside its equal-width result: test "
+            f"accuracy (%), or MSE on regression tasks, at tuned learning rates; {_SPREAD}. "
+            f"{_preset(scale)}"),
+        n=pd.DataFrame.from_records(counts, index=frame.index),
         frame=frame,
         stderr=se,
         digits={"state size": 0, "n seeds": 0, **{c: PERCENT_DIGITS for c in metric_columns}},

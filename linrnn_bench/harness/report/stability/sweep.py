@@ -132,12 +132,20 @@ def sweep_table(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
             f"a layer's input depends only on the layers below it). 'norm': geometric mean of "
             f"the per-layer norm over those layers and the seeds; 'depth': s.d. of log norm "
             f"across the d layers of one network; 'seed': RMS deviation of a seed's log norms "
-            f"from the mean over seeds; each the mean over seeds with its 95% t interval. "
+            f"from the mean over seeds; each the mean over seeds with its 95% t interval (not "
+            f"shown where n < 3). "
             f"Probes: {_lengths_text(rows)}; 'task length' is the mean norm over each "
             f"example's steps (the transient build-up), 'long probe' its stationary level. "
             f"Layers with a heads option are measured at every head count the preset sweeps "
             f"(their registration's own is the study's ordinary run)."),
         frame=out, digits={c: 3 for c in out.columns if c != "seeds"}, runs=_run_ids(rows),
+        short_caption=(
+            f"Layers 1..d of the {deepest}-block networks as a depth-d network, before "
+            "training: state norm (geometric mean), its depth and seed components (log units); "
+            "means over seeds, 95% t intervals where n ≥ 3. "
+            f"{style.task_label(task)}, preset {preset}."),
+        n="seeds",
+        intervals=tuple(c for c in out.columns if c.endswith((" low", " high"))),
     )
 
 

@@ -14,6 +14,20 @@ from ._data import C, _deepest_trained, _label, _run_ids, _trained, _variant_ord
 from ._statistics import COMPONENTS, _components_summary, _cv, _geo, _lambda_shift, \
     _spread_summary, init_components, norms_by_seed
 
+# The headers of the decays' change (`_lambda_shift`'s keys) as the tables print them.
+_SHIFT_HEADERS = {"delta median |lambda|": "Δ median |λ|",
+                  "largest |delta max |lambda||": "largest change of max |λ|"}
+
+
+def _interval_columns(frame: pd.DataFrame) -> tuple[str, ...]:
+    """The columns of ``frame`` that are an interval's bounds ("... low", "... high")."""
+    return tuple(c for c in frame.columns if str(c).endswith((" low", " high")))
+
+
+def _on(task: str, preset: str | None) -> str:
+    """The task and preset, as a short caption's last words."""
+    return f"{style.task_label(task)}, preset {preset}."
+
 
 def _summary_table(frame: pd.DataFrame, runs: pd.DataFrame, task: str,
                    preset: str | None) -> Table:
@@ -43,11 +57,12 @@ def _summary_table(frame: pd.DataFrame, runs: pd.DataFrame, task: str,
                 t_rows.groupby(["run_id", C.layer])[C.norm_mean].agg(_cv).mean()
             )
             record["grad norm, trained (median)"] = last[C.grad_norm].median()
-            record["max |lambda|, trained"] = last[C.lam_max].max()
+            record["max |λ|, trained"] = last[C.lam_max].max()
             v_final = finals[finals["cfg.variant"] == variant]
             v_final = v_final[v_final["cfg.network.depth"] == depth]
             if not v_final.empty and v_final[C.val_accuracy].notna().any():
-                record["val. accuracy"] = v_final[C.val_accuracy].mean()
+                # In percent, as every accuracy of the report.
+                record["val. acc. (%)"] = 100 * v_final[C.val_accuracy].mean()
         i_rows = layer[(layer["cfg.variant"] == variant) & (layer[C.step] == 0)]
         deepest = int(i_rows["cfg.network.depth"].max())
         per_layer = i_rows[i_rows["cfg.network.depth"] == deepest].groupby(C.layer)[C.norm_mean]
@@ -56,7 +71,7 @@ def _summary_table(frame: pd.DataFrame, runs: pd.DataFrame, task: str,
         record["runs diverged"] = int((v_runs["status"] == "diverged").sum())
         record["runs"] = len(v_runs)
         records[_label(variant)] = record
-    table = pd.DataFrame.from_dict(records, orient="index")
+    table = pd.DataFrame.from_dict(records, orient="index").rename_axis("Variant")
     return Table(
         name=f"stability_summary_{task}",
         title=f"Spread of the hidden-state norm ({style.task_label(task)})",
@@ -64,14 +79,29 @@ def _summary_table(frame: pd.DataFrame, runs: pd.DataFrame, task: str,
         frame=table,
         best={c: "min" for c in ("CV (layers, seeds, steps)", "CV over training (mean)")
               if c in table.columns},
-        digits=3,
+        digits={c: _summary_format(c) for c in table.columns},
         runs=_run_ids(frame),
+        short_caption=(
+            "Per-layer mean of ‖h_t‖ over the probe batch and time, averaged over layers and "
+            "seeds of the deepest trained network, at initialisation and at the end; "
+            "coefficients of variation (CV; lower is steadier, best in bold); largest |λ|. "
+            f"{_on(task, preset)}"),
     )
+
+
+def _summary_format(column: str) -> int | str:
+    """The summary table's format of ``column``: counts whole, |λ| by its distance to 1,
+    accuracy in percent to one decimal, the rest to three decimals."""
+    if column in ("trained depth", "runs diverged", "runs"):
+        return 0
+    if column == "max |λ|, trained":
+        return "near_one"
+    return 1 if column == "val. acc. (%)" else 3
 
 
 def _summary_caption(table: pd.DataFrame, task: str, preset: str | None) -> str:
     text = (
-        f"Hidden-state norm on {style.task_label(task)} (preset {preset}). Norms are the mean of ||h_t|| over the "
+        f"Hidden-state norm on {style.task_label(task)} (preset {preset}). Norms are the mean of ‖h_t‖ over the "
         f"probe batch and time, per layer; 'init' and 'trained' average them over the layers "
         f"and seeds of the deepest trained network at step 0 and at its last evaluation. "
         f"'CV (layers, seeds, steps)' is the coefficient of variation of these per-layer means "
@@ -113,13 +143,19 @@ def _spread_table(spread: pd.DataFrame, task: str, preset: str | None,
             "variation (standard deviation over mean) of the per-layer mean state norm over "
             "all its layers and evaluation steps, i.e. how much the norm moves through training "
             "and across depth in one run; its mean over seeds with a 95% t interval over seeds "
-            "(a percentile bootstrap under-covers at so few seeds), and "
+            "(a percentile bootstrap under-covers at so few seeds; not shown where n < 3), and "
             "the geometric mean over layers and seeds of the last evaluation's norm over the "
             "initial one (1 = no drift)."
         ),
         frame=frame,
         digits=3,
         runs=run_ids,
+        short_caption=(
+            "Per trained network: CV of the per-layer mean state norm over layers and steps "
+            "(mean over seeds, 95% t interval where n ≥ 3); last over initial norm, geometric "
+            f"mean (1: no drift). {_on(task, preset)}"),
+        n="seeds",
+        intervals=("95% CI low", "95% CI high"),
     )
 
 
@@ -142,15 +178,21 @@ def _components_table(arrays: dict, task: str, preset: str | None, run_ids) -> T
         name=f"stability_components_{task}",
         title=f"Components of the stationary state norm's variation ({style.task_label(task)})",
         caption=(
-            f"The stationary state norm (mean ||h_t|| over the last steps of long probe "
+            f"The stationary state norm (mean ‖h_t‖ over the last steps of long probe "
             f"sequences, per layer) of every trained network on {style.task_label(task)} (preset {preset}), "
             f"split into four components, each computed per seed and given as its mean over "
-            f"seeds with a 95% t interval (low, high; n = seeds): "
+            f"seeds with a 95% t interval (low, high; n = seeds; not shown where n < 3): "
             + "; ".join(f"{label}: {what}" for _, label, what in COMPONENTS)
             + ". The first three are in natural-log units (0.1 is about 10%); a network of one "
               "layer has no depth component (0). Lower is steadier."),
         frame=frame, digits=digits, runs=tuple(run_ids),
         best={label: "min" for _, label, _ in COMPONENTS if label in frame.columns},
+        short_caption=(
+            "The stationary norm's variation in components per seed (depth, seed, drift: log "
+            "units; settle: a step): mean over seeds, 95% t interval (low, high) where n ≥ 3; "
+            f"lower is steadier, best in bold. {_on(task, preset)}"),
+        n="seeds",
+        intervals=_interval_columns(frame),
     )
 
 
@@ -184,17 +226,19 @@ def _levels_table(trained: pd.DataFrame, stationary: pd.DataFrame, task: str,
     frame.index = pd.MultiIndex.from_arrays(
         [summary["depth"], [_label(v) for v in summary["variant"]]], names=["Depth", "Variant"])
     frame["seeds"] = frame["seeds"].astype("Int64")
+    frame = frame.rename(columns=_SHIFT_HEADERS)
     digits = {c: 3 for c in frame.columns}
-    digits.update({"memory, trained (max)": 0, "seeds": 0, "delta median |lambda|": 4,
-                   "largest |delta max |lambda||": 4})
+    # The decays' changes span decades (1e-5 to 1e-2): scientific, one format per column.
+    digits.update({"memory, trained (max)": 0, "seeds": 0,
+                   **{c: "sci" for c in _SHIFT_HEADERS.values()}})
     return Table(
         name=f"stability_stationary_{task}",
         title=f"The stationary state norm and the decays ({style.task_label(task)})",
         caption=(
             f"Trained networks on {style.task_label(task)} (preset {preset}). 'norm': the stationary norm (mean "
-            f"||h_t|| over the long probe's last steps), geometric mean over layers and seeds, "
+            f"‖h_t‖ over the long probe's last steps), geometric mean over layers and seeds, "
             f"at step 0 and at the last evaluation. '/ closed form': the window's RMS norm over "
-            f"the closed form's sqrt(E||h_t||^2) for the layer's current system fed a "
+            f"the closed form's sqrt(E‖h_t‖²) for the layer's current system fed a "
             f"temporally white input that puts the same energy per state per step as the "
             f"layer's actual input (median over layers and seeds; 1 = the input's correlation "
             f"over time does not move the norm; it is not a test of the normaliser, whose "
@@ -202,10 +246,15 @@ def _levels_table(trained: pd.DataFrame, stationary: pd.DataFrame, task: str,
             f"the window's first step over its stationary level (>= 0.9: stationary), smallest "
             f"over layers, seeds and steps. 'memory': steps to 90% of the stationary energy, "
             f"largest over layers at the end. 'delta': the last evaluation's eigenvalue moduli "
-            f"minus step 0's, per layer (median |lambda|: mean over layers and seeds; max "
-            f"|lambda|: the largest change). Empty cells: the layer declares no discrete "
+            f"minus step 0's, per layer (median |λ|: mean over layers and seeds; max "
+            f"|λ|: the largest absolute change). Empty cells: the layer declares no discrete "
             f"system."),
         frame=frame, digits=digits, runs=_run_ids(stationary),
+        short_caption=(
+            "Stationary norm (mean ‖h_t‖ over the long probe's last steps; geometric mean) at "
+            "initialisation and trained; ratio to the white-noise closed form; smallest "
+            "energy reached (≥ 0.9: stationary); memory (steps); change of |λ| in training. "
+            f"{_on(task, preset)}"),
     )
 
 
@@ -238,13 +287,20 @@ def _init_table(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
     return Table(
         name=name, title=title,
         caption=(
-            f"Before training, on {style.task_label(task)} (preset {preset}): the stationary norm (mean ||h_t|| "
+            f"Before training, on {style.task_label(task)} (preset {preset}): the stationary norm (mean ‖h_t‖ "
             f"over the long probe's last steps; geometric mean over layers and seeds), its "
             f"depth component (s.d. of log norm across the layers of one network) and seed "
             f"component (RMS deviation of a seed's log norms from the mean over seeds), each "
-            f"with its mean and 95% t interval over seeds, and the smallest white-noise energy "
+            f"with its mean and 95% t interval over seeds (not shown where n < 3), and the "
+            f"smallest white-noise energy "
             f"reached at the window's start (>= 0.9: stationary). Every variant's "
             f"registration options (heads as registered); the head count and the probe length "
             f"are swept in the table stability_init_sweep_{task}."),
         frame=frame_out, digits={c: 3 for c in frame_out.columns}, runs=_run_ids(rows),
+        short_caption=(
+            "Before training: stationary norm (geometric mean over layers and seeds), its depth "
+            "and seed components (log units), means over seeds with 95% t intervals where "
+            f"n ≥ 3, and the smallest energy reached (≥ 0.9: stationary). {_on(task, preset)}"),
+        n="seeds",
+        intervals=_interval_columns(frame_out),
     )
