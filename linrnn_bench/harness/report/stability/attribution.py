@@ -96,6 +96,11 @@ def attribution_table(stationary: pd.DataFrame, task: str, preset: str | None) -
             f"init') and from the first evaluation after the burn-in (the first "
             f"{BURN_IN:.0%} of training) to the last; the norm's ratio is the product of the "
             f"three beside it."),
+        short_caption=(
+            f"The stationary RMS norm's change in training and its three factors (input RMS, "
+            f"B u / u, the recurrence's gain; their product is the norm), geometric means over "
+            f"layers and seeds, from initialisation and after the {BURN_IN:.0%} burn-in. "
+            f"{style.task_label(task)}, preset {preset}."),
         frame=frame, digits={c: 3 for c in frame.columns}, runs=_run_ids(stationary),
     )
 

@@ -45,5 +45,11 @@ def pairs_table(families: pd.DataFrame, task: str, preset: str | None,
             f"m pairs of that measure at that depth, and the difference the test could detect "
             f"with 80% power at Holm's first level (inf: not at this n). Lower is steadier "
             f"for every measure."),
+        short_caption=(
+            f"Every pair of variants the stability findings compare, per measure and depth: "
+            f"first − second, 95% interval, effect size, test, p, Holm p over the measure's m "
+            f"pairs, MDD at Holm's first level; lower is steadier. {style.task_label(task)}, "
+            f"preset {preset}."),
+        n="n", intervals=("95% CI low", "95% CI high"),
         frame=frame, digits=digits, runs=run_ids,
     )
