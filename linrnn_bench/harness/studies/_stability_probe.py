@@ -186,9 +186,11 @@ class LongProbe:
 
     ``source="stream"`` (the presets'): ``size`` sequences of the training split's examples laid
     back to back (`stream`), every step from the distribution the network is trained on; their
-    length is one of `stream_ladder` (``length`` to ``2**STREAM_DOUBLINGS`` times it), chosen at each measurement as
-    the shortest whose window opens after the per-mode regime check's steps for the network
-    as it is then (`state_norm.mode_regime`; a layer without a discrete system: ``length``).
+    length is one of `stream_ladder` (``length`` to ``2**STREAM_DOUBLINGS`` times it): at each
+    measurement the length of the previous one, or the shortest longer one whose window opens
+    after the per-mode regime check's steps for the network as it is then
+    (`state_norm.mode_regime`), so that within a run it only grows (a layer without a
+    discrete system: ``length``). One instance per run (a seed group shares one).
     ``source="generator"``: the task's generator draws ``size`` sequences of ``length`` to
     ``2 * length`` steps by its own rules (`tasks.lengthened`; ListOps by LRA's rules: longer
     and deeper trees than any trained on, an out-of-distribution measure). A task that cannot
@@ -202,7 +204,7 @@ class LongProbe:
         if source not in LONG_PROBES:
             raise ValueError(f"long probe source={source!r}; accepted: {list(LONG_PROBES)}.")
         self.source = source
-        self.ladder = (length,)
+        self.ladder, self.rung = (length,), 0
         if source == "stream":
             built = tasks.build(task, **dict(options))
             self.ladder = stream_ladder(length)
@@ -250,15 +252,20 @@ class LongProbe:
     def __call__(self, step: int, network, state) -> list[dict[str, Any]]:
         if self.source != "stream":
             return self._measure(step, network, state, None)
-        rows = self._measure(step, network, state, self.ladder[0])
+        # Measured first at the length the previous measurement chose (the ladder's shortest
+        # at the first): a run's probe length only grows, so the windows of its evaluations
+        # stay comparable, and a network whose memories barely move is measured once.
+        rows = self._measure(step, network, state, self.ladder[self.rung])
         needed = [r.get("needed_from") for r in rows]
         if not self.systems or all(r.get("settled", True) for r in rows):
             return rows
-        # The shortest length whose window opens at every layer's needed step (the longest
-        # when none does: the rows then say which modes had not settled).
-        fits = [L for L in self.ladder
-                if all(n is not None and _window_start(L, self.window) >= n for n in needed)]
-        return self._measure(step, network, state, fits[0] if fits else self.ladder[-1])
+        # The shortest longer length whose window opens at every layer's needed step (the
+        # longest when none does: the rows then say which modes had not settled).
+        fits = [k for k in range(self.rung + 1, len(self.ladder))
+                if all(n is not None and _window_start(self.ladder[k], self.window) >= n
+                       for n in needed)]
+        self.rung = fits[0] if fits else len(self.ladder) - 1
+        return self._measure(step, network, state, self.ladder[self.rung])
 
 
 def _window_start(length: int, window: float) -> int:
