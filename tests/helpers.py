@@ -479,12 +479,14 @@ def assert_rows_declared(store, study: str, schema) -> set[str]:
 
 
 def assert_printable(artifacts) -> None:
-    """Every figure among ``artifacts`` passes the layout check at its own (paper) size: no
-    legend or text over data, no colliding or clipped text, nothing below 7 pt; and carries the
-    numbers it draws (`assert_figure_data`)."""
-    from linrnn_bench.harness.report import Figure, _layout
+    """Every figure among ``artifacts`` passes the figure review's automated checks at its own
+    (paper) size (`harness.report._review`, docs/figures.md): no legend or text over data, no
+    colliding or clipped text, nothing below 7 pt, no symbol written as code, ticks where the
+    data are and in one format, no outlier setting a shared scale; and carries the numbers it
+    draws (`assert_figure_data`)."""
+    from linrnn_bench.harness.report import Figure, _review
 
-    problems = {a.name: _layout.problems(a.figure) for a in artifacts if isinstance(a, Figure)}
+    problems = {a.name: _review.problems(a.figure) for a in artifacts if isinstance(a, Figure)}
     assert problems and not any(problems.values()), problems
     assert_figure_data(artifacts)
 

@@ -271,6 +271,86 @@ def n_seeds_text(counts: Iterable[int]) -> str:
     return f"n = {found[0]} to {found[-1]} seeds"
 
 
+def outlier_panels(ranges, factor: float = 2.0) -> list:
+    """The keys of ``ranges`` (``{panel: (low, high)}``, in the axis' scale: log10 of the values
+    on a log axis) whose panel alone stretches a range shared by three or more panels to more
+    than ``factor`` times what the others need: a diverged or unstable series that would
+    flatten every other panel. It is drawn on a scale of its own (`share_y`), and the caption
+    says so."""
+    if len(ranges) < 3:
+        return []
+    out = []
+    for key in ranges:
+        others = [r for k, r in ranges.items() if k != key]
+        need = max(h for _, h in others) - min(lo for lo, _ in others)
+        total = max(h for _, h in ranges.values()) - min(lo for lo, _ in ranges.values())
+        if need > 0 and total > factor * need:
+            out.append(key)
+    return out
+
+
+def share_y(axes, own=()) -> None:
+    """One y range for the panels ``axes`` (drawn without matplotlib's sharing) except those in
+    ``own``, which keep a scale of their own: the shared range is the union of the others'
+    data with autoscaling's margins, and only the first panel of a row among them keeps its
+    tick labels (as `panels(sharey=True)` does)."""
+    shared = [ax for ax in axes if ax not in own]
+    if not shared:
+        return
+    low = min(ax.dataLim.y0 for ax in shared)
+    high = max(ax.dataLim.y1 for ax in shared)
+    log = shared[0].get_yscale() == "log"
+    scaled = [math.log10(low), math.log10(high)] if log else [low, high]
+    pad = 0.05 * (scaled[1] - scaled[0] or 1.0)
+    limits = [scaled[0] - pad, scaled[1] + pad]
+    limits = [10.0 ** v for v in limits] if log else limits
+    rows: dict[int, int] = {}
+    for ax in shared:
+        ax.set_ylim(*limits)
+        row = ax.get_subplotspec().rowspan.start if ax.get_subplotspec() else 0
+        if row in rows:
+            ax.tick_params(axis="y", labelleft=False)
+        rows.setdefault(row, 1)
+
+
+def dodge(artists, points: float, axis: str = "x") -> None:
+    """Move ``artists`` (lines, collections, an errorbar's container) ``points`` typographic
+    points along ``axis`` as drawn, their data unchanged: marks that share a position (a layer
+    index, a head count, a learning rate) set side by side without moving them off it in the
+    data (a tick still reads their position, the CSV their value)."""
+    from matplotlib.container import Container
+    from matplotlib.transforms import ScaledTranslation
+
+    flat = []
+    for artist in artists:
+        if isinstance(artist, Container):
+            flat += [a for a in artist.get_children() if a is not None]
+        else:
+            flat.append(artist)
+    for artist in flat:
+        fig = artist.figure
+        dx, dy = (points / 72.0, 0.0) if axis == "x" else (0.0, points / 72.0)
+        offset = ScaledTranslation(dx, dy, fig.dpi_scale_trans)
+        if hasattr(artist, "get_offset_transform") and len(getattr(artist, "get_offsets",
+                                                                   lambda: [])()):
+            artist.set_offset_transform(artist.get_offset_transform() + offset)
+        else:
+            artist.set_transform(artist.get_transform() + offset)
+
+
+# Code words of the variants' and quantities' names, in the mathtext a paper writes.
+_MATH_WORDS = {"lambda": r"$\lambda$", "xi": r"$\xi$", "gamma": r"$\gamma$"}
+
+
+def math_text(text: str) -> str:
+    """``text`` with the symbols written as words (a variant's label: "RotRNN, xi off",
+    "LRU, gamma off") in mathtext ("RotRNN, $\\xi$ off"), for figures; tables keep the words."""
+    import re
+
+    return re.sub(r"\b(" + "|".join(_MATH_WORDS) + r")\b",
+                  lambda m: _MATH_WORDS[m.group(1)], text)
+
+
 def legend_entries(fig) -> dict:
     """``{label: handle}`` of every labelled artist of ``fig``'s axes, each label once."""
     entries: dict = {}
