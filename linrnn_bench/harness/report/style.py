@@ -361,27 +361,79 @@ def legend_entries(fig) -> dict:
 
 
 def length_axes(ax: Any, title: str, ylabel: str) -> None:
-    """A panel of a quantity against sequence length: both axes log-scale (L in powers of two)
-    with plain tick labels, ``title`` and ``ylabel``."""
+    """A panel of a quantity against sequence length: both axes log-scale (L in powers of two,
+    labelled at the lengths drawn) with plain tick labels, ``title`` and ``ylabel``."""
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    plain_log_ticks(ax, "x")
+    ticks_at(ax, drawn_positions(ax, "x"), "x")
     plain_log_ticks(ax, "y")
     ax.set_title(title)
     ax.set_xlabel("sequence length L (steps)")
     ax.set_ylabel(ylabel)
 
 
+def drawn_positions(ax: Any, which: str = "x") -> list[float]:
+    """The distinct ``which`` coordinates of the points of ``ax``'s lines (its design values:
+    lengths, steps, head counts)."""
+    import numpy as np
+
+    values = [np.asarray(line.get_xdata() if which == "x" else line.get_ydata(), dtype=float)
+              for line in ax.get_lines()]
+    values = np.concatenate(values) if values else np.array([])
+    return sorted(set(values[np.isfinite(values)].tolist()))
+
+
+def plain_number(value: float) -> str:
+    """A tick's number in the one format of the report's axes: as written (0.5, 2, 300, 0.001)
+    below ten thousand; above, a round number with a k, M or G suffix (20k, 1M, 2.5M) and any
+    other integer in full (16384, a design value); below 0.0001 as a decimal too (0.00001);
+    never "1e+06" beside "500000"."""
+    size = abs(value)
+    if size >= 1e4:
+        for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if size >= scale and float(f"{value / scale:.3g}") == value / scale:
+                return f"{value / scale:g}{suffix}"
+        if float(value).is_integer():
+            return str(int(value))
+        return f"{value:.3g}"
+    if 0 < size < 1e-4:
+        digits = 2 - math.floor(math.log10(size))  # three significant digits at most
+        return f"{value:.{digits}f}".rstrip("0").rstrip(".")
+    return f"{value:g}"
+
+
+def ticks_at(ax: Any, values: Iterable[float], which: str = "x", most: int = 6) -> None:
+    """Labelled ticks at design values only (the evaluation steps, lengths or head counts
+    drawn): all of ``values`` when there are at most ``most``, else ``most`` of them spread
+    evenly along the axis' scale, first and last included; plain numbers (`plain_number`), no
+    minor ticks. A reader then sees where the points are, not round numbers between them."""
+    import numpy as np
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    values = sorted({float(v) for v in values})
+    if len(values) > most:
+        scaled = np.asarray(axis.get_transform().transform(np.asarray(values)), dtype=float)
+        targets = np.linspace(scaled[0], scaled[-1], most)
+        chosen = sorted({int(np.argmin(np.abs(scaled - t))) for t in targets})
+        values = [values[i] for i in chosen]
+    axis.set_major_locator(FixedLocator(values))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: plain_number(value)))
+    axis.set_minor_locator(NullLocator())
+
+
 def plain_log_ticks(ax, which: str = "y") -> None:
-    """Tick labels of a logarithmic axis written as plain numbers (0.5, 2, 300; not 2x10^0),
-    with 2 and 5 between the powers of ten labelled too when the axis spans under two decades
-    (call after plotting: it reads the axis' limits). Above that only the powers are labelled,
-    so that no two labels collide."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+    """Tick labels of a logarithmic axis written as plain numbers (0.5, 2, 300, 20k; not 2x10^0
+    nor 1e+06 beside 500000: `plain_number`), with 2 and 5 between the powers of ten labelled
+    too when the axis spans under two decades (call after plotting: it reads the axis'
+    limits). Above that only the powers are labelled, so that no two labels collide, and only
+    they are ticked: a comb of minor ticks over many decades is noise."""
+    from matplotlib.ticker import (FuncFormatter, LogLocator, MaxNLocator, NullFormatter,
+                                   NullLocator)
 
     axis = ax.yaxis if which == "y" else ax.xaxis
     low, high = sorted(ax.get_ylim() if which == "y" else ax.get_xlim())
-    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    plain = FuncFormatter(lambda value, _: plain_number(value))
     axis.set_major_formatter(plain)
     decades = math.log10(high / low) if low > 0 else math.inf
     if getattr(axis.get_transform(), "base", 10) != 10:
@@ -396,9 +448,11 @@ def plain_log_ticks(ax, which: str = "y") -> None:
         # few of them are in view, and those must stay unlabelled.
         def two_or_five(value: float, _) -> str:
             mantissa = value / 10.0 ** math.floor(math.log10(value)) if value > 0 else 0.0
-            return f"{value:g}" if min(abs(mantissa - 2), abs(mantissa - 5)) < 1e-6 else ""
+            return (plain_number(value) if min(abs(mantissa - 2), abs(mantissa - 5)) < 1e-6
+                    else "")
 
         axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
         axis.set_minor_formatter(FuncFormatter(two_or_five))
     else:
+        axis.set_minor_locator(NullLocator())
         axis.set_minor_formatter(NullFormatter())
