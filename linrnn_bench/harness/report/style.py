@@ -318,6 +318,7 @@ def dodge(artists, points: float, axis: str = "x") -> None:
     points along ``axis`` as drawn, their data unchanged: marks that share a position (a layer
     index, a head count, a learning rate) set side by side without moving them off it in the
     data (a tick still reads their position, the CSV their value)."""
+    from matplotlib.collections import PathCollection
     from matplotlib.container import Container
     from matplotlib.transforms import ScaledTranslation
 
@@ -331,8 +332,7 @@ def dodge(artists, points: float, axis: str = "x") -> None:
         fig = artist.figure
         dx, dy = (points / 72.0, 0.0) if axis == "x" else (0.0, points / 72.0)
         offset = ScaledTranslation(dx, dy, fig.dpi_scale_trans)
-        if hasattr(artist, "get_offset_transform") and len(getattr(artist, "get_offsets",
-                                                                   lambda: [])()):
+        if isinstance(artist, PathCollection):  # a scatter: its markers sit at its offsets
             artist.set_offset_transform(artist.get_offset_transform() + offset)
         else:
             artist.set_transform(artist.get_transform() + offset)
@@ -404,19 +404,16 @@ def plain_number(value: float) -> str:
 
 def ticks_at(ax: Any, values: Iterable[float], which: str = "x", most: int = 6) -> None:
     """Labelled ticks at design values only (the evaluation steps, lengths or head counts
-    drawn): all of ``values`` when there are at most ``most``, else ``most`` of them spread
-    evenly along the axis' scale, first and last included; plain numbers (`plain_number`), no
-    minor ticks. A reader then sees where the points are, not round numbers between them."""
-    import numpy as np
+    drawn): all of ``values`` when there are at most ``most``, else every k-th of them counted
+    back from the last (the final evaluation, the longest length), the fewest k that leaves at
+    most ``most``; plain numbers (`plain_number`), no minor ticks. A reader then sees where
+    the points are, not round numbers between them."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     axis = ax.xaxis if which == "x" else ax.yaxis
     values = sorted({float(v) for v in values})
-    if len(values) > most:
-        scaled = np.asarray(axis.get_transform().transform(np.asarray(values)), dtype=float)
-        targets = np.linspace(scaled[0], scaled[-1], most)
-        chosen = sorted({int(np.argmin(np.abs(scaled - t))) for t in targets})
-        values = [values[i] for i in chosen]
+    stride = math.ceil(len(values) / most) if values else 1
+    values = values[::-1][::stride][::-1]
     axis.set_major_locator(FixedLocator(values))
     axis.set_major_formatter(FuncFormatter(lambda value, _: plain_number(value)))
     axis.set_minor_locator(NullLocator())
