@@ -178,9 +178,15 @@ def _data_axes(figure: MplFigure) -> list:
 
 
 def _siblings(ax, which: str) -> list:
-    """``ax`` and the visible axes it shares its ``which`` axis with (matplotlib's sharing)."""
+    """``ax`` and the visible axes it shares its ``which`` axis with: by matplotlib's sharing,
+    or set to the same limits and scale by hand (`style.share_y`)."""
     group = ax.get_shared_x_axes() if which == "x" else ax.get_shared_y_axes()
-    return [a for a in group.get_siblings(ax) if a.get_visible()]
+    shared = [a for a in group.get_siblings(ax) if a.get_visible()]
+    same = [a for a in _data_axes(ax.figure) if a not in shared
+            and _view(a, which) == _view(ax, which)
+            and (a.get_xscale() if which == "x" else a.get_yscale())
+            == (ax.get_xscale() if which == "x" else ax.get_yscale())]
+    return shared + same
 
 
 def _is_log(ax, which: str) -> bool:
@@ -337,8 +343,7 @@ def _y_groups(figure: MplFigure) -> list[list]:
     for ax in axes:
         if id(ax) in seen:
             continue
-        group = [a for a in axes if a is ax or a in _siblings(ax, "y")
-                 or (a.get_yscale() == ax.get_yscale() and a.get_ylim() == ax.get_ylim())]
+        group = [a for a in axes if a is ax or a in _siblings(ax, "y")]
         seen.update(id(a) for a in group)
         if len(group) >= 3:
             groups.append(group)

@@ -309,7 +309,7 @@ def share_y(axes, own=()) -> None:
         ax.set_ylim(*limits)
         row = ax.get_subplotspec().rowspan.start if ax.get_subplotspec() else 0
         if row in rows:
-            ax.tick_params(axis="y", labelleft=False)
+            ax.tick_params(axis="y", which="both", labelleft=False)
         rows.setdefault(row, 1)
 
 
@@ -339,16 +339,19 @@ def dodge(artists, points: float, axis: str = "x") -> None:
 
 
 # Code words of the variants' and quantities' names, in the mathtext a paper writes.
-_MATH_WORDS = {"lambda": r"$\lambda$", "xi": r"$\xi$", "gamma": r"$\gamma$"}
+_MATH_WORDS = {"lambda": (r"$\lambda$", "λ"), "xi": (r"$\xi$", "ξ"),
+               "gamma": (r"$\gamma$", "γ")}
 
 
-def math_text(text: str) -> str:
+def math_text(text: str, *, unicode: bool = False) -> str:
     """``text`` with the symbols written as words (a variant's label: "RotRNN, xi off",
-    "LRU, gamma off") in mathtext ("RotRNN, $\\xi$ off"), for figures; tables keep the words."""
+    "LRU, gamma off") as a paper writes them: mathtext ("RotRNN, $\\xi$ off") for a figure's
+    labels, or with ``unicode`` the letter itself ("RotRNN, ξ off") for a caption (which the
+    LaTeX writer spells as math). The store and the CSVs keep the words."""
     import re
 
     return re.sub(r"\b(" + "|".join(_MATH_WORDS) + r")\b",
-                  lambda m: _MATH_WORDS[m.group(1)], text)
+                  lambda m: _MATH_WORDS[m.group(1)][1 if unicode else 0], text)
 
 
 def legend_entries(fig) -> dict:
@@ -442,7 +445,9 @@ def plain_log_ticks(ax, which: str = "y") -> None:
         axis.set_minor_formatter(NullFormatter())
     elif decades < 2:
         # Only 2 and 5 times a power of ten: LogLocator falls back to linear ticks where too
-        # few of them are in view, and those must stay unlabelled.
+        # few of them are in view, and those must stay unlabelled. (The powers are the major
+        # ticks again: a call for narrower limits before may have set others.)
+        axis.set_major_locator(LogLocator())
         def two_or_five(value: float, _) -> str:
             mantissa = value / 10.0 ** math.floor(math.log10(value)) if value > 0 else 0.0
             return (plain_number(value) if min(abs(mantissa - 2), abs(mantissa - 5)) < 1e-6
@@ -451,5 +456,6 @@ def plain_log_ticks(ax, which: str = "y") -> None:
         axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
         axis.set_minor_formatter(FuncFormatter(two_or_five))
     else:
+        axis.set_major_locator(LogLocator())
         axis.set_minor_locator(NullLocator())
         axis.set_minor_formatter(NullFormatter())
