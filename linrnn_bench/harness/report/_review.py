@@ -13,11 +13,13 @@ overlap each other, a legend or text over data, text outside the canvas or under
   (0-100 %), or stretched to a reference line far from the data, rather than by the data.
   Zero on a linear axis is a quantity's natural origin and may be labelled;
 - **ticks without data**: on an x axis whose points sit on a few positions (at most
-  `GRID_MAX` distinct values, one at least drawn by series of two colours: evaluation steps,
-  sequence lengths, learning rates, head counts, on a linear or a logarithmic axis alike), a
-  labelled tick where no point is (120 among evaluations at 100/200/300; 2048 among lengths
-  1024/4096). The x axis is the design variable's in every figure of the report; a y axis
-  holds measured values, which may coincide by chance (accuracies in steps of 1/81);
+  `GRID_MAX` distinct values, one at least drawn by series of two colours, and no more of
+  them than labelled ticks: evaluation steps, sequence lengths, learning rates, head counts,
+  on a linear or a logarithmic axis alike), a labelled tick where no point is (120 among
+  evaluations at 100/200/300; 2048 among lengths 1024/4096). Points denser than the ticks
+  sample a continuous axis (time steps t), whose round-number ticks are right. The x axis is
+  the design variable's in every figure of the report; a y axis holds measured values, which
+  may coincide by chance (accuracies in steps of 1/81);
 - **mixed tick formats**: one axis labelling some ticks in scientific notation (``5e+06``,
   ``10^6``) and others as plain numbers (``500000``);
 - **an outlier setting a shared scale**: among three or more panels on one y range (shared by
@@ -126,13 +128,14 @@ def ticks_without_data(ax, which: str = "x") -> list[str]:
     if which != "x":
         return []
     positions = _grid(_siblings(ax, which), which)
-    if positions is None:
-        return []
+    ticks = _labelled_ticks(ax, which)
+    if positions is None or len(positions) > len(ticks):
+        return []  # points denser than the ticks: a sampled continuous axis (time steps)
     view = _scaled(ax, which, sorted(_view(ax, which)))
     tolerance = _AT_POINT * abs(view[1] - view[0])
     grid = _scaled(ax, which, positions)
     found = []
-    for value, text in _labelled_ticks(ax, which):
+    for value, text in ticks:
         at = _scaled(ax, which, [value])[0]
         if not np.any(np.abs(grid - at) <= tolerance):
             found.append(f"the {which} tick {text!r} of {_layout._axes_name(ax)} is where no "

@@ -150,6 +150,7 @@ def _layer_panel(ax, rows: pd.DataFrame, variant: str, depth: int, column: str, 
     ax.set_title(_title(variant))
     ax.set_yscale("log")
     style.plain_log_ticks(ax)
+    style.ticks_at(ax, rows[C.step].unique(), "x", most=5)  # at evaluation steps
     ax.set_xlabel("training step")
     return data
 
@@ -273,6 +274,7 @@ def _eigen_panel(ax, rows: pd.DataFrame, variant: str,
                 color=colour, linestyle=linestyle, label=what)
     ax.set_title(_title(variant))
     ax.set_yscale("log")
+    style.ticks_at(ax, line["step"].unique(), "x", most=5)  # at evaluation steps
     ax.set_xlabel("training step")
     return data, unit_circle
 
