@@ -497,10 +497,11 @@ def assert_figure_data(artifacts) -> None:
     finite somewhere (NaN marks a mark not drawn, as an interval at n = 1), and in which every
     finite y value of every line drawn in data coordinates is found (reference lines in axes
     coordinates, such as a baseline across the panel, and axes drawn without axis, whose
-    coordinates are a layout, are not data)."""
+    coordinates are a layout, are not data; a line set a few points aside on the page,
+    `style.dodge`, is)."""
     import pandas as pd
 
-    from linrnn_bench.harness.report import Figure
+    from linrnn_bench.harness.report import Figure, _review
 
     figures = [a for a in artifacts if isinstance(a, Figure)]
     assert figures, "no figure among the artifacts"
@@ -519,7 +520,7 @@ def assert_figure_data(artifacts) -> None:
             if not ax.get_visible() or not ax.axison:
                 continue
             for line in ax.get_lines():
-                if line.get_transform() != ax.transData:
+                if not _review.in_data(line.get_transform(), ax):  # dodged lines are data too
                     continue
                 y = np.asarray(line.get_ydata(), dtype=float).ravel()
                 y = y[np.isfinite(y)]

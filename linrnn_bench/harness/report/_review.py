@@ -210,7 +210,7 @@ def _scaled(ax, which: str, values) -> np.ndarray:
         return np.asarray(axis.get_transform().transform(values), dtype=float)
 
 
-def _in_data(transform, ax) -> bool:
+def in_data(transform, ax) -> bool:
     """Whether ``transform`` places its points in ``ax``'s data coordinates, possibly moved
     by a fixed offset after (a dodge, `style.dodge`): data coordinates, read as drawn."""
     while transform is not None:
@@ -227,7 +227,7 @@ def _points(ax, which: str) -> list[tuple[str, np.ndarray]]:
     column = 0 if which == "x" else 1
     out = []
     for line in ax.lines:
-        if line.get_visible() and _in_data(line.get_transform(), ax):
+        if line.get_visible() and in_data(line.get_transform(), ax):
             xy = np.asarray(line.get_xydata(), dtype=float)
             if len(xy):
                 out.append((mcolors.to_hex(line.get_color()), xy[:, column]))
@@ -248,11 +248,11 @@ def _extent(ax, which: str) -> list[np.ndarray]:
     values = [p for _, p in _points(ax, which)]
     for collection in ax.collections:
         if (collection.get_visible() and not isinstance(collection, PathCollection)
-                and _in_data(collection.get_transform(), ax)):
+                and in_data(collection.get_transform(), ax)):
             values += [np.asarray(path.vertices, dtype=float)[:, column]
                        for path in collection.get_paths() if len(path.vertices)]
     for patch in ax.patches:
-        if isinstance(patch, Rectangle) and patch.get_visible() and _in_data(
+        if isinstance(patch, Rectangle) and patch.get_visible() and in_data(
                 patch.get_data_transform(), ax):
             x0, y0 = patch.get_xy()
             ends = ((x0, x0 + patch.get_width()) if which == "x"
