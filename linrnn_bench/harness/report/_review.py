@@ -50,8 +50,9 @@ BEYOND_SPAN = 0.15
 # A reference line (a baseline) farther from the data than this many times their range is no
 # reason for an axis to reach it: the axis is the data's, the line's value goes in words.
 REFERENCE_SPANS = 3.0
-# An axis whose points take at most this many distinct positions, each drawn by more than one
-# series, is a grid of design values: its labelled ticks must sit on them.
+# An x axis whose points take at most this many distinct positions (one drawn by two series at
+# least, and no more positions than labelled ticks) is a grid of design values: its labelled
+# ticks must sit on them.
 GRID_MAX = 10
 # How close (a share of the axis' view, in its scale) a tick must be to a point to be at it.
 _AT_POINT = 0.01
