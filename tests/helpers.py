@@ -479,12 +479,14 @@ def assert_rows_declared(store, study: str, schema) -> set[str]:
 
 
 def assert_printable(artifacts) -> None:
-    """Every figure among ``artifacts`` passes the layout check at its own (paper) size: no
-    legend or text over data, no colliding or clipped text, nothing below 7 pt; and carries the
-    numbers it draws (`assert_figure_data`)."""
-    from linrnn_bench.harness.report import Figure, _layout
+    """Every figure among ``artifacts`` passes the figure review's automated checks at its own
+    (paper) size (`harness.report._review`, docs/figures.md): no legend or text over data, no
+    colliding or clipped text, nothing below 7 pt, no symbol written as code, ticks where the
+    data are and in one format, no outlier setting a shared scale; and carries the numbers it
+    draws (`assert_figure_data`)."""
+    from linrnn_bench.harness.report import Figure, _review
 
-    problems = {a.name: _layout.problems(a.figure) for a in artifacts if isinstance(a, Figure)}
+    problems = {a.name: _review.problems(a.figure) for a in artifacts if isinstance(a, Figure)}
     assert problems and not any(problems.values()), problems
     assert_figure_data(artifacts)
 
@@ -495,10 +497,11 @@ def assert_figure_data(artifacts) -> None:
     finite somewhere (NaN marks a mark not drawn, as an interval at n = 1), and in which every
     finite y value of every line drawn in data coordinates is found (reference lines in axes
     coordinates, such as a baseline across the panel, and axes drawn without axis, whose
-    coordinates are a layout, are not data)."""
+    coordinates are a layout, are not data; a line set a few points aside on the page,
+    `style.dodge`, is)."""
     import pandas as pd
 
-    from linrnn_bench.harness.report import Figure
+    from linrnn_bench.harness.report import Figure, _review
 
     figures = [a for a in artifacts if isinstance(a, Figure)]
     assert figures, "no figure among the artifacts"
@@ -517,7 +520,7 @@ def assert_figure_data(artifacts) -> None:
             if not ax.get_visible() or not ax.axison:
                 continue
             for line in ax.get_lines():
-                if line.get_transform() != ax.transData:
+                if not _review.in_data(line.get_transform(), ax):  # dodged lines are data too
                     continue
                 y = np.asarray(line.get_ydata(), dtype=float).ravel()
                 y = y[np.isfinite(y)]

@@ -54,7 +54,15 @@ def section(store: Store) -> list[Artifact]:
     return [_figure(points, preset), _fit_table(fits, preset), _points_table(points, preset)]
 
 
+# Two series closer than this (relative) at every length are drawn as coinciding: set apart by a
+# few points on the page, and named in the caption.
+_COINCIDE = 0.05
+
+
 def _figure(points: pd.DataFrame, preset: str | None) -> Figure:
+    """The working set and the temporaries against L per model, one panel per size (rows) and
+    mode (columns), at the largest batch; the models set side by side on the page so that
+    coinciding lines stay visible, and named in the caption where they coincide."""
     style.apply_style()
     modes = [m for m in _MODES if m in set(points[C.mode])]
     sizes = [s for s in ("paper", "matched") if s in set(points[C.size])]
@@ -64,43 +72,87 @@ def _figure(points: pd.DataFrame, preset: str | None) -> Figure:
     )
     batch = int(points[C.batch].max())
     data: list[pd.DataFrame] = []
+    coinciding: list[str] = []
     for i, size in enumerate(sizes):
         for j, mode in enumerate(modes):
-            ax = axes[i][j]
             rows = points[(points[C.size] == size) & (points[C.mode] == mode)
                           & (points[C.batch] == batch)]
-            for model in style.order_models(rows[C.model].unique()):
-                r = rows[rows[C.model] == model].sort_values(C.seq_len)
-                drawn = pd.DataFrame({
-                    "mode": MODE_LABELS[mode], "size": size, "model": style.model_label(model),
-                    "batch": batch, "seq_len": r[C.seq_len].to_numpy(),
-                    "working_set_MiB": (r[C.total_bytes] / 2**20).to_numpy(),
-                    "temporaries_MiB": (r[C.temp_bytes] / 2**20).to_numpy()})
-                data.append(drawn)
-                colour = style.model_colour(model)
-                ax.plot(drawn["seq_len"], drawn["working_set_MiB"], color=colour,
-                        marker=style.model_marker(model), label=style.model_label(model))
-                ax.plot(drawn["seq_len"], drawn["temporaries_MiB"], color=colour,
-                        linestyle=":")
-            style.length_axes(ax, f"{MODE_LABELS[mode]}, {size} size", "compiled memory (MiB)")
+            drawn = _panel(axes[i][j], rows, mode, size, batch)
+            data += drawn
+            coinciding += [f"{what} of {', '.join(group)} ({MODE_LABELS[mode]}, {size} size)"
+                           for what, group in _coinciding(drawn)]
     from matplotlib.lines import Line2D
 
     entries = style.legend_entries(fig)
-    entries["working set"] = Line2D([], [], color="grey", linestyle="-")
-    entries["temporaries"] = Line2D([], [], color="grey", linestyle=":")
+    grey = style.REFERENCE_COLOUR
+    entries["working set"] = Line2D([], [], color=grey, linestyle="-", marker="o")
+    entries["temporaries"] = Line2D([], [], color=grey, linestyle=":", marker="o",
+                                    markerfacecolor="white", markersize=3.0)
     style.figure_legend(fig, entries)
     return Figure(
         name="memory_working_set",
         title=_TITLES["memory_working_set"],
         caption=(
             f"XLA's compiled memory of each layer against L at batch {batch}, preset {preset}: "
-            "solid, the working set (arguments + outputs + temporaries - aliases); dotted, the "
-            "temporaries alone. Both axes logarithmic: linear growth is a slope of one."
+            "solid with filled markers, the working set (arguments + outputs + temporaries - "
+            "aliases); dotted with open markers, the temporaries alone. Each point is one "
+            "compilation's memory analysis (deterministic: n = 1, no interval). Both axes "
+            "logarithmic: linear growth is a slope of one. Each model's marks are set a few "
+            "points to the side of the length they are at (in the model order of the legend), "
+            "so that coinciding lines stay visible"
+            + (f"; coinciding (within {_COINCIDE:.0%} at every L): "
+               + "; ".join(coinciding) if coinciding else "")
+            + "."
         ),
         figure=fig,
         runs=tuple(sorted(points["run_id"].unique())),
         data=pd.concat(data, ignore_index=True) if data else None,
     )
+
+
+def _panel(ax, rows: pd.DataFrame, mode: str, size: str, batch: int) -> list[pd.DataFrame]:
+    """One panel (one mode and size): per model its working set (solid, filled markers) and
+    temporaries (dotted, open markers), dodged by its place among the models. Returns the
+    plotted numbers, one frame per model."""
+    data: list[pd.DataFrame] = []
+    models = style.order_models(rows[C.model].unique())
+    for k, model in enumerate(models):
+        r = rows[rows[C.model] == model].sort_values(C.seq_len)
+        drawn = pd.DataFrame({
+            "mode": MODE_LABELS[mode], "size": size, "model": style.model_label(model),
+            "batch": batch, "seq_len": r[C.seq_len].to_numpy(),
+            "working_set_MiB": (r[C.total_bytes] / 2**20).to_numpy(),
+            "temporaries_MiB": (r[C.temp_bytes] / 2**20).to_numpy()})
+        data.append(drawn)
+        colour, marker = style.model_colour(model), style.model_marker(model)
+        lines = ax.plot(drawn["seq_len"], drawn["working_set_MiB"], color=colour,
+                        marker=marker, label=style.model_label(model))
+        lines += ax.plot(drawn["seq_len"], drawn["temporaries_MiB"], color=colour,
+                         linestyle=":", marker=marker, markersize=3.0,
+                         markerfacecolor="white")
+        style.dodge(lines, 2.5 * (k - (len(models) - 1) / 2))
+    style.length_axes(ax, f"{MODE_LABELS[mode]}, {size} size", "compiled memory (MiB)")
+    return data
+
+
+def _coinciding(drawn: list[pd.DataFrame]) -> list[tuple[str, list[str]]]:
+    """The groups of models (two or more) whose working sets, or temporaries, agree within
+    `_COINCIDE` at every length of a panel: ``(what, models)``."""
+    import numpy as np
+
+    out = []
+    for column, what in (("working_set_MiB", "the working sets"),
+                         ("temporaries_MiB", "the temporaries")):
+        left = list(drawn)
+        while left:
+            first = left.pop(0)
+            group = [first] + [d for d in left if len(d) == len(first) and np.allclose(
+                d[column].to_numpy(float), first[column].to_numpy(float), rtol=_COINCIDE,
+                atol=0.0)]
+            left = [d for d in left if not any(d is g for g in group)]
+            if len(group) > 1:
+                out.append((what, [str(d["model"].iloc[0]) for d in group]))
+    return out
 
 
 def _fit_table(fits: pd.DataFrame, preset: str | None) -> Artifact:

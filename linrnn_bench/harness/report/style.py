@@ -271,6 +271,89 @@ def n_seeds_text(counts: Iterable[int]) -> str:
     return f"n = {found[0]} to {found[-1]} seeds"
 
 
+def outlier_panels(ranges, factor: float = 2.0) -> list:
+    """The keys of ``ranges`` (``{panel: (low, high)}``, in the axis' scale: log10 of the values
+    on a log axis) whose panel alone stretches a range shared by three or more panels to more
+    than ``factor`` times what the others need: a diverged or unstable series that would
+    flatten every other panel. It is drawn on a scale of its own (`share_y`), and the caption
+    says so."""
+    if len(ranges) < 3:
+        return []
+    out = []
+    for key in ranges:
+        others = [r for k, r in ranges.items() if k != key]
+        need = max(h for _, h in others) - min(lo for lo, _ in others)
+        total = max(h for _, h in ranges.values()) - min(lo for lo, _ in ranges.values())
+        if need > 0 and total > factor * need:
+            out.append(key)
+    return out
+
+
+def share_y(axes, own=()) -> None:
+    """One y range for the panels ``axes`` (drawn without matplotlib's sharing) except those in
+    ``own``, which keep a scale of their own: the shared range is the union of the others'
+    data with autoscaling's margins, and only the first panel of a row among them keeps its
+    tick labels (as `panels(sharey=True)` does)."""
+    shared = [ax for ax in axes if ax not in own]
+    if not shared:
+        return
+    low = min(ax.dataLim.y0 for ax in shared)
+    high = max(ax.dataLim.y1 for ax in shared)
+    log = shared[0].get_yscale() == "log"
+    scaled = [math.log10(low), math.log10(high)] if log else [low, high]
+    pad = 0.05 * (scaled[1] - scaled[0] or 1.0)
+    limits = [scaled[0] - pad, scaled[1] + pad]
+    limits = [10.0 ** v for v in limits] if log else limits
+    rows: dict[int, int] = {}
+    for ax in shared:
+        ax.set_ylim(*limits)
+        row = ax.get_subplotspec().rowspan.start if ax.get_subplotspec() else 0
+        if row in rows:
+            ax.tick_params(axis="y", which="both", labelleft=False)
+        rows.setdefault(row, 1)
+
+
+def dodge(artists, points: float, axis: str = "x") -> None:
+    """Move ``artists`` (lines, collections, an errorbar's container) ``points`` typographic
+    points along ``axis`` as drawn, their data unchanged: marks that share a position (a layer
+    index, a head count, a learning rate) set side by side without moving them off it in the
+    data (a tick still reads their position, the CSV their value)."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.container import Container
+    from matplotlib.transforms import ScaledTranslation
+
+    flat = []
+    for artist in artists:
+        if isinstance(artist, Container):
+            flat += [a for a in artist.get_children() if a is not None]
+        else:
+            flat.append(artist)
+    for artist in flat:
+        fig = artist.figure
+        dx, dy = (points / 72.0, 0.0) if axis == "x" else (0.0, points / 72.0)
+        offset = ScaledTranslation(dx, dy, fig.dpi_scale_trans)
+        if isinstance(artist, PathCollection):  # a scatter: its markers sit at its offsets
+            artist.set_offset_transform(artist.get_offset_transform() + offset)
+        else:
+            artist.set_transform(artist.get_transform() + offset)
+
+
+# Code words of the variants' and quantities' names, in the mathtext a paper writes.
+_MATH_WORDS = {"lambda": (r"$\lambda$", "λ"), "xi": (r"$\xi$", "ξ"),
+               "gamma": (r"$\gamma$", "γ")}
+
+
+def math_text(text: str, *, unicode: bool = False) -> str:
+    """``text`` with the symbols written as words (a variant's label: "RotRNN, xi off",
+    "LRU, gamma off") as a paper writes them: mathtext ("RotRNN, $\\xi$ off") for a figure's
+    labels, or with ``unicode`` the letter itself ("RotRNN, ξ off") for a caption (which the
+    LaTeX writer spells as math). The store and the CSVs keep the words."""
+    import re
+
+    return re.sub(r"\b(" + "|".join(_MATH_WORDS) + r")\b",
+                  lambda m: _MATH_WORDS[m.group(1)][1 if unicode else 0], text)
+
+
 def legend_entries(fig) -> dict:
     """``{label: handle}`` of every labelled artist of ``fig``'s axes, each label once."""
     entries: dict = {}
@@ -281,27 +364,76 @@ def legend_entries(fig) -> dict:
 
 
 def length_axes(ax: Any, title: str, ylabel: str) -> None:
-    """A panel of a quantity against sequence length: both axes log-scale (L in powers of two)
-    with plain tick labels, ``title`` and ``ylabel``."""
+    """A panel of a quantity against sequence length: both axes log-scale (L in powers of two,
+    labelled at the lengths drawn) with plain tick labels, ``title`` and ``ylabel``."""
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    plain_log_ticks(ax, "x")
+    ticks_at(ax, drawn_positions(ax, "x"), "x")
     plain_log_ticks(ax, "y")
     ax.set_title(title)
     ax.set_xlabel("sequence length L (steps)")
     ax.set_ylabel(ylabel)
 
 
+def drawn_positions(ax: Any, which: str = "x") -> list[float]:
+    """The distinct ``which`` coordinates of the points of ``ax``'s lines (its design values:
+    lengths, steps, head counts)."""
+    import numpy as np
+
+    values = [np.asarray(line.get_xdata() if which == "x" else line.get_ydata(), dtype=float)
+              for line in ax.get_lines()]
+    values = np.concatenate(values) if values else np.array([])
+    return sorted(set(values[np.isfinite(values)].tolist()))
+
+
+def plain_number(value: float) -> str:
+    """A tick's number in the one format of the report's axes: as written (0.5, 2, 300, 0.001)
+    below ten thousand; above, a round number with a k, M or G suffix (20k, 1M, 2.5M) and any
+    other integer in full (16384, a design value); below 0.0001 as a decimal too (0.00001);
+    never "1e+06" beside "500000"."""
+    size = abs(value)
+    if size >= 1e4:
+        for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if size >= scale and float(f"{value / scale:.3g}") == value / scale:
+                return f"{value / scale:g}{suffix}"
+        if float(value).is_integer():
+            return str(int(value))
+        return f"{value:.3g}"
+    if 0 < size < 1e-4:
+        digits = 2 - math.floor(math.log10(size))  # three significant digits at most
+        return f"{value:.{digits}f}".rstrip("0").rstrip(".")
+    return f"{value:g}"
+
+
+def ticks_at(ax: Any, values: Iterable[float], which: str = "x", most: int = 6) -> None:
+    """Labelled ticks at design values only (the evaluation steps, lengths or head counts
+    drawn): all of ``values`` when there are at most ``most``, else every k-th of them counted
+    back from the last (the final evaluation, the longest length), the fewest k that leaves at
+    most ``most``; plain numbers (`plain_number`), no minor ticks. A reader then sees where
+    the points are, not round numbers between them."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    values = sorted({float(v) for v in values})
+    stride = math.ceil(len(values) / most) if values else 1
+    values = values[::-1][::stride][::-1]
+    axis.set_major_locator(FixedLocator(values))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: plain_number(value)))
+    axis.set_minor_locator(NullLocator())
+
+
 def plain_log_ticks(ax, which: str = "y") -> None:
-    """Tick labels of a logarithmic axis written as plain numbers (0.5, 2, 300; not 2x10^0),
-    with 2 and 5 between the powers of ten labelled too when the axis spans under two decades
-    (call after plotting: it reads the axis' limits). Above that only the powers are labelled,
-    so that no two labels collide."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+    """Tick labels of a logarithmic axis written as plain numbers (0.5, 2, 300, 20k; not 2x10^0
+    nor 1e+06 beside 500000: `plain_number`), with 2 and 5 between the powers of ten labelled
+    too when the axis spans under two decades (call after plotting: it reads the axis'
+    limits). Above that only the powers are labelled, so that no two labels collide, and only
+    they are ticked: a comb of minor ticks over many decades is noise."""
+    from matplotlib.ticker import (FuncFormatter, LogLocator, MaxNLocator, NullFormatter,
+                                   NullLocator)
 
     axis = ax.yaxis if which == "y" else ax.xaxis
     low, high = sorted(ax.get_ylim() if which == "y" else ax.get_xlim())
-    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    plain = FuncFormatter(lambda value, _: plain_number(value))
     axis.set_major_formatter(plain)
     decades = math.log10(high / low) if low > 0 else math.inf
     if getattr(axis.get_transform(), "base", 10) != 10:
@@ -313,12 +445,17 @@ def plain_log_ticks(ax, which: str = "y") -> None:
         axis.set_minor_formatter(NullFormatter())
     elif decades < 2:
         # Only 2 and 5 times a power of ten: LogLocator falls back to linear ticks where too
-        # few of them are in view, and those must stay unlabelled.
+        # few of them are in view, and those must stay unlabelled. (The powers are the major
+        # ticks again: a call for narrower limits before may have set others.)
+        axis.set_major_locator(LogLocator())
         def two_or_five(value: float, _) -> str:
             mantissa = value / 10.0 ** math.floor(math.log10(value)) if value > 0 else 0.0
-            return f"{value:g}" if min(abs(mantissa - 2), abs(mantissa - 5)) < 1e-6 else ""
+            return (plain_number(value) if min(abs(mantissa - 2), abs(mantissa - 5)) < 1e-6
+                    else "")
 
         axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
         axis.set_minor_formatter(FuncFormatter(two_or_five))
     else:
+        axis.set_major_locator(LogLocator())
+        axis.set_minor_locator(NullLocator())
         axis.set_minor_formatter(NullFormatter())

@@ -133,11 +133,12 @@ def _energy_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
             ax.plot(drawn["t"], drawn["measured_energy"], linestyle="none",
                     marker=style.model_marker(model), markersize=1.8, color=style.REFERENCE_COLOUR)
         what = f"{n_groups} groups" if n_groups <= _MAX_GROUP_CURVES else "all states"
-        ax.set_title(f"{_label(variant)}\n({what})", fontsize=7.5)
+        ax.set_title(f"{style.math_text(_label(variant))}\n({what})", fontsize=7.5)
         ax.set_xscale("log")
         ax.set_yscale("log")
         style.plain_log_ticks(ax)
-        ax.set_xlabel("step t")
+        style.plain_log_ticks(ax, "x")
+        ax.set_xlabel(r"step $t$")
     for row in axes:
         row[0].set_ylabel(r"$E\,\|h_t\|^2$")
     seeds = sorted(frame["seed"].unique())
@@ -146,12 +147,13 @@ def _energy_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
         name="theory_white_noise",
         title="Measured vs predicted state energy under white noise",
         caption=(
-            f"E||h_t||^2 of untrained layers under unit white noise, preset {preset}, seed "
-            f"{seeds[0]}. Lines: the closed form ||b_p||^2 (1 - |lambda_p|^(2t)) / "
-            f"(1 - |lambda_p|^2) summed over a group of states sharing |lambda| (for RotRNN each "
-            f"curve is one head and equals 1 - gamma^(2t)); markers: the Monte Carlo mean over "
-            f"{samples} sequences through the layer's hidden states, bars +/- 2 standard errors. "
-            f"Layers with more than {_MAX_GROUP_CURVES} groups show the total over all states."
+            f"E‖h_t‖² of untrained layers under unit white noise, preset {preset}, seed "
+            f"{seeds[0]}. Lines: the closed form ‖b_p‖² (1 - |λ_p|^(2t)) / (1 - |λ_p|²) "
+            f"summed over a group of states sharing |λ| (for RotRNN each curve is one head and "
+            f"equals 1 - γ^(2t)); markers: the Monte Carlo mean over n = {samples} sequences "
+            f"through the layer's hidden states, bars ± 2 standard errors of that mean. Layers "
+            f"with more than {_MAX_GROUP_CURVES} groups show the total over all states. "
+            f"Log-log axes."
         ),
         figure=fig,
         runs=tuple(sorted(frame["run_id"].unique())),
@@ -160,18 +162,18 @@ def _energy_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
 
 
 def _ratio_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
+    """Per variant a panel (one shared y axis): the Monte Carlo energy over the closed form
+    against t, over the band that two standard errors allow around 1. A panel each: seven
+    overlapping bands on one axis read as one grey mass."""
     style.apply_style()
     frame = _first_seed(noise)
     total = frame[(frame[C.kind] == "profile") & (frame[C.group] == -1)]
-    fig, ax = plt.subplots(figsize=style.figsize("full", aspect=0.4))
-    styles = ["-", "--", ":", "-."]
-    seen: dict[str, int] = {}
+    variants = _variant_order(total[C.variant].unique())
+    fig, axes = style.panels(len(variants), 1.5, sharey=True)
     data: list[pd.DataFrame] = []
-    for variant in _variant_order(total[C.variant].unique()):
+    for ax, variant in zip(axes.flat, variants):
         rows = total[total[C.variant] == variant].sort_values(C.t)
         model = rows[C.model].iloc[0]
-        linestyle = styles[seen.get(model, 0) % len(styles)]
-        seen[model] = seen.get(model, 0) + 1
         band = (2 * rows[C.measured_se] / rows[C.predicted]).to_numpy()
         drawn = pd.DataFrame({
             "variant": _label(variant), "t": rows[C.t].to_numpy(),
@@ -179,22 +181,25 @@ def _ratio_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
             "band_low": 1 - band, "band_high": 1 + band})
         data.append(drawn)
         colour = style.model_colour(model)
-        ax.plot(drawn["t"], drawn["ratio"], color=colour, linestyle=linestyle,
-                label=_label(variant), marker=style.model_marker(model), markersize=2.5)
         ax.fill_between(drawn["t"], drawn["band_low"], drawn["band_high"], color=colour,
-                        alpha=0.12, linewidth=0)
-    ax.axhline(1.0, color=style.REFERENCE_COLOUR, linewidth=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("step t")
-    ax.set_ylabel("measured / predicted E||h_t||^2")
-    ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.25))
+                        alpha=0.2, linewidth=0)
+        ax.axhline(1.0, color=style.REFERENCE_COLOUR, linewidth=0.6)
+        ax.plot(drawn["t"], drawn["ratio"], color=colour, marker=style.model_marker(model),
+                markersize=1.8, linewidth=0.8)
+        ax.set_xscale("log")
+        style.plain_log_ticks(ax, "x")
+        ax.set_title(style.math_text(_label(variant)), fontsize=7.5)
+        ax.set_xlabel(r"step $t$")
+    for row in axes:
+        row[0].set_ylabel("measured / predicted\n" + r"$E\,\|h_t\|^2$")
     samples = int(frame["cfg.samples"].iloc[0])
     return Figure(
         name="theory_white_noise_ratio",
         title="Measured / predicted state energy under white noise",
         caption=(
-            f"Ratio of the Monte Carlo E||h_t||^2 ({samples} white-noise sequences, total over "
-            f"all states) to the closed form, preset {preset}, smallest seed. Shaded: the ratio "
+            f"Ratio of the Monte Carlo E‖h_t‖² (the mean over n = {samples} white-noise "
+            f"sequences, total over all states) to the closed form, preset {preset}, smallest "
+            f"seed, one panel per layer variant on one y axis, log t axis. Shaded: the ratios "
             f"that 2 standard errors of the Monte Carlo mean allow around 1; a curve inside its "
             f"band is consistent with the formula."
         ),

@@ -130,8 +130,9 @@ def _figure_caption(frame: pd.DataFrame, preset: str | None, column: str, label:
     hardware = ", ".join(sorted(set(frame[C.device_kind].astype(str))))
     return (
         f"{label[0].upper() + label[1:]} of each layer alone against L at batch {batch}, "
-        f"preset {preset}, on {hardware} (backend {', '.join(sorted(set(frame[C.backend])))}). "
-        + ("Bands: tokens/s at the first and third quartiles of the timed calls. "
+        f"preset {preset}, on {hardware} (backend {', '.join(sorted(set(frame[C.backend])))}), "
+        f"each point the median of {_calls_text(frame)}; log-log axes. "
+        + ("Bands: tokens/s at the first and third quartiles of those calls' times. "
            if column == C.tokens_per_s else
            "Fraction = roofline bound / median time; the bound uses our analytic FLOP and "
            "byte count and the matmul and bandwidth peaks measured in the same process. ")
@@ -139,6 +140,16 @@ def _figure_caption(frame: pd.DataFrame, preset: str | None, column: str, label:
         + "".join(f" {style.model_label(m)}: not drawn, {_why_blank(m, label)}."
                   for m in blank)
     )
+
+
+def _calls_text(frame: pd.DataFrame) -> str:
+    """"n = 3 timed calls" (or "n = 3 to 5 ..."): the timed calls behind each point."""
+    counts = sorted({int(n) for n in pd.to_numeric(frame.get(C.time_repeats), errors="coerce")
+                     .dropna()}) if C.time_repeats in frame.columns else []
+    if not counts:
+        return "the timed calls"
+    n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    return f"n = {n} timed calls"
 
 
 def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, label: str) -> Figure:

@@ -74,7 +74,7 @@ TITLES = {
     "accuracy_by_task": "Test metric by task",
     "accuracy_curves": "Validation metric during training",
     "accuracy_sensitivity": "Validation metric against learning rate",
-    "accuracy_cost": "Test metric against training time and parameter count",
+    "accuracy_cost": "Test metric against parameter count",
     "accuracy_vs_published": "Our accuracy beside the published LRA numbers",
     "accuracy_findings": "What the accuracy statistics support",
     "accuracy_design": "What the accuracy comparisons can decide at this preset",

@@ -1,6 +1,6 @@
-"""The accuracy section's figures of results: the test metric per task, against cost, and the
-critical-difference diagram of the ranks (the figures over training and learning rate are in
-`harness.report.accuracy.curves`).
+"""The accuracy section's figures of results: the test metric per task, against the parameter
+count, and the critical-difference diagram of the ranks (the figures over training and learning
+rate are in `harness.report.accuracy.curves`).
 
 Each draws the means over seeds with their 95 % t intervals (`harness.stats.mean_interval`)
 and the task's trivial baseline, and returns the numbers it draws as the figure's data.
@@ -20,7 +20,7 @@ from matplotlib.ticker import MaxNLocator
 from ... import stats as inference
 from .. import style
 from .._artifacts import Artifact, Figure, Missing
-from ._data import COMPILE, PARAMS, TITLES, WALL, Labels, is_regression, metric
+from ._data import PARAMS, TITLES, Labels, is_regression, metric
 from ._statistics import score, score_se
 
 
@@ -40,9 +40,11 @@ def _zoom(ax, values: Sequence[float], baseline: float | None, regression: bool,
     """Y limits around the drawn ``values`` (means, interval ends, seeds) rather than the full
     0-100 %, so that differences between models show; the trivial baseline is a dashed line when
     it lies within three spans of the data, else the panel's title names it as off scale (with
-    the side it is on). Accuracy stays within [0, 100], MSE at or above 0. Returns whether
-    the baseline is drawn."""
+    the side it is on). The axis stops at 0 below (accuracy and MSE); above 100 % it leaves
+    room for a mark at 100 but no tick. Returns whether the baseline is drawn."""
+    floor, ceiling = (0.0, math.inf) if regression else (0.0, 100.0)
     v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    v = np.clip(v, floor, ceiling)  # an interval past the metric's range runs off the axis
     if v.size == 0:
         ax.set_title(title)
         return False
@@ -54,8 +56,11 @@ def _zoom(ax, values: Sequence[float], baseline: float | None, regression: bool,
         low, high = min(low, baseline), max(high, baseline)
         span = high - low
     pad = 0.1 * span if span > 0 else (0.05 * abs(high) if high else 1.0)
-    floor, ceiling = (0.0, math.inf) if regression else (0.0, 100.0)
-    ax.set_ylim(max(floor, low - pad), min(ceiling, high + pad))
+    ax.set_ylim(max(floor, low - pad), high + pad)
+    if high + pad > ceiling:  # room for a mark at 100 %, but no tick above it
+        ticks = [t for t in ax.get_yticks() if t <= ceiling + 1e-9]
+        ax.set_yticks(ticks)
+        ax.set_ylim(max(floor, low - pad), high + pad)
     if inside:
         baseline_line(ax, baseline)
         ax.set_title(title)
@@ -69,13 +74,17 @@ def _zoom(ax, values: Sequence[float], baseline: float | None, regression: bool,
 
 
 def _mean_with_interval(ax, x: float, mean: float, low: float, high: float, model: str,
-                        **kwargs) -> None:
+                        nudge: float = 0.0, **kwargs) -> None:
     """A series' mean over seeds as its marker, with its 95 % interval as whiskers (none where
-    the interval is undefined, at n = 1)."""
+    the interval is undefined, at n = 1), set ``nudge`` points to the side (`style.dodge`).
+    A whisker past the metric's range (below 0, above 100 %) runs off the zoomed axis
+    (`_zoom`)."""
     whisker = [[mean - low], [high - mean]] if math.isfinite(low) else None
-    ax.errorbar(x, mean, yerr=whisker, fmt=style.model_marker(model),
-                color=style.model_colour(model), markersize=4.5, capsize=2.5, elinewidth=1.0,
-                markeredgewidth=0.5, markeredgecolor="black", **kwargs)
+    bar = ax.errorbar(x, mean, yerr=whisker, fmt=style.model_marker(model),
+                      color=style.model_colour(model), markersize=4.5, capsize=2.5,
+                      elinewidth=1.0, markeredgewidth=0.5, markeredgecolor="black", **kwargs)
+    if nudge:
+        style.dodge([bar], nudge)
 
 
 # --------------------------------------------------------------------------------------------
@@ -123,7 +132,8 @@ def by_task_figure(final: pd.DataFrame, cells: pd.DataFrame, recipe: pd.DataFram
         caption=(
             "Test metric per task at the tuned learning rates: the mean over seeds (filled "
             "marker) with its 95 % confidence interval (whiskers: Student's t with n - 1 "
-            f"degrees of freedom, {style.n_seeds_text(counts)} per model; none where n = 1), the "
+            f"degrees of freedom, {style.n_seeds_text(counts)} per model; none where n = 1; "
+            "cut where they run past 0 or 100 %, the CSV keeps them whole), the "
             "individual seeds (open markers, right) and, where it differs, the mean at the one "
             "shared recipe (black dash, left). Each panel's axis is zoomed to its data: the "
             "trivial baseline (majority class, or the training mean for MSE) is the dashed line "
@@ -204,60 +214,57 @@ def _no_bar_text(empty: pd.DataFrame, labels: Labels) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# The test metric against training time and parameter count
+# The test metric against parameter count
 
-_COST_AXES = (("_wall", "training time (s)"), (PARAMS, "parameters (count)"))
+_PARAMETERS = "parameters (count)"
 
 
 def cost_figure(final: pd.DataFrame, baselines: dict[str, float], labels: Labels, scale: str,
                 run_ids: tuple[str, ...]) -> Artifact:
-    """Per task a column of two panels: the test metric against training time (top) and
-    against the parameter count (bottom), each run and each series' mean."""
+    """Per task a panel: the test metric against the network's parameter count, each run and
+    each series' mean with its interval.
+
+    No panel against training time: the runs' wall-clock times were measured while other
+    runs shared the machine's cores (`make report` trains two at once), so they measure the
+    load as much as the model; the throughput study times each layer alone.
+    """
     name = "accuracy_cost"
-    if final.empty or WALL not in final.columns:
-        return Missing(name, TITLES[name], "the runs recorded no training time.")
+    if final.empty or PARAMS not in final.columns:
+        return Missing(name, TITLES[name], "the runs recorded no parameter count.")
     style.apply_style()
     tasks = sorted(final["task"].unique())
-    fig, axes = plt.subplots(2, len(tasks), squeeze=False, sharey="col",
-                             figsize=(style.FULL_WIDTH_IN, 4.2))
+    fig, axes = style.panels(len(tasks), 2.3)
     counts: list[int] = []
     data: list[dict] = []
-    for column, task in enumerate(tasks):
+    for ax, task in zip(axes.flat, tasks):
         of_task = final[final["task"] == task]
         regression = is_regression(of_task)
-        wall = pd.to_numeric(of_task[WALL], errors="coerce")
-        if COMPILE in of_task.columns:  # the training loop, without XLA's compiling
-            wall = wall - pd.to_numeric(of_task[COMPILE], errors="coerce").fillna(0.0)
-        of_task = of_task.assign(value=metric(of_task, regression), _wall=wall.to_numpy())
-        drawn: list[float] = []  # the top panel's values, for its y limits
-        for row, (x_column, x_label) in enumerate(_COST_AXES):
-            ax = axes[row, column]
-            points, values = _cost_panel(ax, task, of_task, x_column, x_label, regression,
-                                         labels)
-            data += points
-            ax.set_xlabel(x_label)
-            ax.set_ylabel(metric_label(regression))
-            if row == 0:
-                counts += [p["n"] for p in points if p["mark"] == "mean"]
-                drawn += values
-        if _zoom(axes[0, column], drawn, baselines.get(task), regression, labels.task(task)):
-            baseline_line(axes[1, column], baselines.get(task), label=False)
-        axes[1, column].xaxis.set_major_locator(MaxNLocator(nbins=3))
+        of_task = of_task.assign(value=metric(of_task, regression))
+        points, values = _cost_panel(ax, task, of_task, regression, labels)
+        data += points
+        counts += [p["n"] for p in points if p["mark"] == "mean"]
+        ax.margins(x=0.2)  # room for the marks set to the side of the first and last counts
+        ax.set_xlabel(_PARAMETERS)
+        ax.set_ylabel(metric_label(regression))
+        _zoom(ax, values, baselines.get(task), regression, labels.task(task))
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=3))
     style.figure_legend(fig)
     return Figure(
         name=name,
         title=TITLES[name],
         caption=(
-            "Test metric at each model's tuned learning rates against its training time (top; "
-            "the training loop with its validation passes, without the time XLA spent "
-            "compiling where the run recorded it, on the hardware of the provenance; `make "
-            "report` runs two at once, so they shared the cores) and against the network's "
-            "parameter count (bottom): each seed's run (faint markers) and the mean over seeds "
-            "with its 95 % confidence interval (bold marker and whiskers, at the mean time: "
-            f"Student's t with n - 1 degrees of freedom, {style.n_seeds_text(counts)} per model). "
-            "Dashed: the trivial baseline, or its value and side in the title where it is far "
-            "from the data (the axes are zoomed to the data). Up and to the left is better per "
-            "second or per parameter (down for MSE). " + scale
+            "Test metric at each model's tuned learning rates against the network's parameter "
+            "count: each seed's run (open markers, set a few points right of its model's "
+            "count) and the mean over seeds with its 95 % confidence interval (filled marker "
+            "and whiskers: Student's t with n - 1 degrees of freedom, "
+            f"{style.n_seeds_text(counts)} per model; cut where they run past 0 or 100 %, the "
+            "CSV keeps them whole); models with nearly equal counts are set "
+            "a few points apart in the legend's order. Dashed: the trivial baseline, or its "
+            "value and side in the title where it is far from the data (the axes are zoomed "
+            "to the data). Up and to the left is better per parameter (down for MSE). "
+            "Training time is not drawn: the runs' wall-clock times were measured while other "
+            "runs shared the machine's cores, so they measure its load as much as the model "
+            "(the throughput section times each layer alone). " + scale
         ),
         figure=fig,
         runs=run_ids,
@@ -265,28 +272,34 @@ def cost_figure(final: pd.DataFrame, baselines: dict[str, float], labels: Labels
     )
 
 
-def _cost_panel(ax, task: str, of_task: pd.DataFrame, x_column: str, x_label: str,
-                regression: bool, labels: Labels) -> tuple[list[dict], list[float]]:
-    """One panel of the cost figure: every series' runs (faint) and its mean with its
-    interval at the mean ``x``. Returns the points drawn (per series its runs, then its
-    mean) and every value drawn (for the panel's y limits)."""
+def _cost_panel(ax, task: str, of_task: pd.DataFrame, regression: bool, labels: Labels
+                ) -> tuple[list[dict], list[float]]:
+    """One panel of the cost figure: every series' runs (open markers, beside it) and its
+    mean with its interval at its parameter count, the series set apart by a few points.
+    Returns the points drawn (per series its runs, then its mean) and every value drawn (for
+    the panel's y limits)."""
     data, drawn = [], []
-    for model, depth in Labels.order(of_task):
+    series = Labels.order(of_task)
+    for k, (model, depth) in enumerate(series):
         mine = of_task[(of_task["model"] == model) & (of_task["depth"] == depth)]
-        x = pd.to_numeric(mine[x_column], errors="coerce")
-        ax.plot(x, mine["value"], linestyle="none", marker=style.model_marker(model),
-                color=style.model_colour(model), markersize=2.5, alpha=0.45)
+        x = pd.to_numeric(mine[PARAMS], errors="coerce")
+        nudge = 4.0 * (k - (len(series) - 1) / 2)
+        style.dodge(ax.plot(x, mine["value"], linestyle="none", marker=style.model_marker(model),
+                            markersize=2.5, markerfacecolor="white",
+                            markeredgecolor=style.model_colour(model), markeredgewidth=0.6),
+                    nudge + 3.0)
         mean, low, high, n = inference.mean_interval(mine["value"].to_numpy())
         drawn += [mean, low, high, *mine["value"].tolist()]
         x_mean = float(x.mean())
         point = {"task": labels.task(task), "model": labels(model, depth),
-                 "x_axis": x_label, "metric": metric_label(regression)}
+                 "x_axis": _PARAMETERS, "metric": metric_label(regression)}
         data += [{**point, "mark": "run", "run_id": run, "x": xv, "value": v,
                   "ci95_low": math.nan, "ci95_high": math.nan, "n": 1}
                  for run, xv, v in zip(mine["run_id"], x, mine["value"])]
         data.append({**point, "mark": "mean", "run_id": "", "x": x_mean,
                      "value": mean, "ci95_low": low, "ci95_high": high, "n": n})
-        _mean_with_interval(ax, x_mean, mean, low, high, model, label=labels(model, depth))
+        _mean_with_interval(ax, x_mean, mean, low, high, model, label=labels(model, depth),
+                            nudge=nudge)
     return data, drawn
 
 

@@ -31,9 +31,11 @@ def _grey_legend(fig) -> None:
         if isinstance(handle, Line2D):
             r, g, b = mcolors.to_rgb(handle.get_color())
             grey = (0.299 * r + 0.587 * g + 0.114 * b,) * 3
+            open_marker = mcolors.same_color(handle.get_markerfacecolor(), "white")
             entries[label] = Line2D([], [], color=grey, linestyle=handle.get_linestyle(),
                                     linewidth=handle.get_linewidth(), marker=handle.get_marker(),
-                                    markersize=handle.get_markersize())
+                                    markersize=handle.get_markersize(),
+                                    markerfacecolor="white" if open_marker else grey)
     style.figure_legend(fig, entries)
 
 
@@ -52,6 +54,45 @@ def _band(ax, x, curve: pd.DataFrame, colour, **line) -> None:
                     linewidth=0)
     ax.plot(np.asarray(x, dtype=float), curve["centre"].to_numpy(dtype=float), color=colour,
             **line)
+
+
+def _title(variant: str) -> str:
+    """A variant's panel title as a paper writes it ("RotRNN, $\\xi$ off"); its CSV rows keep
+    the label's words."""
+    return style.math_text(_label(variant))
+
+
+def _words(variant: str) -> str:
+    """A variant's label in a caption, its symbols as letters ("RotRNN, ξ off")."""
+    return style.math_text(_label(variant), unicode=True)
+
+
+def _one_scale(axes, variants: list[str]) -> list[str]:
+    """One y range for the variants' panels (drawn unshared, on log axes), except a panel that
+    alone would stretch it to more than twice what the others need (`style.outlier_panels`: an
+    unstable layer whose norm runs away would flatten every other panel). That panel keeps a
+    scale of its own and says so in its title; returns those variants (for the caption)."""
+    panels = list(axes.flat[:len(variants)])
+    ranges = {ax: (math.log10(max(ax.dataLim.y0, 1e-300)), math.log10(max(ax.dataLim.y1,
+                                                                            1e-300)))
+              for ax in panels}
+    own = style.outlier_panels(ranges)
+    style.share_y(panels, own=own)
+    for ax in panels:
+        style.plain_log_ticks(ax)
+    for ax in own:
+        ax.set_title(f"{ax.get_title()} (own scale)")
+    return [v for ax, v in zip(panels, variants) if ax in own]
+
+
+def _own_scale_text(own: list[str]) -> str:
+    """The caption's sentence on the panels drawn on a scale of their own (`_one_scale`)."""
+    if not own:
+        return ""
+    names = ", ".join(_words(v) for v in own)
+    return (f" {names}: drawn on a y scale of {'its' if len(own) == 1 else 'their'} own "
+            "(marked in the title), since its range would stretch the shared axis to more than "
+            "twice what the other panels need and flatten them.")
 
 
 def _no_empty_bounds(data: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -106,9 +147,10 @@ def _layer_panel(ax, rows: pd.DataFrame, variant: str, depth: int, column: str, 
               markersize=2.5, label=f"layer {k}")
     if reference is not None:
         ax.axhline(reference, color="black", linewidth=0.5, linestyle=":")
-    ax.set_title(_label(variant))
+    ax.set_title(_title(variant))
     ax.set_yscale("log")
     style.plain_log_ticks(ax)
+    style.ticks_at(ax, rows[C.step].unique(), "x", most=5)  # at evaluation steps
     ax.set_xlabel("training step")
     return data
 
@@ -118,14 +160,15 @@ def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth
     style.apply_style()
     trained = relative_norms(trained[trained["cfg.network.depth"] == depth])
     variants = _variant_order(trained["cfg.variant"].unique())
-    fig, axes = style.panels(len(variants), 1.8, sharey=True, width="full")
+    fig, axes = style.panels(len(variants), 1.8, width="full")
     data: list[pd.DataFrame] = []
     for ax, variant in zip(axes.flat, variants):
         rows = trained[trained["cfg.variant"] == variant]
         data += _layer_panel(ax, rows, variant, depth, "relative", "relative_norm",
                              reference=1.0)
+    own = _one_scale(axes, variants)
     for row in axes:
-        row[0].set_ylabel("||h|| / ||h|| at init")
+        row[0].set_ylabel(r"$\|h\|$ / $\|h\|$ at initialisation")
     counts = [n for frame in data for n in frame["n"]]
     _grey_legend(fig)
     return Figure(
@@ -133,13 +176,14 @@ def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth
         title=f"Hidden-state norm through training, relative to initialisation ({style.task_label(task)}, "
               f"depth {depth})",
         caption=(
-            f"Mean over the probe batch and time of the state norm ||h_t|| of each layer of a "
+            f"Mean over the probe batch and time of the state norm ‖h_t‖ of each layer of a "
             f"{depth}-block network trained on {style.task_label(task)} (preset {preset}), at every evaluation "
             f"step, divided by the same layer's value at initialisation (1 = no drift; dotted). "
             f"Per layer, {_interval_text(counts)}; the faint lines are the seeds one by one; "
             f"darker shades are deeper layers. One panel "
             f"per layer variant, all on one log-scale y-axis, so the variants' drifts compare "
-            f"directly. The absolute norms are in the stationary figures and the summary table."
+            f"directly.{_own_scale_text(own)} The absolute norms are in the stationary figures "
+            f"and the summary table."
         ),
         figure=fig,
         runs=_run_ids(trained),
@@ -148,8 +192,12 @@ def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth
 
 
 # The eigenvalue figure's three statistics: its column, line style and legend words.
-_EIGEN_STATISTICS = (("lam_max", "-", "max |lambda|"), ("lam_median", "--", "median"),
+_EIGEN_STATISTICS = (("lam_max", "-", r"max $|\lambda|$"), ("lam_median", "--", "median"),
                      ("lam_min", ":", "min"))
+
+
+# The statistics in a caption's words.
+_EIGEN_WORDS = {"lam_max": "max |λ|", "lam_median": "median", "lam_min": "min"}
 
 
 def _without_eigenvalues(trained: pd.DataFrame, variants: list[str]) -> list[str]:
@@ -214,7 +262,8 @@ def _eigen_panel(ax, rows: pd.DataFrame, variant: str,
         data.append(line)
         beyond = line.loc[line["one_minus_modulus"] <= 0, "step"]
         if len(beyond):
-            unit_circle.append(f"{_label(variant)}'s {what} from step {int(beyond.min())}")
+            unit_circle.append(f"{_words(variant)}'s {_EIGEN_WORDS[column]} from step "
+                               f"{int(beyond.min())}")
         lower = (1.0 - curve["high"]).to_numpy(dtype=float)
         if floor is not None:
             lower = np.where(lower > 0, lower, floor)
@@ -223,8 +272,9 @@ def _eigen_panel(ax, rows: pd.DataFrame, variant: str,
                         alpha=0.18, linewidth=0)
         ax.plot(line["step"], line["one_minus_modulus"].where(line["one_minus_modulus"] > 0),
                 color=colour, linestyle=linestyle, label=what)
-    ax.set_title(_label(variant))
+    ax.set_title(_title(variant))
     ax.set_yscale("log")
+    style.ticks_at(ax, line["step"].unique(), "x", most=5)  # at evaluation steps
     ax.set_xlabel("training step")
     return data, unit_circle
 
@@ -234,19 +284,19 @@ def _eigen_caption(task: str, preset: str | None, depth: int, counts: list,
     """The eigenvalue figure's caption: what is drawn, the statistics over seeds, where a mean
     modulus reaches 1 (``unit_circle``) and which variants are not drawn (``blank``)."""
     return (
-        f"Distance of the eigenvalue moduli from the unit circle, 1 - |lambda|, over all "
+        f"Distance of the eigenvalue moduli from the unit circle, 1 - |λ|, over all "
         f"{depth} layers of the trained networks on {style.task_label(task)} (preset "
         f"{preset}): per seed the largest modulus over layers (solid), the median of the "
         f"layers' medians (dashed) and the smallest (dotted); the line is their mean over "
         f"seeds, the band its 95 % t interval over {style.n_seeds_text(counts)} per point "
-        f"(the t interval of the mean modulus, mapped through 1 - |lambda|; a band that "
-        f"reaches the axis' bottom is an interval reaching |lambda| = 1, none is drawn "
+        f"(the t interval of the mean modulus, mapped through 1 - |λ|; a band that "
+        f"reaches the axis' bottom is an interval reaching |λ| = 1, none is drawn "
         f"where it lies wholly beyond 1). A solid line "
         f"falling towards zero is drift towards instability. Log scale."
-        + (f" Where the mean modulus reaches 1 ({'; '.join(unit_circle)}), 1 - |lambda| "
+        + (f" Where the mean modulus reaches 1 ({'; '.join(unit_circle)}), 1 - |λ| "
            "has no logarithm and the line stops; the CSV keeps those points."
            if unit_circle else "")
-        + "".join(f" {_label(v)}: not drawn, its registration declares no discrete system "
+        + "".join(f" {_words(v)}: not drawn, its registration declares no discrete system "
                   "(no fixed eigenvalues)." for v in blank)
     )
 
@@ -279,7 +329,7 @@ def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artif
     for ax in axes.flat[:len(variants)]:
         style.plain_log_ticks(ax)
     for row in axes:
-        row[0].set_ylabel("1 - |lambda|")
+        row[0].set_ylabel(r"$1 - |\lambda|$")
     _grey_legend(fig)
     counts = [n for frame in data for n in frame["n"]]
     return Figure(
@@ -300,16 +350,18 @@ def _depth_colours(n: int) -> list[tuple[float, float, float]]:
     return [tuple(cmap(x)[:3]) for x in np.linspace(0.0, 0.78, max(n, 1))][:n]
 
 
-def _depth_offsets(depths: list[int]) -> dict[tuple[int, str], float]:
-    """The x offset of each depth's series about a layer index, at initialisation and trained.
+# Points between two series' marks about one layer index (`_depth_offsets`).
+_DEPTH_GAP_PT = 3.5
 
-    The depths sit side by side (0.75 of a layer between the outermost), a trained series a
-    little right of its depth's initialisation (they differ in y), so that none hides another.
-    """
-    gap = 0.75 / max(len(depths) - 1, 1)
-    return {(d, when): (i - (len(depths) - 1) / 2) * gap + (0.4 * gap if when == "trained"
-                                                            else 0.0)
-            for i, d in enumerate(depths) for when in ("initialisation", "trained")}
+
+def _depth_offsets(depths: list[int], trained_depths: list[int]
+                   ) -> dict[tuple[int, str], float]:
+    """How far (in points, on the page) each depth's series sits from its layer index, at
+    initialisation and trained: every series its own place, side by side in the legend's
+    order, so that none hides another while the data keep the layer index (`style.dodge`)."""
+    slots = [(d, when) for d in depths for when in ("initialisation", "trained")
+             if when == "initialisation" or d in trained_depths]
+    return {slot: _DEPTH_GAP_PT * (i - (len(slots) - 1) / 2) for i, slot in enumerate(slots)}
 
 
 def _depth_series(at_depth: pd.DataFrame,
@@ -350,16 +402,19 @@ def _depth_panel(ax, rows: pd.DataFrame, variant: str, depths: list[int],
                 centre - curve["ci95_low"].to_numpy(dtype=float),
                 curve["ci95_high"].to_numpy(dtype=float) - centre]))
             trained_series = when == "trained"
-            ax.errorbar(curve.index.to_numpy(dtype=float) + offsets[(depth, when)], centre,
-                        yerr=whiskers, color=colours[depth], marker=markers[depth],
-                        markersize=2.6, markerfacecolor="white" if trained_series
-                        else colours[depth], linestyle="--" if trained_series else "-",
-                        linewidth=0.9, elinewidth=0.7, capsize=1.2)
-    ax.set_title(_label(variant))
+            bars = ax.errorbar(curve.index.to_numpy(dtype=float), centre, yerr=whiskers,
+                               color=colours[depth], marker=markers[depth], markersize=2.6,
+                               markerfacecolor="white" if trained_series else colours[depth],
+                               linestyle="--" if trained_series else "-", linewidth=0.9,
+                               elinewidth=0.7, capsize=1.2)
+            style.dodge([bars], offsets[(depth, when)])
+    ax.set_title(_title(variant))
     ax.set_yscale("log")
     style.plain_log_ticks(ax)
     ax.set_xlabel("layer index")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    # Half a layer either side: room for the series set apart about the first and last index.
+    ax.set_xlim(0.5, max(depths) + 0.5)
     return data
 
 
@@ -392,8 +447,8 @@ def _depth_caption(task: str, preset: str | None, depths: list[int],
         f"depth its own colour and marker, at initialisation (solid, filled markers)"
         f"{trained_text}. The marker is the geometric mean over seeds, the whiskers its "
         f"95 % t interval over {style.n_seeds_text(counts)} per point (the t interval of "
-        f"the mean of the seeds' log norms, exponentiated; none at n = 1); the depths are "
-        f"set side by side about each layer index. Log scale."
+        f"the mean of the seeds' log norms, exponentiated; none at n = 1); the series are "
+        f"set a few points apart about each layer index, in the legend's order. Log scale."
     )
 
 
@@ -405,25 +460,27 @@ def _depth_figure(layer: pd.DataFrame, task: str, preset: str | None) -> Artifac
     style.apply_style()
     variants = _variant_order(layer["cfg.variant"].unique())
     # Three panels a row: room for the depths side by side at each layer index.
-    fig, axes = style.panels(len(variants), 1.7, ncols=3, sharey=True, width="full")
+    fig, axes = style.panels(len(variants), 1.7, ncols=3, width="full")
     depths = sorted(int(d) for d in layer["cfg.network.depth"].unique())
     colours = dict(zip(depths, _depth_colours(len(depths))))
     markers = {d: style.MARKERS[i % len(style.MARKERS)] for i, d in enumerate(depths)}
     trained_mask = _trained(layer)
     trained_depths = sorted(int(d) for d in layer.loc[trained_mask, "cfg.network.depth"].unique())
-    offsets = _depth_offsets(depths)
+    offsets = _depth_offsets(depths, trained_depths)
     data: list[pd.DataFrame] = []
     for ax, variant in zip(axes.flat, variants):
         data += _depth_panel(ax, layer[layer["cfg.variant"] == variant], variant, depths,
                              trained_mask, colours, markers, offsets)
+    own = _one_scale(axes, variants)
     for row in axes:
-        row[0].set_ylabel("mean ||h_t||")
+        row[0].set_ylabel(r"mean $\|h_t\|$")
     _depth_legend(fig, depths, colours, markers, trained_depths)
     counts = [n for frame in data for n in frame["n"]]
     return Figure(
         name=f"stability_depth_{task}",
         title=f"Hidden-state norm by layer index and network depth ({style.task_label(task)})",
-        caption=_depth_caption(task, preset, depths, trained_depths, counts),
+        caption=_depth_caption(task, preset, depths, trained_depths, counts)
+        + _own_scale_text(own),
         figure=fig,
         runs=_run_ids(layer),
         data=_no_empty_bounds(_concat(data)),
@@ -473,19 +530,21 @@ def _probe_examples(source: pd.DataFrame) -> tuple[pd.Series, int, int]:
 
 def _profile_panel(ax, rows: pd.DataFrame, variant: str, depth: int, examples: pd.Series,
                    minimum: int) -> list[pd.DataFrame]:
-    """One variant's panel, on log-log axes: per layer (deeper darker), the mean norm against
-    t at initialisation (solid) and at the last evaluation (dashed), the geometric mean over
-    seeds over its 95 % interval as a band, drawn only where at least ``minimum`` probe
-    examples are running. Returns the numbers, every t (drawn or not) with its count."""
+    """One variant's panel, on log-log axes: per layer (a marker of its own, deeper darker), the
+    mean norm against t at initialisation (grey, dashed, open markers) and at the last
+    evaluation (the model's colour, solid, filled), the geometric mean over seeds over its
+    95 % interval as a band, drawn only where at least ``minimum`` probe examples are running.
+    Returns the numbers, every t (drawn or not) with its count."""
     colour = style.model_colour(rows["cfg.network.layer"].iloc[0])
     final_step = int(rows[C.step].max())
     data: list[pd.DataFrame] = []
     for k in range(1, depth + 1):
-        shade = _shade(colour, k, depth)
         at_k = rows[rows[C.layer] == k]
-        for step, linestyle in ((0, "-"), (final_step, "--")):
-            if step == 0 and final_step == 0 and linestyle == "--":
-                continue
+        for step in dict.fromkeys((0, final_step)):
+            # Before training grey and dashed, trained in colour and solid: apart in hue,
+            # line and marker fill, so in a grey print too.
+            trained = step != 0
+            shade = _shade(colour if trained else style.REFERENCE_COLOUR, k, depth)
             at_step = at_k[at_k[C.step] == step]
             if at_step.empty:
                 continue
@@ -500,15 +559,17 @@ def _profile_panel(ax, rows: pd.DataFrame, variant: str, depth: int, examples: p
                 "mean_norm": curve["centre"].to_numpy(),
                 "ci95_low": curve["ci95_low"].to_numpy(),
                 "ci95_high": curve["ci95_high"].to_numpy(), "n": curve["n"].to_numpy()}))
-            _band(ax, curve.index[drawn], curve[drawn], shade, linestyle=linestyle,
-                  marker=style.MARKERS[(k - 1) % len(style.MARKERS)], markersize=2.0,
+            _band(ax, curve.index[drawn], curve[drawn], shade,
+                  linestyle="-" if trained else "--",
+                  marker=style.MARKERS[(k - 1) % len(style.MARKERS)], markersize=2.5,
+                  markerfacecolor=shade if trained else "white", markeredgewidth=0.6,
                   label=f"layer {k}, step {step}")
-    ax.set_title(_label(variant))
+    ax.set_title(_title(variant))
     ax.set_xscale("log")
     ax.set_yscale("log")
     style.plain_log_ticks(ax)
-    style.plain_log_ticks(ax, "x")
-    ax.set_xlabel("time step t")
+    style.ticks_at(ax, style.drawn_positions(ax, "x"), "x", most=5)
+    ax.set_xlabel(r"time step $t$")
     return data
 
 
@@ -540,16 +601,16 @@ def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Art
     trained, source, depth = _profile_source(profile)
     examples, batch, minimum = _probe_examples(source)
     variants = _variant_order(source["cfg.variant"].unique())
-    fig, axes = style.panels(len(variants), 1.8, sharey=True, width="full")
+    fig, axes = style.panels(len(variants), 1.8, width="full")
     data: list[pd.DataFrame] = []
     for ax, variant in zip(axes.flat, variants):
         data += _profile_panel(ax, source[source["cfg.variant"] == variant], variant, depth,
                                examples, minimum)
+    own = _one_scale(axes, variants)
     for row in axes:
-        row[0].set_ylabel("mean ||h_t|| at step t")
-    what = "initialisation (solid) and the last evaluation (dashed)" if not trained.empty else (
-        "initialisation"
-    )
+        row[0].set_ylabel(r"mean $\|h_t\|$ at step $t$")
+    what = ("initialisation (grey, dashed, open markers) and the last evaluation (the "
+            "model's colour, solid, filled markers)" if not trained.empty else "initialisation")
     counts = [n for frame in data for n in frame["n"]]
     examples_text = _examples_caption(examples, batch, minimum)
     _grey_legend(fig)
@@ -557,10 +618,11 @@ def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Art
         name=f"stability_profile_{task}",
         title=f"Hidden-state norm over time ({style.task_label(task)})",
         caption=(
-            f"Mean over the probe examples still running at step t of the state norm ||h_t||, "
+            f"Mean over the probe examples still running at step t of the state norm ‖h_t‖, "
             f"per layer of the {depth}-block networks on {style.task_label(task)} (preset "
-            f"{preset}), at {what}: {_interval_text(counts)}; darker shades are deeper layers."
-            f"{examples_text} Log-log scale."
+            f"{preset}), at {what}: {_interval_text(counts)}; each layer has its own marker, "
+            f"darker shades are deeper layers.{examples_text} Log-log scale; the ticks are at "
+            f"probe steps.{_own_scale_text(own)}"
         ),
         figure=fig,
         runs=_run_ids(source),
@@ -575,25 +637,26 @@ def _stationary_figure(stationary: pd.DataFrame, task: str, preset: str | None,
     style.apply_style()
     rows = stationary[stationary["cfg.network.depth"] == depth]
     names = _variant_order(rows["cfg.variant"].unique())
-    fig, axes = style.panels(len(names), 1.8, sharey=True, width="full")
+    fig, axes = style.panels(len(names), 1.8, width="full")
     data = []
     for ax, variant in zip(axes.flat, names):
         at = rows[rows["cfg.variant"] == variant]
         data += _layer_panel(ax, at, variant, depth, C.norm_stationary, "norm_stationary")
+    own = _one_scale(axes, names)
     for row in axes:
-        row[0].set_ylabel("stationary ||h_t||")
+        row[0].set_ylabel(r"stationary $\|h_t\|$")
     counts = [n for frame in data for n in frame["n"]]
     _grey_legend(fig)
     return Figure(
         name=f"stability_stationary_{task}_depth{depth}",
         title=f"Stationary hidden-state norm per layer through training ({style.task_label(task)}, depth {depth})",
         caption=(
-            f"The absolute state norm ||h_t|| of each layer of the {depth}-block networks "
+            f"The absolute state norm ‖h_t‖ of each layer of the {depth}-block networks "
             f"trained on {style.task_label(task)} (preset {preset}), averaged over the last steps of long probe "
             f"sequences ({int(rows[C.t_from].min())}-{int(rows[C.t_to].max())} steps, drawn by "
             f"the task's generator), at every evaluation step. Per layer, "
             f"{_interval_text(counts)}; the faint lines are the seeds one by one; darker "
-            f"shades are deeper layers. One panel per layer variant, all on one log-scale y "
-            f"axis."),
+            f"shades are deeper layers. One panel per layer variant, on one log-scale y "
+            f"axis.{_own_scale_text(own)}"),
         figure=fig, runs=_run_ids(rows), data=_no_empty_bounds(_concat(data)),
     )

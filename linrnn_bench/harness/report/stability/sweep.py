@@ -158,8 +158,9 @@ _LINES = ("-", "--", ":", "-.")
 
 def _panel(ax, data: pd.DataFrame, component: str, heads_span: tuple[float, float]) -> None:
     """One component in one regime against head count: a variant with a heads option as a line
-    with 95 % error bars at its head counts (nudged sideways so that the bars do not cover
-    each other); one without, as a level with its band across."""
+    with 95 % error bars at its head counts (set a few points apart on the page so that the
+    bars do not cover each other; ticks at the head counts); one without, as a level with its
+    band across."""
     names = _variant_order(data["variant"].unique())
     swept = [v for v in names if (data.loc[data["variant"] == v, "heads"] > 0).all()]
     for variant in names:
@@ -171,18 +172,19 @@ def _panel(ax, data: pd.DataFrame, component: str, heads_span: tuple[float, floa
         centre, low, high = (at[component].to_numpy(float), at[f"{component} low"].to_numpy(float),
                              at[f"{component} high"].to_numpy(float))
         if variant in swept:
-            nudge = 2.0 ** (0.08 * (swept.index(variant) - (len(swept) - 1) / 2))
-            ax.errorbar(at["heads"].to_numpy(float) * nudge, centre,
-                        yerr=[centre - low, high - centre], color=colour, linestyle=line,
-                        marker=style.model_marker(model), markersize=3, capsize=2,
-                        linewidth=1.0, elinewidth=0.7, label=_label(variant))
+            bars = ax.errorbar(at["heads"].to_numpy(float), centre,
+                               yerr=[centre - low, high - centre], color=colour,
+                               linestyle=line, marker=style.model_marker(model), markersize=3,
+                               capsize=2, linewidth=1.0, elinewidth=0.7,
+                               label=style.math_text(_label(variant)))
+            style.dodge([bars], 4.0 * (swept.index(variant) - (len(swept) - 1) / 2))
         else:
             ax.axhspan(low[0], high[0], color=colour, alpha=0.12, linewidth=0)
             ax.axhline(centre[0], color=colour, linestyle=line, linewidth=1.0,
-                       label=_label(variant))
+                       label=style.math_text(_label(variant)))
     ax.set_xscale("log", base=2)
     ax.set_xlim(heads_span[0] / 1.4, heads_span[1] * 1.4)
-    style.plain_log_ticks(ax, "x")
+    style.ticks_at(ax, sorted(data.loc[data["heads"] > 0, "heads"].unique()), "x")
 
 
 def sweep_figure(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
@@ -230,8 +232,8 @@ def sweep_figure(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact
             f"at each head count measured, with the 95% t interval over seeds "
             f"({style.n_seeds_text(data['seeds'])}); a layer without one as a level with its "
             f"interval as a band; an ablation in its model's colour, dashed or dotted; the "
-            f"points of one head count are set slightly apart. The same numbers at every depth "
-            f"d <= {deepest} are in the table stability_init_sweep_{task}."),
+            f"points of one head count are set a few points apart. The same numbers at every "
+            f"depth d <= {deepest} are in the table stability_init_sweep_{task}."),
         figure=fig, runs=_run_ids(rows), data=table.reset_index(drop=True),
     )
 
