@@ -630,6 +630,15 @@ def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Art
     )
 
 
+def _probe_source(rows: pd.DataFrame) -> str:
+    """Where the long probe's sequences came from, as the rows record it (rows stored before
+    the column: the task's generator, the only source then)."""
+    sources = set(rows[C.source].dropna()) if C.source in rows.columns else set()
+    if sources == {"stream"}:
+        return "the training split's examples laid back to back"
+    return "drawn by the task's generator at longer lengths than trained on"
+
+
 def _stationary_figure(stationary: pd.DataFrame, task: str, preset: str | None,
                        depth: int) -> Figure:
     """Per-layer absolute stationary norms through training, one panel per variant, one shared
@@ -653,8 +662,8 @@ def _stationary_figure(stationary: pd.DataFrame, task: str, preset: str | None,
         caption=(
             f"The absolute state norm ‖h_t‖ of each layer of the {depth}-block networks "
             f"trained on {style.task_label(task)} (preset {preset}), averaged over the last steps of long probe "
-            f"sequences ({int(rows[C.t_from].min())}-{int(rows[C.t_to].max())} steps, drawn by "
-            f"the task's generator), at every evaluation step. Per layer, "
+            f"sequences ({int(rows[C.t_to].min())}-{int(rows[C.t_to].max())} steps, "
+            f"{_probe_source(rows)}), at every evaluation step. Per layer, "
             f"{_interval_text(counts)}; the faint lines are the seeds one by one; darker "
             f"shades are deeper layers. One panel per layer variant, on one log-scale y "
             f"axis.{_own_scale_text(own)}"),
