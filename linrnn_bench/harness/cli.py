@@ -681,7 +681,7 @@ def _cmd_study(args) -> int:
     layer = _layer_options(items)
     config = study.config(args.preset, items)
     if layer:
-        config = _with_layer_options(args.name, config, layer)
+        config = _with_layer_options(study, config, layer)
     _grid(study, config)  # a bad value in the grid is a usage error, before anything runs
     executor = _executor(args)
     store = _prepare(args.store)
@@ -691,21 +691,22 @@ def _cmd_study(args) -> int:
     return _runs_failed(summary.counts.get("failed", 0), args.store)
 
 
-def _with_layer_options(name: str, config, options: dict[str, str]):
-    """``config`` with the command line's ``layer.<option>`` values: a study with recipes
-    (the accuracy study) takes them as the last recipe, set on every model whose config has the
-    option, as ``train`` does; a study with ``layer_options`` (the stability study) in that
-    field. A study with neither refuses them."""
+def _with_layer_options(study, config, options: dict[str, str]):
+    """``config`` of ``study`` with the command line's ``layer.<option>`` values: the accuracy
+    study takes them as its last recipe, set on every model whose config has the option, as
+    ``train`` does; the stability study in its ``layer_options``. Another study refuses them:
+    its layers' settings are its own config keys."""
     from .settings import COMMAND_LINE, Recipe
 
-    if hasattr(config, "recipes"):
+    # By the registered name: a `Study` does not declare where layer options go.
+    if study.name == "accuracy":
         recipe = Recipe(overrides=tuple((f"layer.{k}", v) for k, v in options.items()),
                         source=COMMAND_LINE)
         return dataclasses.replace(config, recipes=(*config.recipes, recipe))
-    if hasattr(config, "layer_options"):
+    if study.name == "stability":
         merged = {**dict(config.layer_options), **options}
         return dataclasses.replace(config, layer_options=tuple(merged.items()))
-    raise UsageError(f"Study {name!r} takes no layer options (layer.{next(iter(options))}); "
+    raise UsageError(f"Study {study.name!r} takes no layer options (layer.{next(iter(options))}); "
                      "its layers' settings are its own config keys.")
 
 
