@@ -290,7 +290,7 @@ FILES: dict[str, Callable[[Path], Path | str]] = {
     "refbadprov": _reference("refbadprov", b"x", "{not json"),
     "refnopreset": _reference("refnopreset", b"x", json.dumps({"artifacts": {}})),
 }
-TRAIN_ONE = ["train", "model=lru", "preset=smoke", "train.steps=1"]
+TRAIN_ONE = ["train", "model=lru", "--preset", "smoke", "train.steps=1"]
 
 CLI_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
     ("unknown-command", ["frobnicate"], 2, ("'frobnicate'", "choose from")),
@@ -360,11 +360,13 @@ CLI_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
     ("train-unknown-layer-option", ["train", "layer.nope=1"], 2,
      ("'nope'", "accepted keys: algorithm")),
     ("train-unknown-task", ["train", "task=imagenet"], 2, ("'imagenet'", "digits")),
-    ("train-unknown-preset", ["train", "preset=huge"], 2, ("'huge'", "smoke, cpu, cpu-full, gpu")),
+    ("train-unknown-preset", ["train", "--preset", "huge"], 2,
+     ("'huge'", "smoke, cpu, cpu-full, gpu")),
     ("train-duplicate-key", ["train", "seed=1", "seed=2"], 2, ("'seed'", "twice")),
-    ("train-r-max-float32", ["train", "model=lru", "preset=smoke", "layer.r_max=0.99999999"], 2,
+    ("train-r-max-float32", ["train", "model=lru", "--preset", "smoke",
+                             "layer.r_max=0.99999999"], 2,
      ("r_max=0.99999999", "0.999999")),
-    ("train-dt-max-inf", ["train", "model=s4d", "preset=smoke", "layer.dt_max=1e400"], 2,
+    ("train-dt-max-inf", ["train", "model=s4d", "--preset", "smoke", "layer.dt_max=1e400"], 2,
      ("dt_max=inf", "finite")),
     ("report-store-missing", ["report", "--store", "{tmp}/nope.sqlite", "--out", "{tmp}/r"], 2,
      ("nope.sqlite does not exist", "--store")),
@@ -405,6 +407,37 @@ CLI_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
                                     "{store}", "--out", "{tmp}/r", "--only", "../x"], 2,
      ("'../x'", "file stem")),
     ("list-unknown", ["list", "gizmos"], 2, ("'gizmos'", "models")),
+    # One spelling per setting (issue 44): a preset is named with --preset P, a layer's option
+    # is set as layer.<option>=value; any other spelling is refused, naming the one to use.
+    ("spelling-study-preset", ["study", "accuracy", "preset=smoke", "models=lru",
+                               "train.steps=1"], 2,
+     ("preset=smoke: name the preset with --preset smoke",)),
+    ("spelling-train-preset", ["train", "model=lru", "preset=smoke", "train.steps=1"], 2,
+     ("preset=smoke: name the preset with --preset smoke",)),
+    ("spelling-train-preset-agrees", [*TRAIN_ONE, "preset=smoke"], 2,
+     ("preset=smoke: name the preset with --preset smoke",)),
+    ("spelling-report-preset", ["report", "preset=cpu", "--store", "{store}", "--out",
+                                "{tmp}/r"], 2, ("preset=cpu: name the preset with --preset cpu",)),
+    ("spelling-plan-preset", ["plan", "preset=gpu", "--no-compile"], 2,
+     ("preset=gpu: name the preset with --preset gpu",)),
+    ("spelling-rehearse-preset", ["rehearse", "preset=smoke", "--no-tasks"], 2,
+     ("preset=smoke: name the preset with --preset smoke",)),
+    ("spelling-train-network-layer-option", [*TRAIN_ONE, "network.layer.r_min=0.5"], 2,
+     ("network.layer.r_min=0.5: set the layer's option as layer.r_min=0.5",)),
+    ("spelling-study-network-layer-option", ["study", "stability", "--preset", "smoke",
+                                             "network.layer.max_phase=1.0"], 2,
+     ("network.layer.max_phase=1.0: set the layer's option as layer.max_phase=1.0",)),
+    ("spelling-train-layer-options-text", [*TRAIN_ONE, "network.layer_options=r_min=0.5,"
+                                                       "r_max=0.9"], 2,
+     ("network.layer_options=r_min=0.5,r_max=0.9: set each of the layer's options as "
+      "layer.<option>=value: layer.r_min=0.5 layer.r_max=0.9",)),
+    ("spelling-study-layer-options-text", ["study", "accuracy", "--preset", "smoke",
+                                           "models=lru", "network.layer_options=r_min"], 2,
+     ("network.layer_options=r_min: set each of the layer's options as layer.<option>=value",)),
+    ("spelling-study-layer-options-field", ["study", "stability", "--preset", "smoke",
+                                            "layer_options=max_phase=1.0"], 2,
+     ("layer_options=max_phase=1.0: set each of the layer's options as "
+      "layer.<option>=value: layer.max_phase=1.0",)),
     # compare's reference folder: each refusal names what a reference holds, before anything
     # is decompressed, trained or written.
     ("compare-reference-missing", ["compare", "lru", "--reference", "{tmp}/nowhere"], 2,
@@ -453,20 +486,20 @@ CLI_CASES: list[tuple[str, list[str], int, tuple[str, ...]]] = [
     # Outside layers whose module fails at import, or whose config class cannot be made.
     ("check-layer-module-nameerror", ["check-layer", "{nameerror}"], 2,
      ("'outside_nameerror'", "NameError", "undefined_name", "fix the module")),
-    ("train-module-nameerror", ["train", "model={nameerror}", "preset=smoke"], 2,
+    ("train-module-nameerror", ["train", "model={nameerror}", "--preset", "smoke"], 2,
      ("'outside_nameerror'", "NameError", "undefined_name")),
     ("study-module-nameerror", ["study", "accuracy", "--preset", "smoke",
                                 "models=({nameerror},)"], 2,
      ("'outside_nameerror'", "NameError", "undefined_name")),
     ("check-layer-module-syntaxerror", ["check-layer", "{syntaxerror}"], 2,
      ("'outside_syntaxerror'", "SyntaxError", "line 12")),
-    ("train-module-syntaxerror", ["train", "model={syntaxerror}", "preset=smoke"], 2,
+    ("train-module-syntaxerror", ["train", "model={syntaxerror}", "--preset", "smoke"], 2,
      ("'outside_syntaxerror'", "SyntaxError", "line 12")),
     ("study-module-raises", ["study", "accuracy", "--preset", "smoke", "models=({raises},)"], 2,
      ("'outside_raises'", "RuntimeError: the lab server is down", "fix the module")),
-    ("train-config-class-fields", ["train", "model={configfields}", "preset=smoke"], 2,
+    ("train-config-class-fields", ["train", "model={configfields}", "--preset", "smoke"], 2,
      ("'outside_configfields'", "first fields must be d_model and d_state", "'width'")),
-    ("train-config-class-required", ["train", "model={configrequired}", "preset=smoke"], 2,
+    ("train-config-class-required", ["train", "model={configrequired}", "--preset", "smoke"], 2,
      ("'needs_mode'", "NeedsMode cannot be made", "'mode'", "defaults")),
 ]
 

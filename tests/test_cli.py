@@ -57,16 +57,15 @@ def test_list_names_every_model_task_and_study(capsys):
         (["train", "seed=x"], "train.seed='x' is not an integer"),
         (["train", "layer.nope=1"], "Unknown key 'nope' for accuracy run (rotrnn, digits) layer"),
         (["train", "model=rotrnn", "layer.heads=two"], "layer.heads='two' is not an integer"),
-        (["study", "accuracy", "network.layer.r_min=x"],
+        (["study", "accuracy", "layer.r_min=x"],
          "accuracy run (lru, digits) layer.r_min='x' is not a number"),
         (["study", "accuracy", "layer.r_min=0.5", "network.layer.r_min=0.6"],
-         "layer.r_min=0.5 and network.layer.r_min=0.6 both set the layer's option 'r_min'; "
-         "give it once, as layer.r_min=<value>."),
+         "network.layer.r_min=0.6: set the layer's option as layer.r_min=0.6."),
         (["study", "accuracy", "--preset", "cpu", "preset=smoke"],
-         "--preset cpu and preset=smoke name two presets; give the preset once."),
-        (["train", "--preset", "cpu", "preset=smoke"], "--preset cpu and preset=smoke"),
-        (["report", "--preset", "cpu", "preset=smoke"], "--preset cpu and preset=smoke"),
-        (["report", "train.steps=3"], "report takes no key=value settings but preset=P"),
+         "preset=smoke: name the preset with --preset smoke."),
+        (["train", "--preset", "cpu", "preset=smoke"], "name the preset with --preset smoke"),
+        (["report", "--preset", "cpu", "preset=smoke"], "name the preset with --preset smoke"),
+        (["report", "train.steps=3"], "report takes no key=value settings (got train.steps=3)"),
         (["study", "theory", "layer.heads=2"], "Study 'theory' takes no layer options"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
     ],
@@ -99,7 +98,7 @@ def test_smoke_study_fills_the_store_and_a_rerun_skips_it(capsys, tmp_path):
     assert not any((tmp_path / "checkpoints").glob("*.eqx"))
 
     # `train` is one run of the same recipe, kept apart from the study's rows.
-    assert main(["train", "model=lru", "task=digits", "preset=smoke",
+    assert main(["train", "model=lru", "task=digits", "--preset", "smoke",
                  "--store", str(store_path)]) == 0
     out = capsys.readouterr().out
     assert "final" in out and "test_accuracy" in out
@@ -311,25 +310,21 @@ def test_train_explain_prints_each_option_and_its_source_and_trains_nothing(caps
     assert not store.exists()  # nothing ran, nothing was recorded
 
 
-def test_one_spelling_for_preset_and_layer_options(capsys, tmp_path, monkeypatch):
-    from linrnn_bench.harness import cli
+def test_layer_options_in_a_study(capsys, tmp_path, monkeypatch):
     from linrnn_bench.harness.studies import accuracy
 
     seen = {}
 
     def fake_run_study(study, config, **kwargs):
-        seen["config"] = config
-        return cli_summary(study.name)
-
-    def cli_summary(name):
         from linrnn_bench.harness.runner import Summary
-        return Summary(study=name, total=0, skipped=0, counts={}, seconds=0.0)
+
+        seen["config"] = config
+        return Summary(study=study.name, total=0, skipped=0, counts={}, seconds=0.0)
 
     monkeypatch.setattr("linrnn_bench.harness.runner.run_study", fake_run_study)
     store = str(tmp_path / "s.sqlite")
-    # preset=P and --preset P are one setting, in study as in train.
-    assert main(["study", "accuracy", "preset=smoke", "models=lru,rotrnn", "layer.r_min=0.5",
-                 "--store", store]) == 0
+    assert main(["study", "accuracy", "--preset", "smoke", "models=lru,rotrnn",
+                 "layer.r_min=0.5", "--store", store]) == 0
     config = seen["config"]
     assert config.train == accuracy.STUDY.config("smoke").train
     specs = {s.network.layer: s for s in accuracy.grid(config)}
@@ -337,14 +332,8 @@ def test_one_spelling_for_preset_and_layer_options(capsys, tmp_path, monkeypatch
     assert dict(specs["lru"].network.layer_options)["r_min"] == 0.5
     assert "r_min" not in dict(specs["rotrnn"].network.layer_options)
     assert "note:" not in capsys.readouterr().out
-    # The older spelling keeps working, with a one-line pointer to the new one.
-    assert main(["study", "accuracy", "--preset", "smoke", "preset=smoke", "models=lru",
-                 "network.layer.r_min=0.5", "--store", store]) == 0
-    assert dict(accuracy.grid(seen["config"])[0].network.layer_options)["r_min"] == 0.5
-    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
-    assert len(notes) == 1 and "spelled layer.<option>=value now" in notes[0]
     # The stability study takes layer.<option> into its layer_options.
-    assert main(["study", "stability", "preset=smoke", "layer.max_phase=1.0",
+    assert main(["study", "stability", "--preset", "smoke", "layer.max_phase=1.0",
                  "--store", store]) == 0
     assert seen["config"].layer_options == (("max_phase", "1.0"),)
 

@@ -88,6 +88,34 @@ def test_every_docs_page_is_linked_from_the_readme():
         _name(p) for p in PAGES[1:] if p.resolve() not in linked)
 
 
+# A command of the docs, the examples or the Makefile: the program and its subcommand, then
+# the arguments (up to a shell comment or a line break).
+_COMMAND = re.compile(r"(?:linrnn-bench|-m linrnn_bench|^\s*harness)\s+(?:list|train|study|report|"
+                      r"figure|check-layer|compare|plan|rehearse)\b(.*)$", re.M)
+_COMMAND_FILES = (*PAGES, ROOT / "benchmarks" / "README.md", ROOT / "Makefile",
+                  *sorted((ROOT / "examples").glob("*.py")))
+
+
+def test_commands_use_the_one_spelling_of_each_setting():
+    """Every command the docs, the examples and the Makefile show names its preset with
+    ``--preset P`` and a layer's option as ``layer.<option>=value``: the spellings the command
+    line accepts (it refuses the others, `harness.cli.check_spelling`)."""
+    from linrnn_bench.harness.cli import UsageError, check_spelling
+
+    commands, refused = 0, []
+    for path in _COMMAND_FILES:
+        for match in _COMMAND.finditer(path.read_text()):
+            # The arguments: up to a shell comment, or the end of an inline code span.
+            arguments = match.group(1).split("#")[0].split("`")[0].replace('"', " ").split()
+            commands += 1
+            try:
+                check_spelling(arguments)
+            except UsageError as e:
+                refused.append(f"{path.relative_to(ROOT)}: {match.group(0).strip()}: {e}")
+    assert commands >= 20  # guards the extraction: a changed pattern would otherwise check nothing
+    assert not refused, refused
+
+
 # The keys of CFF 1.2.0 (https://github.com/citation-file-format/citation-file-format, schema).
 _CFF_KEYS = {
     "abstract", "authors", "cff-version", "commit", "contact", "date-released", "doi",

@@ -166,6 +166,38 @@ def test_baseline_margin_mean_interval_and_refused_bootstrap():
     assert _stats.coefficient_of_variation([1.0, 3.0]) == pytest.approx(0.5)
 
 
+def _summary_cv(values: pd.Series) -> float:
+    """The stability summary's spread as it was computed on its own: pandas' population
+    standard deviation over the mean of the non-NaN values (an infinite one makes it NaN)."""
+    values = values.dropna()
+    with np.errstate(invalid="ignore"):  # inf - inf, where the values hold an infinite one
+        if len(values) < 2 or values.mean() == 0:
+            return float("nan")
+        return float(values.std(ddof=0) / values.mean())
+
+
+@pytest.mark.parametrize("values", [
+    [], [2.0], [math.nan, 2.0], [0.0, 0.0], [-1.0, 1.0], [1.0, 3.0], [1.0, math.nan, 3.0],
+    [0.1, 0.7, 1e-300, 3.3, 1e12], [-2.0, -1.0], [1.0, math.inf], [math.inf, -math.inf, 2.0],
+    [math.inf, math.nan], [-math.inf, 1.0, 2.0],
+    list(np.random.default_rng(0).lognormal(size=90)),
+])
+def test_the_stability_summary_spread_is_the_coefficient_of_variation(values):
+    """The summary's spread (`report.stability._statistics._cv`) is `coefficient_of_variation`
+    to the bit, with the one difference kept: an infinite norm (one that overflowed) makes it NaN
+    where the per-run spread leaves it out."""
+    from linrnn_bench.harness.report.stability._statistics import _cv
+
+    series = pd.Series(values, dtype=float)
+    expected = _summary_cv(series)
+    for got in (_stats.coefficient_of_variation(series, drop_infinite=False), _cv(series)):
+        assert got == expected or (math.isnan(got) and math.isnan(expected)), (got, expected)
+    finite = pd.Series([v for v in values if math.isfinite(v)], dtype=float)
+    dropped = _stats.coefficient_of_variation(series)
+    reference = _summary_cv(finite)
+    assert dropped == reference or (math.isnan(dropped) and math.isnan(reference))
+
+
 # --------------------------------------------------------------------------------------------
 # The trivial baseline and the selection rule
 

@@ -233,7 +233,7 @@ _TRAIN_SEEDS = 200
 def _start_train(tmp: Path, deliver: str) -> tuple[subprocess.Popen, Path]:
     store_path = tmp / "store.sqlite"
     seeds = ",".join(str(s) for s in range(_TRAIN_SEEDS))
-    argv = ["train", "model=lru", "task=digits", "preset=smoke", f"seeds={seeds}",
+    argv = ["train", "model=lru", "task=digits", "--preset", "smoke", f"seeds={seeds}",
             "--store", str(store_path)]
     env = {**os.environ, "PYTHONPATH": str(TESTS.parent), "LINRNN_JAX_CACHE": ""}
     child = subprocess.Popen([sys.executable, "-c", _TRAIN, str(tmp / "go"), deliver, *argv],

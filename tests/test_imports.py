@@ -16,14 +16,17 @@ ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "linrnn_bench"
 PACKAGE_ROOT = ROOT / NAMESPACE
 PACKAGES = ("harness", "models", "tasks")
+# The standard-library leaves every package may import: `paths`, and the checks the layers' and
+# the tasks' configs share (`validation`).
+LEAVES = ("paths", "validation")
 # Which of our packages each package may import (besides itself): harness -> models, tasks; and
-# every one the standard-library leaf `paths`.
-ALLOWED = {"harness": {"models", "tasks", "paths"}, "models": {"paths"}, "tasks": {"paths"},
-           "paths": set()}
+# every one the leaves.
+ALLOWED = {"harness": {"models", "tasks", *LEAVES}, "models": {*LEAVES}, "tasks": {*LEAVES},
+           **{leaf: set() for leaf in LEAVES}}
 
 
 def _modules() -> dict[str, Path]:
-    out = {"paths": PACKAGE_ROOT / "paths.py"}
+    out = {leaf: PACKAGE_ROOT / f"{leaf}.py" for leaf in LEAVES}
     for package in PACKAGES:
         for path in (PACKAGE_ROOT / package).rglob("*.py"):
             parts = path.relative_to(PACKAGE_ROOT).with_suffix("").parts

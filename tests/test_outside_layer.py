@@ -191,8 +191,8 @@ def test_train_refuses_a_layer_that_is_not_an_equinox_module(tmp_path, monkeypat
     """))
     store = tmp_path / "store.sqlite"
     with isolated_registry("plain_layer"):
-        status = cli.main(["train", "model=plain_layer:Plain", "preset=smoke", "train.steps=1",
-                           "--store", str(store)])
+        status = cli.main(["train", "model=plain_layer:Plain", "--preset", "smoke",
+                           "train.steps=1", "--store", str(store)])
     out = capsys.readouterr().out
     assert status == 1
     assert "failed: ValueError: Model 'plain' (plain_layer:Plain) built a Plain, not an " \
@@ -348,7 +348,7 @@ def test_a_broken_entry_point_is_one_line_and_the_rest_of_the_harness_works(
         for word in words:
             assert word in line, (word, line)
         # Our models train; the broken one, checked by name, is that line as an error.
-        assert cli.main(["train", "model=lru", "preset=smoke", "--explain"]) == 0
+        assert cli.main(["train", "model=lru", "--preset", "smoke", "--explain"]) == 0
         capsys.readouterr()
         if name is not None:
             assert cli.main(["check-layer", name]) == 2

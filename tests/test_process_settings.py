@@ -74,7 +74,7 @@ def test_the_command_line_applies_them_before_it_runs(tmp_path):
            if k not in ("GLIBC_TUNABLES", "OPENBLAS_NUM_THREADS", process_settings.ENV)}
     store = tmp_path / "store.sqlite"
     done = subprocess.run(
-        [sys.executable, "-m", "linrnn_bench", "train", "model=lru", "preset=smoke",
+        [sys.executable, "-m", "linrnn_bench", "train", "model=lru", "--preset", "smoke",
          "train.steps=1", "--store", str(store)],
         env={**env, "LINRNN_JAX_CACHE": ""}, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]

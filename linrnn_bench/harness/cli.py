@@ -1,7 +1,7 @@
 """The command line, ``linrnn-bench``: a thin layer over the registries and the runner.
 
     linrnn-bench list [models|tasks|studies|presets]
-    linrnn-bench train model=lru task=digits [seed=0 | seeds=0,1,2] [preset=cpu]
+    linrnn-bench train model=lru task=digits [seed=0 | seeds=0,1,2] [--preset P]
                             [network.d_model=64 layer.r_min=0.5 ...] [--explain]
     linrnn-bench study NAME [--preset P] [key=value ...] [--fresh] [--store PATH]
                                  [--executor local|processes|ray] [--workers N]
@@ -24,10 +24,10 @@ prints each effective option of the run, its value and where it came from (`harn
 and trains nothing. ``report``'s ``--preset``, ``--executor`` and ``--ray-address`` apply only
 with ``--run``.
 
-One spelling everywhere: ``--preset P`` and ``preset=P`` are the same (``train``, ``study``,
-``report``); a layer's options are ``layer.<option>=value`` (``train`` and ``study``:
-``network.layer.<option>`` and ``network.layer_options=a=1,b=2`` still work, with a note); one
-setting given two different values through two spellings is refused.
+One spelling per setting: a preset is named with ``--preset P`` and a layer's option is set
+as ``layer.<option>=value`` (``train`` and ``study``); ``preset=P``, ``network.layer.<option>=``,
+``network.layer_options=`` and ``layer_options=`` are refused with the spelling to use
+(`check_spelling`).
 
 Exit status: 0 done; 1 a run failed (it raised: recorded with its error, retried next time; a
 diverged run is a result and does not count), a worker died, the disk filled or the report
@@ -65,7 +65,7 @@ _PRESET_LINES = {
     "cpu-full": "hours on two CPU cores: five seeds, more steps and tasks, every task tuned",
     "gpu": "the papers' configurations, for an accelerator",
 }
-_TRAIN_KEYS = ("model", "task", "seed", "seeds", "preset")
+_TRAIN_KEYS = ("model", "task", "seed", "seeds")
 _TRAIN_COLUMNS = ("kind", "step", "lr", "train_loss", "val_loss", "val_accuracy", "best_step",
                   "test_loss", "test_accuracy", "params", "train_seconds")
 
@@ -85,6 +85,35 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see python -m {self.prog} --help)")
+
+
+def check_spelling(items: Sequence[str]) -> None:
+    """Refuse a ``key=value`` item that spells a setting another way than the one the command
+    line takes, with a `UsageError` naming the spelling to use: a preset is ``--preset P`` (an
+    option, like ``--store``), a layer's option ``layer.<option>=value``. One spelling per
+    setting keeps the docs, the examples and a researcher's notes alike."""
+    for item in items:
+        key, equals, value = (part.strip() for part in item.partition("="))
+        if not equals:
+            continue  # not a setting; `harness.config.parse_overrides` says what it should be
+        if key == "preset":
+            raise UsageError(f"{item}: name the preset with --preset {value}.")
+        if key.startswith("network.layer."):
+            raise UsageError(f"{item}: set the layer's option as "
+                             f"layer.{key.removeprefix('network.layer.')}={value}.")
+        if key in ("network.layer_options", "layer_options"):
+            raise UsageError(f"{item}: set each of the layer's options as "
+                             f"layer.<option>=value{_as_layer_items(value)}.")
+
+
+def _as_layer_items(text: str) -> str:
+    """``": layer.a=1 layer.b=2"`` for an options text ``"a=1,b=2"``; empty for a text that is
+    not such a list (the hint then gives the form alone)."""
+    try:
+        pairs = _config.parse_pairs(text, "layer_options")
+    except ConfigError:
+        return ""
+    return ": " + " ".join(f"layer.{option}={value}" for option, value in pairs.items())
 
 
 def console() -> NoReturn:
@@ -122,6 +151,7 @@ def _main(argv: Sequence[str] | None) -> int:
         # key=value overrides may come before or after the options (argparse alone would stop
         # collecting them at the first option).
         args, extra = parser.parse_known_args(argv)
+        check_spelling([*getattr(args, "overrides", ()), *extra])
         unknown = [e for e in extra if e.startswith("-") or not hasattr(args, "overrides")]
         if unknown:
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -175,8 +205,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", metavar="key=value")
     p.add_argument("--store", type=Path, default=DEFAULT_PATH)
     p.add_argument("--fresh", action="store_true", help="rerun even if recorded")
-    p.add_argument("--preset", default=None, help="the accuracy study's preset (cpu); the same "
-                   "as preset=P")
+    p.add_argument("--preset", default="cpu", help="the accuracy study's preset (default cpu)")
     p.add_argument("--explain", action="store_true",
                    help="print each effective option, its value and its source; train nothing")
     p.set_defaults(handler=_cmd_train)
@@ -184,7 +213,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("study", help="run a study's grid at a preset", epilog=EXIT_STATUS)
     p.add_argument("name")
     p.add_argument("overrides", nargs="*", metavar="key=value")
-    p.add_argument("--preset", default=None, help="the preset (cpu); the same as preset=P")
+    p.add_argument("--preset", default="cpu", help="the preset (default cpu)")
     p.add_argument("--fresh", action="store_true", help="rerun finished runs too")
     _executor_arguments(p)
     p.add_argument("--store", type=Path, default=DEFAULT_PATH)
@@ -193,7 +222,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="render the report from the store (--run: run studies first)",
                        epilog=EXIT_STATUS)
     p.add_argument("--run", action="store_true", help="run every registered study first")
-    p.add_argument("overrides", nargs="*", metavar="preset=P", help="the same as --preset P")
+    # Collected only to refuse them with a line saying where settings go (`_cmd_report`).
+    p.add_argument("overrides", nargs="*", help=argparse.SUPPRESS)
     # No defaults here: --preset, --executor and --ray-address apply only with --run, and one
     # given without it is refused rather than ignored (`_report_run_options`).
     p.add_argument("--preset", default=None, help="with --run: the studies' preset (cpu)")
@@ -476,7 +506,7 @@ def _cmd_train(args) -> int:
 
     items = _config.parse_overrides(args.overrides)
     request = {k: items.pop(k) for k in _TRAIN_KEYS if k in items}
-    preset = _one_preset(args.preset, request.get("preset")) or "cpu"
+    preset = args.preset
     _check_preset(preset)
     seeds = _train_seeds(request)
     model = _train_model(request.get("model"), items.pop("network.layer", None))
@@ -516,11 +546,10 @@ def _train_recipe_items(items: dict[str, str]
     pairs and the config keys (``network.*``, ``train.*``); any other key is a `UsageError`
     listing the accepted ones.
 
-    The task's and layer's pairs (``network.layer.<option>`` and ``network.layer_options`` are
-    the layer's options too) become a recipe for this one run, parsed by the task's and the
-    layer's config classes once the model is known.
+    The task's and layer's pairs become a recipe for this one run, parsed by the task's and
+    the layer's config classes once the model is known.
     """
-    layer = _train_layer_options(items)
+    layer = _layer_options(items)
     extra = tuple((k, v) for k, v in items.items() if k.startswith("task.")) + tuple(
         (f"layer.{k}", v) for k, v in layer.items())
     rest = {k: v for k, v in items.items() if not k.startswith(("task.", "layer."))}
@@ -604,15 +633,6 @@ def _explain(config, model: str, task: str, preset: str, seeds: tuple[int, ...])
     print(explain_text(resolve(config, model, task)))
 
 
-def _one_preset(flag: str | None, typed: str | None) -> str | None:
-    """The preset given as ``--preset P`` or ``preset=P`` (the same setting); two different
-    ones are a `UsageError`."""
-    if flag is not None and typed is not None and flag != typed:
-        raise UsageError(f"--preset {flag} and preset={typed} name two presets; give the "
-                         "preset once.")
-    return flag if flag is not None else typed
-
-
 def _train_model(model: str | None, layer: str | None) -> str | None:
     """The layer of a ``train`` run: ``model=``, or ``network.layer=`` (its other spelling);
     both naming different layers is a `UsageError`."""
@@ -634,35 +654,11 @@ def _train_model(model: str | None, layer: str | None) -> str | None:
     return model
 
 
-def _train_layer_options(items: dict[str, str]) -> dict[str, str]:
-    """The layer options of a ``train`` or ``study`` command, taken out of ``items``:
-    ``layer.<option>``, ``network.layer.<option>`` and ``network.layer_options=a=1,b=2`` name
-    the same options, so one option given two values through them is a `UsageError` naming
-    both. The older spellings print a one-line note pointing to ``layer.<option>``."""
-    given: dict[str, tuple[str, str]] = {}  # option -> (the key as typed, its value)
-    old = [k for k in items if k.startswith("network.layer.") or k == "network.layer_options"]
-    if old:
-        print(f"note: {', '.join(old)}: a layer's options are spelled layer.<option>=value now "
-              "(e.g. layer.r_min=0.5); the older spelling keeps working.")
-
-    def add(option: str, typed: str, value: str) -> None:
-        if option in given and given[option][1] != value:
-            first, earlier = given[option]
-            raise UsageError(
-                f"{first}={earlier} and {typed}={value} both set the layer's option "
-                f"{option!r}; give it once, as layer.{option}=<value>."
-            )
-        given.setdefault(option, (typed, value))
-
-    for key in [k for k in items if k.startswith("layer.")]:
-        add(key.partition(".")[2], key, items.pop(key))
-    for key in [k for k in items if k.startswith("network.layer.")]:
-        add(key[len("network.layer."):], key, items.pop(key))
-    if "network.layer_options" in items:
-        text = items.pop("network.layer_options")
-        for option, value in _config.parse_pairs(text, "network.layer_options").items():
-            add(option, f"network.layer_options={option}", value)
-    return {option: value for option, (_, value) in given.items()}
+def _layer_options(items: dict[str, str]) -> dict[str, str]:
+    """The ``layer.<option>=value`` items of a ``train`` or ``study`` command, taken out of
+    ``items``, as ``{option: value}`` (parsed later by each model's config class)."""
+    keys = [k for k in items if k.startswith("layer.")]
+    return {key.removeprefix("layer."): items.pop(key) for key in keys}
 
 
 def _grid(study, config) -> list[Any]:
@@ -681,12 +677,11 @@ def _cmd_study(args) -> int:
 
     study = _study(args.name)
     items = _config.parse_overrides(args.overrides)
-    args.preset = _one_preset(args.preset, items.pop("preset", None)) or "cpu"
     _check_preset(args.preset)
-    layer = _train_layer_options(items)
+    layer = _layer_options(items)
     config = study.config(args.preset, items)
     if layer:
-        config = _with_layer_options(args.name, config, layer)
+        config = _with_layer_options(study, config, layer)
     _grid(study, config)  # a bad value in the grid is a usage error, before anything runs
     executor = _executor(args)
     store = _prepare(args.store)
@@ -696,21 +691,22 @@ def _cmd_study(args) -> int:
     return _runs_failed(summary.counts.get("failed", 0), args.store)
 
 
-def _with_layer_options(name: str, config, options: dict[str, str]):
-    """``config`` with the command line's ``layer.<option>`` values: a study with recipes
-    (the accuracy study) takes them as the last recipe, set on every model whose config has the
-    option, as ``train`` does; a study with ``layer_options`` (the stability study) in that
-    field. A study with neither refuses them."""
+def _with_layer_options(study, config, options: dict[str, str]):
+    """``config`` of ``study`` with the command line's ``layer.<option>`` values: the accuracy
+    study takes them as its last recipe, set on every model whose config has the option, as
+    ``train`` does; the stability study in its ``layer_options``. Another study refuses them:
+    its layers' settings are its own config keys."""
     from .settings import COMMAND_LINE, Recipe
 
-    if hasattr(config, "recipes"):
+    # By the registered name: a `Study` does not declare where layer options go.
+    if study.name == "accuracy":
         recipe = Recipe(overrides=tuple((f"layer.{k}", v) for k, v in options.items()),
                         source=COMMAND_LINE)
         return dataclasses.replace(config, recipes=(*config.recipes, recipe))
-    if hasattr(config, "layer_options"):
+    if study.name == "stability":
         merged = {**dict(config.layer_options), **options}
         return dataclasses.replace(config, layer_options=tuple(merged.items()))
-    raise UsageError(f"Study {name!r} takes no layer options (layer.{next(iter(options))}); "
+    raise UsageError(f"Study {study.name!r} takes no layer options (layer.{next(iter(options))}); "
                      "its layers' settings are its own config keys.")
 
 
@@ -728,9 +724,8 @@ def _cmd_report(args) -> int:
     from .runner import run_study
 
     items = _config.parse_overrides(getattr(args, "overrides", []))
-    args.preset = _one_preset(args.preset, items.pop("preset", None))
     if items:
-        raise UsageError(f"report takes no key=value settings but preset=P (got "
+        raise UsageError(f"report takes no key=value settings (got "
                          f"{', '.join(f'{k}={v}' for k, v in items.items())}); the studies' "
                          "settings go to linrnn-bench study NAME key=value.")
     _report_run_options(args)

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
 from typing import Any
+
+# Shared with the tasks' configs (`linrnn_bench.validation`), re-exported: part of this set.
+from ..validation import boolean as boolean
+from ..validation import choice as choice
 
 # The largest |lambda| (RotRNN's gamma_max, the LRU's r_max) a config accepts (module docstring).
 MAX_RADIUS: float = 1.0 - 1e-6
@@ -36,16 +39,6 @@ def is_number(value: Any) -> bool:
     return (
         isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isnan(value)
     )
-
-
-def choice(where: str, value: Any, accepted: Sequence[Any]) -> None:
-    if value not in accepted:
-        raise ValueError(f"{where}={value!r} is not accepted; accepted values: {list(accepted)}.")
-
-
-def boolean(where: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(f"{where} must be true or false, got {value!r}.")
 
 
 def integer(where: str, value: Any, *, low: int | None = None, high: int | None = None) -> None:

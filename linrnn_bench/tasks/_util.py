@@ -13,6 +13,10 @@ from typing import Any
 
 import numpy as np
 
+# Shared with the layers' configs (`linrnn_bench.validation`), re-exported for the task files.
+from ..validation import boolean as boolean
+from ..validation import choice as choice
+
 
 # One seed stream per purpose. A split drawn from its own stream does not change when another
 # split's size changes, and no two splits share random numbers (zoology's data/utils.py idea).
@@ -65,16 +69,6 @@ def number(where: str, value: Any, *, low: float, high: float, closed: bool = Tr
     ok = low <= value <= high if closed else low < value < high
     if not ok:
         raise ValueError(f"{where}={value!r} is not accepted; it must lie in {bounds}.")
-
-
-def choice(where: str, value: Any, accepted: Sequence[Any]) -> None:
-    if value not in accepted:
-        raise ValueError(f"{where}={value!r} is not accepted; accepted values: {list(accepted)}.")
-
-
-def boolean(where: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(f"{where} must be true or false, got {value!r}.")
 
 
 def less(where_low: str, low: float, where_high: str, high: float) -> None:

@@ -87,9 +87,13 @@ def geometric_interval(values: Sequence[float] | pd.Series | np.ndarray, level: 
     return math.exp(centre) if n else math.nan, math.exp(low), math.exp(high), n
 
 
-def coefficient_of_variation(values: Sequence[float]) -> float:
-    """Population standard deviation over mean; NaN below 2 values or at mean 0."""
+def coefficient_of_variation(values: Sequence[float], *, drop_infinite: bool = True) -> float:
+    """Population standard deviation over mean of the finite values; NaN below 2 values or at
+    mean 0. An infinite value (a norm that overflowed) is left out, or with ``drop_infinite``
+    false makes the spread NaN (it cannot be stated)."""
     x = np.asarray(values, dtype=float)
+    if not drop_infinite and np.isinf(x).any():
+        return math.nan
     x = x[np.isfinite(x)]
     if x.size < 2 or x.mean() == 0:
         return math.nan

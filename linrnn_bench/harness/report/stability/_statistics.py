@@ -5,6 +5,7 @@ drift, settle step, from `harness.state_norm`) with the pairs a verdict compares
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -26,11 +27,9 @@ def _interval_rows(values: pd.Series, by: pd.Series) -> pd.DataFrame:
                                   columns=["centre", "ci95_low", "ci95_high", "n"]).sort_index()
 
 
-def _cv(values: pd.Series) -> float:
-    values = values.dropna()
-    if len(values) < 2 or values.mean() == 0:
-        return float("nan")
-    return float(values.std(ddof=0) / values.mean())
+# The summary's spread of the norm: an infinite norm (one that overflowed) makes it NaN, where
+# the per-run spread (`spread_by_run`) leaves it out.
+_cv = functools.partial(_stats.coefficient_of_variation, drop_infinite=False)
 
 
 def spread_by_run(trained: pd.DataFrame) -> pd.DataFrame:
