@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from ..measure.tools import run_tool
 from . import style
 
 # Points a box may stick out (a rounding of pdflatex's own, or a rule's thickness): more is a
@@ -112,11 +112,8 @@ def check(report: Path, work: Path) -> tuple[list[str], int]:
     of tables and figures it holds."""
     source = document(report)
     (work / "paper.tex").write_text(source, encoding="utf-8")
-    run = subprocess.run(
-        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
-         f"-output-directory={work}", str(work / "paper.tex")],
-        cwd=report, capture_output=True, text=True, errors="replace",
-    )
+    run = run_tool(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
+                    f"-output-directory={work}", str(work / "paper.tex")], cwd=report)
     log_path = work / "paper.log"
     log = log_path.read_text(errors="replace") if log_path.exists() else run.stdout
     found = problems(_unwrapped(log))
