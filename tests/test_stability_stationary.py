@@ -218,3 +218,29 @@ def test_a_layer_outside_the_stationary_regime_leaves_the_families_and_seeds_com
     reference = inference.unpaired(values["rotrnn"], values["lru"])
     assert family["p"].iloc[0] == reference.p and family["test"].iloc[0] == reference.test
     assert family["mdd_family"].iloc[0] == reference.mdd  # m = 1: the family's level is 5%
+
+
+def test_an_overflowed_norm_outside_the_window_leaves_the_window_finite():
+    # A layer that left the unit disc overflows on long sequences; only its window is read.
+    norms = np.ones((2, 1, 10))
+    norms[:, :, :5] = np.inf  # before the window (the last 20 %): ignored
+    rows = _stability_probe.stationary_rows(3, norms, np.array([10, 10]), 0.2, None, None,
+                                            lengthened=True)
+    assert rows[0]["norm_stationary"] == 1.0 and rows[0]["norm_rms"] == 1.0
+
+
+def test_the_stream_grows_for_a_slow_layer_and_not_for_one_without_a_stationary_level():
+    options = tasks.preset_options("digits", "smoke")
+    probe = _stability_probe.LongProbe("digits", options, 500, 2, 0.1, fallback=None)
+    lengths = []
+
+    def measure(step, network, state, length, needed):
+        lengths.append(length)
+        return [{"settled": _stability_probe._window_start(length, 0.1) >= (needed or 10**9),
+                 "needed_from": needed}]
+
+    for needed, expected in ((1500, [500, 2000]), (None, [2000])):
+        lengths.clear()
+        probe._measure = lambda s, n, st, L, needed=needed: measure(s, n, st, L, needed)
+        probe(0, None, None)
+        assert lengths == expected  # 2000: the first of 500 ... 4000 whose window opens >= 1500

@@ -259,11 +259,14 @@ class LongProbe:
         needed = [r.get("needed_from") for r in rows]
         if not self.systems or all(r.get("settled", True) for r in rows):
             return rows
+        if any(n is None for n in needed):
+            # A layer without a stationary level (an eigenvalue left the unit disc): no length
+            # settles it, and a longer one only lets its norm grow further (to overflow).
+            return rows
         # The shortest longer length whose window opens at every layer's needed step (the
         # longest when none does: the rows then say which modes had not settled).
         fits = [k for k in range(self.rung + 1, len(self.ladder))
-                if all(n is not None and _window_start(self.ladder[k], self.window) >= n
-                       for n in needed)]
+                if all(_window_start(self.ladder[k], self.window) >= n for n in needed)]
         self.rung = fits[0] if fits else len(self.ladder) - 1
         return self._measure(step, network, state, self.ladder[self.rung])
 
@@ -309,8 +312,11 @@ def stationary_rows(step: int, norms: np.ndarray, lengths: np.ndarray, window: f
     t_from = int(np.min(np.argmax(inside, axis=1))) + 1  # 1-based first step of any window
     rows: list[dict[str, Any]] = []
     for k in range(depth):
-        per_example = np.sum(norms[:, k, :] * inside, axis=1) / np.sum(inside, axis=1)
-        measured = np.sum(norms[:, k, :] ** 2 * inside) / np.sum(inside)
+        # Steps outside the window are left out, not multiplied by 0 (an overflowed norm there
+        # would make the window's mean NaN).
+        windowed = np.where(inside, norms[:, k, :], 0.0)
+        per_example = np.sum(windowed, axis=1) / np.sum(inside, axis=1)
+        measured = np.sum(windowed**2) / np.sum(inside)
         row: dict[str, Any] = {
             "kind": "stationary", "step": step, "layer": k + 1,
             "norm_stationary": float(np.mean(per_example)),
@@ -326,7 +332,7 @@ def stationary_rows(step: int, norms: np.ndarray, lengths: np.ndarray, window: f
             injected = np.sum(energy[:, k, :], axis=0) / np.sum(lengths)  # per state and step
             predicted = np.sum(state_norm.expected_energy(
                 system.lam, injected, np.arange(1, L + 1)), axis=1)  # (L,)
-            expected = np.sum(predicted[None, :] * inside) / np.sum(inside)
+            expected = np.sum(np.where(inside, predicted[None, :], 0.0)) / np.sum(inside)
             drive = float(np.sqrt(np.sum(injected)))
             regime = state_norm.mode_regime(system.lam, injected, t_from)
             row.update(
