@@ -198,3 +198,11 @@ def test_the_accuracy_figures_of_a_small_store_pass(tmp_path: Path):
     assert {a.name for a in artifacts if isinstance(a, Figure)} >= {
         "accuracy_by_task", "accuracy_curves"}
     assert_printable(artifacts)
+
+
+def test_tick_labels_over_many_decades_are_powers_of_ten():
+    # An unstable layer's norm can span 20 decades: no "1e+07G" beside "0.0001".
+    from linrnn_bench.harness.report import style
+
+    assert style.plain_number(1e16) == "$10^{16}$" and style.plain_number(2e9) == "2G"
+    assert "e+" not in style.plain_number(3.3e13)

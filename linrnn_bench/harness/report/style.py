@@ -392,6 +392,11 @@ def plain_number(value: float) -> str:
     other integer in full (16384, a design value); below 0.0001 as a decimal too (0.00001);
     never "1e+06" beside "500000"."""
     size = abs(value)
+    if size >= 1e12:  # beyond the suffixes: a power of ten as a paper writes it
+        exponent = math.log10(size)
+        if exponent.is_integer():
+            return f"{'-' if value < 0 else ''}$10^{{{int(exponent)}}}$"
+        return f"{value:.2g}"
     if size >= 1e4:
         for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
             if size >= scale and float(f"{value / scale:.3g}") == value / scale:
@@ -458,4 +463,8 @@ def plain_log_ticks(ax, which: str = "y") -> None:
     else:
         axis.set_major_locator(LogLocator())
         axis.set_minor_locator(NullLocator())
+        if decades > 6:  # so many powers that plain numbers would mix 0.0001, 1M and 10^16
+            from matplotlib.ticker import LogFormatterMathtext
+
+            axis.set_major_formatter(LogFormatterMathtext())
         axis.set_minor_formatter(NullFormatter())
