@@ -393,10 +393,11 @@ def plain_number(value: float) -> str:
     never "1e+06" beside "500000"."""
     size = abs(value)
     if size >= 1e12:  # beyond the suffixes: a power of ten as a paper writes it
-        exponent = math.log10(size)
-        if exponent.is_integer():
-            return f"{'-' if value < 0 else ''}$10^{{{int(exponent)}}}$"
-        return f"{value:.2g}"
+        exponent = math.floor(math.log10(size))
+        mantissa = float(f"{value / 10.0**exponent:.2g}")
+        if abs(mantissa) == 1:
+            return f"{'-' if value < 0 else ''}$10^{{{exponent}}}$"
+        return f"${mantissa:g}\\times10^{{{exponent}}}$"
     if size >= 1e4:
         for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
             if size >= scale and float(f"{value / scale:.3g}") == value / scale:
