@@ -17,7 +17,7 @@ from ._data import C, _run_ids, _selected, _stationary, _trained, _trained_by_de
     relative_norms, variants_of_models
 from ._statistics import BAND, COMPONENTS, comparison_pairs, components_by_seed, \
     spread_by_run, stationary_arrays
-from .attribution import attribution_finding, attribution_table
+from .attribution import attribution_finding, attribution_table, factor_logs
 from .figures import _depth_figure, _eigen_figure, _profile_figure, _stationary_figure, \
     _training_figure
 from .findings import _finding, _stationary_finding, regime_text, spread_families, \
@@ -130,15 +130,16 @@ def _stationary_artifacts(frame: pd.DataFrame, trained: pd.DataFrame, task: str,
                         "no long-probe rows in the trained runs (stored before study version "
                         "4; rerun the stability study)")]
     arrays = stationary_arrays(stationary)
+    logs = factor_logs(stationary)
     run_ids = sorted({r for a in arrays.values() for r in a["run_ids"]})
     out: list[Artifact] = [_stationary_figure(stationary, task, preset, d)
                            for d in reversed(depths)
                            if (stationary["cfg.network.depth"] == d).any()]
     out += [_components_table(arrays, task, preset, run_ids),
             _levels_table(trained, stationary, task, preset),
-            attribution_table(stationary, task, preset),
+            attribution_table(logs, stationary, task, preset),
             _stationary_finding(arrays, stationary, task, preset, run_ids),
-            attribution_finding(stationary, task, preset)]
+            attribution_finding(logs, stationary, task)]
     return out
 
 

@@ -67,12 +67,13 @@ def _summary(logs: pd.DataFrame) -> pd.DataFrame:
     return ratios.sort_index(key=lambda ix: ix.map(order) if ix.name == "variant" else ix)
 
 
-def attribution_table(stationary: pd.DataFrame, task: str, preset: str | None) -> Artifact:
-    """The norm's change and its three factors' (`FACTORS`), from initialisation and after the
-    burn-in, per trained depth and variant."""
+def attribution_table(logs: pd.DataFrame, stationary: pd.DataFrame, task: str,
+                      preset: str | None) -> Artifact:
+    """The norm's change and its three factors' (`FACTORS`; ``logs`` from `factor_logs` of
+    ``stationary``), from initialisation and after the burn-in, per trained depth and
+    variant."""
     name = f"stability_attribution_{task}"
     title = f"What moved the stationary norm in training: input scale or recurrence ({style.task_label(task)})"
-    logs = factor_logs(stationary)
     if logs.empty:
         return Missing(name, title, "no input, drive and gain columns in the long-probe rows "
                                     "(stored before stability study version 5; rerun it)")
@@ -105,13 +106,12 @@ def attribution_table(stationary: pd.DataFrame, task: str, preset: str | None) -
     )
 
 
-def attribution_finding(stationary: pd.DataFrame, task: str, preset: str | None) -> Artifact:
+def attribution_finding(logs: pd.DataFrame, stationary: pd.DataFrame, task: str) -> Artifact:
     """One sentence per model at the deepest trained depth: how much its stationary norm moved
     from initialisation, and whether the drive (input and B) or the recurrence's gain carried
-    it, computed from `factor_logs`."""
+    it, from ``logs`` (`factor_logs` of ``stationary``)."""
     name = f"stability_attribution_findings_{task}"
     title = f"What moved the stationary norm ({style.task_label(task)})"
-    logs = factor_logs(stationary)
     if logs.empty:
         return Missing(name, title, "no input, drive and gain columns (stored before stability "
                                     "study version 5)")

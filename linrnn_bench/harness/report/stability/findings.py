@@ -25,7 +25,7 @@ def spread_families(spread: pd.DataFrame) -> pd.DataFrame:
     frames = []
     base = set(variants_of_models(spread["variant"]))
     for depth, runs in spread[spread["variant"].isin(base)].groupby("depth"):
-        order = [v for v in _variant_order(runs["variant"].unique())]
+        order = _variant_order(runs["variant"].unique())
         if len(order) < 2:
             continue
         by_seed = runs.pivot_table(index="seed", columns="variant", values="cv",
