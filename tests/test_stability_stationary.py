@@ -244,3 +244,15 @@ def test_the_stream_grows_for_a_slow_layer_and_not_for_one_without_a_stationary_
         probe._measure = lambda s, n, st, L, needed=needed: measure(s, n, st, L, needed)
         probe(0, None, None)
         assert lengths == expected  # 2000: the first of 500 ... 4000 whose window opens >= 1500
+
+
+@pytest.mark.parametrize("value", [np.inf, np.nan])
+def test_a_run_whose_stationary_norm_overflowed_is_left_out_and_counted(synthetic, value):
+    """A run whose probe overflowed at some evaluation (an S5 network at depth 2 on the
+    cpu-full stream did) has no components: it is dropped and counted, never a traceback."""
+    rows = synthetic[(True, 400)].copy()
+    hit = (rows["run_id"] == "True-0") & (rows["step"] == EVALS[-1]) & (rows["layer"] == 2)
+    rows.loc[hit, "norm_stationary"] = value
+    ((_, a),) = report.stationary_arrays(rows).items()
+    assert a["dropped"] == 1 and a["norms"].shape == (SEEDS - 1, STEPS, LAYERS)
+    assert np.isfinite(report.components_by_seed(a["norms"], a["steps"])["depth"]).all()

@@ -93,7 +93,8 @@ def stationary_arrays(stationary: pd.DataFrame) -> dict[tuple[int, str], dict]:
     """Per (depth, variant) of trained runs' ``kind="stationary"`` rows: ``norms`` ``(seeds,
     steps, layers)`` of the stationary norm, ``seeds``, ``steps``, ``run_ids``, ``burn_in``
     (the first training step after the burn-in, `BURN_IN` of the runs' steps) and ``dropped``:
-    runs without every evaluation step (diverged), left out of the components."""
+    runs without a finite, positive stationary norm at every evaluation step (diverged in
+    training, or overflowed on the probe), left out of the components."""
     out = {}
     for (depth, variant), rows in stationary.groupby(["cfg.network.depth", "cfg.variant"]):
         steps = np.sort(rows[C.step].unique()).astype(int)
@@ -102,10 +103,11 @@ def stationary_arrays(stationary: pd.DataFrame) -> dict[tuple[int, str], dict]:
         for run_id, run in rows.groupby("run_id"):
             table = run.pivot_table(index=C.step, columns=C.layer, values=C.norm_stationary)
             table = table.reindex(index=steps, columns=range(1, depth + 1))
-            if table.isna().any().any() or not np.all(table.to_numpy() > 0):
+            values = table.to_numpy(dtype=float)
+            if not np.all(np.isfinite(values) & (values > 0)):
                 dropped += 1
                 continue
-            arrays.append(table.to_numpy(dtype=float))
+            arrays.append(values)
             seeds.append(int(run["seed"].iloc[0]))
             run_ids.append(run_id)
         order = np.argsort(seeds)

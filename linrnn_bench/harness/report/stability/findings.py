@@ -290,7 +290,8 @@ def _stationary_finding(arrays: dict, stationary: pd.DataFrame, task: str,
         f"Measured on {style.task_label(task)} at depth{'s' if len(depths) > 1 else ''} "
         f"{', '.join(map(str, depths))}, {steps_trained} training steps (evaluations "
         f"{', '.join(str(x) for x in some['steps'])}), preset {preset}"
-        + (f"; {dropped} run(s) without every evaluation (diverged) left out" if dropped
+        + (f"; {dropped} run(s) without a finite stationary norm at every evaluation "
+           f"(diverged, or overflowed on the probe) left out" if dropped
            else "") + ". The RotRNN paper's claim is about ListOps, through training, across "
                       "the depth of its networks and across seeds.")
     families = stationary_families(arrays, stationary)
