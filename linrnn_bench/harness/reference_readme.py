@@ -113,13 +113,17 @@ def results_block(folder: Path, root: Path = Path(".")) -> str:
     folder = root / folder
     provenance = json.loads((folder / "provenance.json").read_text())["artifacts"]
     run = provenance["accuracy_detail"]["provenance"]
-    commits = ", ".join(c["commit"][:7] for c in run["commits"])
+    # Every commit whose runs the reference shows (the studies may have been run at several).
+    commits = ", ".join(dict.fromkeys(
+        c["commit"][:7] for artifact in provenance.values()
+        for c in (artifact.get("provenance") or {}).get("commits", [])))
+    plural = "commits" if ", " in commits else "commit"
     hardware = run["hardware"][0]
     preset = run["presets"][0]
     lines = [
         BEGIN,
         f"The reference ([{link}]({link}/index.md)): the `{preset}` preset run whole on "
-        f"{hardware['cpu_count']} CPU cores (commit {commits}); {_scale(preset)} Accuracy at "
+        f"{hardware['cpu_count']} CPU cores ({plural} {commits}); {_scale(preset)} Accuracy at "
         f"the tuned learning rates, mean [95% t interval] over the held-out seeds "
         f"([table]({link}/tables/accuracy_detail.md), [every pair]({link}/tables/"
         f"accuracy_significance.md)):",
