@@ -128,7 +128,20 @@ def test_the_sweep_in_the_report(swept):
     assert isinstance(finding, Finding)
     text = " ".join(finding.lines)
     assert "Probe length" in text and "Head count" in text
-    assert "RotRNN task length, 1 head − 4 heads" in text and "LRU task length − long probe" in text
+    # One short sentence per family; every test is a row of the table it names.
+    assert all(len(line) <= 260 for line in finding.lines), finding.lines
+    assert "stability_init_tests_listops" in text
+    tests = by_name["stability_init_tests_listops"]
+    assert isinstance(tests, Table)
+    comparisons = set(tests.frame.index.droplevel("Family"))
+    assert {("RotRNN", "task length: 1 − 4 heads"), ("LRU", "task length − long probe")
+            } <= comparisons
+    # Holm within each family: m is the family's size (in the caption), no adjusted p below
+    # its own.
+    frame = tests.frame.reset_index()
+    for family, group in frame.groupby("Family"):
+        assert (group["Holm p"] >= group["p"]).all()
+        assert f"{family}: " in tests.caption and f"m = {len(group)}" in tests.caption
     # The sweep's own runs stay out of every other table: the ordinary init table sees the
     # registration's head count only, with the three seeds.
     init = by_name["stability_init_listops"]

@@ -251,13 +251,23 @@ def figure_legend(fig, entries=None, ncol: int | None = None) -> None:
     """One legend for the whole figure, above its panels (outside every axes, so it covers no
     data): ``entries`` ``{label: handle}``, by default every labelled artist of every axes,
     each label once. Three columns on a column-wide figure, six on a full-width one, unless
-    ``ncol`` says how many (for long labels)."""
+    ``ncol`` says how many (for long labels); fewer where the labels are too long for the
+    figure's width, so that the legend never widens the page it is printed on."""
     if entries is None:
         entries = legend_entries(fig)
-    if entries:
-        narrow = fig.get_figwidth() < FULL_WIDTH_IN - 0.1
-        fig.legend(list(entries.values()), list(entries), loc="outside upper center",
-                   ncol=min(len(entries), ncol or (3 if narrow else 6)))
+    if not entries:
+        return
+    narrow = fig.get_figwidth() < FULL_WIDTH_IN - 0.1
+    columns = min(len(entries), ncol or (3 if narrow else 6))
+    renderer = fig.canvas.get_renderer()
+    while True:
+        legend = fig.legend(list(entries.values()), list(entries), loc="outside upper center",
+                            ncol=columns)
+        # A margin for the layout's padding around the legend, which the page's width holds too.
+        if columns == 1 or legend.get_window_extent(renderer).width <= 0.95 * fig.bbox.width:
+            return
+        legend.remove()
+        columns -= 1
 
 
 def n_seeds_text(counts: Iterable[int]) -> str:

@@ -221,7 +221,7 @@ def _rate_ticks(ax, of_task: pd.DataFrame, paired: bool) -> None:
         pairs = of_task.groupby("lr")["rlr"].first()
         ax.set_xticks(lrs, [f"{style.plain_number(v)}\n{style.plain_number(pairs[v])}"
                             for v in lrs])
-        ax.set_xlabel("learning rate: shared (above), recurrent (below)")
+        ax.set_xlabel("shared / recurrent rate")  # short: three panels share a row
     else:
         ax.set_xticks(lrs, [style.plain_number(v) for v in lrs])
         ax.set_xlabel("shared learning rate")

@@ -23,7 +23,7 @@ from .figures import _depth_figure, _eigen_figure, _profile_figure, _stationary_
 from .findings import _finding, _stationary_finding, regime_text, spread_families, \
     stationary_families
 from .pairs import pairs_table
-from .sweep import is_sweep, sweep_figure, sweep_finding, sweep_table
+from .sweep import is_sweep, sweep_figure, sweep_finding, sweep_table, sweep_tests_table
 from .tables import _components_table, _init_table, _levels_table, _spread_table, \
     _summary_table
 
@@ -106,6 +106,7 @@ def section(store: Store) -> list[Artifact]:
         out.append(_init_table(frame, task, preset))
         with_sweep = everything[everything["cfg.task"] == task]
         out += [sweep_table(with_sweep, task, preset), sweep_figure(with_sweep, task, preset),
+                sweep_tests_table(with_sweep, task, preset),
                 sweep_finding(with_sweep, task, preset)]
         out.append(_depth_figure(layer, task, preset))
         out.append(_profile_figure(frame[frame[C.kind] == "profile"], task, preset))

@@ -251,61 +251,137 @@ def _per_seed(rows: pd.DataFrame, deepest: int) -> dict[tuple[str, str, int], pd
     return out
 
 
-def _comparison_text(first: str, second: str, c: inference.Comparison, p_holm: float,
-                     effect: str) -> str:
-    return (f"{first} − {second}: {c.diff:+.3g} [{c.low:+.3g}, {c.high:+.3g}], {effect} = "
-            f"{c.effect:.2f}, Holm p = {p_holm:.2g}, MDD {inference.mdd_text(c)}")
+# The two families of tests on the sweep: (family, what is compared, how, effect size's name).
+_FAMILIES = {
+    "probe length": ("task length − long probe, each variant at its registration's head count",
+                     "paired by seed (the same networks on both probes)", "d_z"),
+    "head count": ("the fewest against the most heads measured, per probe",
+                   "independent networks (Welch's interval; the larger of Welch's and the "
+                   "permutation p)", "Hedges' g"),
+}
 
 
-def _family_text(tests: list[tuple[str, str, inference.Comparison]], effect: str) -> str:
-    """The comparisons of one family with Holm's correction over them, and which differences
-    it supports (true whichever way they come out)."""
-    p_holm = inference.holm([c.p for _, _, c in tests])
-    supported = [f"{a} − {b} {'> 0' if c.diff > 0 else '< 0'}"
-                 for (a, b, c), p in zip(tests, p_holm) if p <= inference.ALPHA]
-    verdict = ("supported at 5% after Holm: " + "; ".join(supported) if supported
-               else "no difference is supported at 5% after Holm")
-    return (f"{verdict}. Per comparison (95% CI; MDD: the difference detectable with 80% power "
-            f"at 5%): " + "; ".join(_comparison_text(a, b, c, p, effect)
-                                     for (a, b, c), p in zip(tests, p_holm)) + ".")
+def _sweep_tests(values: dict[tuple[str, str, int], pd.Series], registered: dict[str, int]
+                 ) -> pd.DataFrame:
+    """Every test on the sweep, one row each, with Holm's correction within its family and the
+    difference its test could detect with 80 % power at the family's first Holm level."""
+    tests = []  # (family, variant, comparison, first values, second values)
+    for variant in _variant_order(registered):
+        key = ("task length", variant, registered[variant]), ("long probe", variant,
+                                                              registered[variant])
+        if all(k in values for k in key):
+            tests.append(("probe length", _label(variant), "task length − long probe",
+                          values[key[0]], values[key[1]]))
+    for probe in PROBES:
+        for variant in _variant_order({v for p, v, _ in values if p == probe}):
+            counts = sorted(h for p, v, h in values if (p, v) == (probe, variant) and h)
+            if len(counts) >= 2:
+                tests.append(("head count", _label(variant),
+                              f"{probe}: {counts[0]} − {_heads_text(counts[-1])}",
+                              values[probe, variant, counts[0]],
+                              values[probe, variant, counts[-1]]))
+    records = []
+    for family in _FAMILIES:
+        mine = [t for t in tests if t[0] == family]
+        compare = inference.paired if family == "probe length" else inference.unpaired
+        found = [compare(first, second) for *_, first, second in mine]
+        p_holm = inference.holm([c.p for c in found])
+        m = max(1, int(np.isfinite([c.p for c in found]).sum())) if found else 1
+        for (_, variant, label, first, second), c, adjusted in zip(mine, found, p_holm):
+            records.append({
+                "Family": family, "Variant": variant, "Comparison": label, "n": c.n,
+                "difference": c.diff,
+                "95% CI low": c.low, "95% CI high": c.high, "effect size": c.effect,
+                "test": c.test, "p": c.p, "tests (m)": m, "Holm p": adjusted,
+                "MDD at Holm level": compare(first, second, alpha=inference.ALPHA / m).mdd,
+            })
+    return pd.DataFrame.from_records(records)
+
+
+def _family_line(tests: pd.DataFrame, family: str, name: str) -> str | None:
+    """One short sentence: how many of the family's tests are supported after Holm, and the
+    largest difference with its interval and n; the rest is in the table ``name``."""
+    mine = tests[tests["Family"] == family]
+    if mine.empty:
+        return None
+    what, how, _ = _FAMILIES[family]
+    supported = int((mine["Holm p"] <= inference.ALPHA).sum())
+    top = mine.loc[mine["difference"].abs().idxmax()]
+    counts = sorted(set(mine["n"].astype(int)))
+    n = "n = " + (f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}")
+    n += " paired seeds" if family == "probe length" else " networks in both groups"
+    return (f"{_capital(family)}, {what.split(',')[0]} ({how.split(' (')[0]}, {n}): "
+            f"{supported} of {len(mine)} differ after Holm; "
+            f"largest {top['Variant']}, {top['Comparison']} {top['difference']:+.3g} "
+            f"[{top['95% CI low']:+.3g}, "
+            f"{top['95% CI high']:+.3g}] (every test: {name}).")
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _init_values(frame: pd.DataFrame) -> tuple[pd.DataFrame, int, dict, dict[str, int]]:
+    """The sweep's rows, its deepest depth, the depth component per seed of each (probe,
+    variant, heads), and each variant's registered head count."""
+    rows, deepest = sweep_rows(frame)
+    values = _per_seed(rows, deepest) if not rows.empty else {}
+    ordinary = rows[~is_sweep(rows)] if not rows.empty else rows
+    registered = dict(zip(ordinary["cfg.variant"], ordinary["heads"])) if values else {}
+    return rows, deepest, values, registered
+
+
+def sweep_tests_table(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
+    """Every test the sweep's finding summarises, one row each."""
+    name = f"stability_init_tests_{task}"
+    title = f"Every test on the spread at initialisation ({style.task_label(task)})"
+    rows, deepest, values, registered = _init_values(frame)
+    tests = _sweep_tests(values, registered) if values else pd.DataFrame()
+    if tests.empty:
+        return Missing(name, title, "no network of two or more layers measured at initialisation")
+    # The test and m are one per family: said in the caption, not repeated on every row.
+    out = (tests.assign(n=tests["n"].astype("Int64")).drop(columns=["test", "tests (m)"])
+           .set_index(["Family", "Variant", "Comparison"]))
+    per_family = "; ".join(
+        f"{family}: {', '.join(sorted(set(group['test'])))}, m = {int(group['tests (m)'].iloc[0])}"
+        for family, group in tests.groupby("Family", sort=False))
+    digits = {c: 3 for c in out.columns}
+    digits.update({"p": 2, "Holm p": 2})
+    return Table(
+        name=name, title=title,
+        caption=(
+            f"Before training, on {style.task_label(task)} (preset {preset}): the depth "
+            f"component (s.d. of log norm across the {deepest} layers of one network), per "
+            f"test: first minus second, its 95% interval, the effect size (d_z paired, Hedges' "
+            f"g unpaired), the test's p, Holm's adjustment over the family's m tests "
+            f"({per_family}), and the "
+            f"difference the test could detect with 80% power at Holm's first level (inf: not "
+            f"at this n); n counts the paired seeds of a paired test and the networks of "
+            f"both groups of an unpaired one. Probe length: {_FAMILIES['probe length'][0]}, "
+            f"{_FAMILIES['probe length'][1]}. Head count: {_FAMILIES['head count'][0]}, "
+            f"{_FAMILIES['head count'][1]}."),
+        short_caption=(
+            f"Tests on the depth component before training: first − second, 95% interval, "
+            f"effect size, p, Holm p over the family's m tests ({per_family}), MDD at Holm's "
+            f"first level. {style.task_label(task)}, preset {preset}."),
+        n="n", intervals=("95% CI low", "95% CI high"),
+        frame=out, digits=digits, runs=_run_ids(rows),
+    )
 
 
 def sweep_finding(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
     """Where the depth component at initialisation comes from, in two families of tests: the
     probe's length (the same networks on both probes, paired by seed) and the head count (the
-    fewest against the most heads measured: independent networks, unpaired)."""
+    fewest against the most heads measured: independent networks, unpaired); one sentence per
+    family, every test in `sweep_tests_table`."""
     name, title = (f"stability_init_sweep_findings_{task}",
                    f"Where the spread at initialisation comes from ({style.task_label(task)})")
-    rows, deepest = sweep_rows(frame)
-    values = _per_seed(rows, deepest) if not rows.empty else {}
+    rows, deepest, values, registered = _init_values(frame)
     if not values:
         return Missing(name, title, "no network of two or more layers measured at initialisation")
+    tests = _sweep_tests(values, registered)
     lines = [f"Depth component (s.d. of log norm across the {deepest} layers of one network) "
              f"before training on {style.task_label(task)}, preset {preset}."]
-    ordinary = rows[~is_sweep(rows)]
-    registered = dict(zip(ordinary["cfg.variant"], ordinary["heads"]))
-    length_tests = []
-    for variant in _variant_order(registered):
-        heads = registered[variant]
-        key = ("task length", variant, heads), ("long probe", variant, heads)
-        if all(k in values for k in key):
-            length_tests.append((f"{_label(variant)} task length", "long probe",
-                                 inference.paired(*(values[k] for k in key))))
-    if length_tests:
-        lines.append("Probe length, each variant at its registration's head count, paired by "
-                     "seed (the same networks on both probes; the exact sign-flip test up to "
-                     f"{inference.EXACT_MAX_N} seeds, paired t above): "
-                     + _family_text(length_tests, "d_z"))
-    head_tests = []
-    for probe in PROBES:
-        for variant in _variant_order({v for p, v, _ in values if p == probe}):
-            counts = sorted(h for p, v, h in values if (p, v) == (probe, variant) and h)
-            if len(counts) >= 2:
-                few, many = (values[probe, variant, counts[0]], values[probe, variant, counts[-1]])
-                head_tests.append((f"{_label(variant)} {probe}, {_heads_text(counts[0])}",
-                                   _heads_text(counts[-1]), inference.unpaired(few, many)))
-    if head_tests:
-        lines.append("Head count, the fewest against the most heads measured, per probe "
-                     "(independent networks: Welch's interval, the larger of Welch's and the "
-                     "permutation p): " + _family_text(head_tests, "Hedges' g"))
+    lines += [line for family in _FAMILIES
+              if (line := _family_line(tests, family, f"stability_init_tests_{task}"))]
     return Finding(name=name, title=title, lines=tuple(lines), runs=_run_ids(rows))
