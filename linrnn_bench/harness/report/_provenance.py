@@ -286,7 +286,8 @@ def summarise(store: Store, study_name: str, run_ids: Sequence[str] = ()) -> dic
     backend / device kind / device count / CPU count / machine), ``commits`` (distinct commit and
     dirty flag), ``versions`` (distinct library versions), ``settings`` (distinct process
     settings, `harness.provenance.SETTINGS`), ``python``, ``study_version``,
-    ``run_seconds`` (total wall time of the runs as recorded).
+    ``run_seconds`` (total wall time of the runs as recorded); and ``xla_cpu_threads`` only
+    where the runs were made at more than one count (`_thread_counts`).
     """
     runs = store.runs(study_name)
     if not runs.empty and run_ids:
@@ -325,7 +326,21 @@ def summarise(store: Store, study_name: str, run_ids: Sequence[str] = ()) -> dic
     summary["study_version"] = [int(v) for v in _distinct(column("prov.study_version"))]
     seconds = pd.to_numeric(column("prov.seconds"), errors="coerce")
     summary["run_seconds"] = round(float(seconds.sum()), 1) if seconds.notna().any() else None
+    threads = _thread_counts(column("prov.xla_cpu_threads"), column("prov.cpu_affinity"))
+    if len(threads) > 1:
+        summary["xla_cpu_threads"] = threads
     return summary
+
+
+def _thread_counts(threads: pd.Series, affinity: pd.Series) -> list[int]:
+    """The distinct counts of threads XLA's CPU backend divided the runs' sums among
+    (`harness.provenance.xla_cpu_threads`), which change a run's numbers at float round-off;
+    for a run made before the count was recorded, the cores it could use, which set it then.
+    Listed only where they differ, so that the summary of a store made at one count is as it
+    was before the count was recorded."""
+    counts = pd.to_numeric(threads, errors="coerce").fillna(
+        pd.to_numeric(affinity, errors="coerce"))
+    return [int(c) for c in _distinct(counts)]
 
 
 def _distinct_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -394,7 +409,19 @@ def describe(summary: Mapping[str, Any]) -> str:
     text = "; ".join(parts) + "."
     if len(summary.get("commits", [])) > 1 or len(summary.get("hardware", [])) > 1:
         text += " The runs were made on more than one commit or machine (listed above)."
-    return text + _older_version(summary)
+    return text + _mixed_threads(summary) + _older_version(summary)
+
+
+def _mixed_threads(summary: Mapping[str, Any]) -> str:
+    """A sentence when the summary's runs were made at more than one XLA CPU thread count (on
+    one machine, the local executor's runs and the processes executor's, whose workers have
+    their share of the cores: docs/presets.md): their numbers differ at float round-off, so a
+    comparison between them is one of settings too. Empty otherwise."""
+    counts = [str(c) for c in summary.get("xla_cpu_threads", [])]
+    if len(counts) < 2:
+        return ""
+    return (f" The runs were made at {', '.join(counts[:-1])} and {counts[-1]} XLA CPU threads, "
+            "which changes their numbers at float round-off.")
 
 
 def _older_version(summary: Mapping[str, Any]) -> str:
