@@ -153,6 +153,10 @@ def _run_or_die(spec: Spec) -> list[dict]:
     return _run(spec)
 
 
+def _seeds(config: int) -> list[Spec]:
+    return [Spec(seed) for seed in range(config)]
+
+
 def _column_sums(spec: Spec) -> list[dict]:
     """The column sums of a (960, 48) array: the sum a width-48 layer's weight gradient makes
     over a batch of 16 sequences of 60 steps, which XLA's CPU backend divides among its
@@ -171,7 +175,7 @@ TIMED = Study("timed", "an exclusive study", dict.fromkeys(PRESET_NAMES), _grid,
 DYING = Study("dying", "a study whose worker dies", dict.fromkeys(PRESET_NAMES), _grid,
               _run_or_die)
 SUMS = Study("sums", "sums at a width where XLA's thread count matters",
-             dict.fromkeys(PRESET_NAMES), _grid, _column_sums)
+             dict.fromkeys(PRESET_NAMES), _seeds, _column_sums)
 
 
 def test_workers_take_the_runs_seed_major():
@@ -264,35 +268,43 @@ def _sums(store: Store) -> pd.DataFrame:
     return frame.drop(columns=[c for c in frame.columns if "seconds" in c or c.endswith("_at")])
 
 
-def test_the_executors_agree_at_one_thread_count(monkeypatch, tmp_path):
+def test_the_executors_agree_at_one_thread_count(monkeypatch, capsys, tmp_path):
     # A run's numbers depend on its spec and on the threads XLA's CPU backend divides its sums
     # among (`harness.provenance.xla_cpu_threads`), which each run records; a worker pinned to
     # its share of the cores has fewer than this process. At the same count the processes
-    # executor gives the local executor's rows to the bit; at another, equal to round-off.
+    # executor gives the local executor's rows to the bit; at another, equal to round-off,
+    # and a grid resumed at another count says so.
     shares = core_shares(2)
     if shares is None:
         pytest.skip("fewer than two cores: the workers are not pinned, and use this process's")
-    local_store = Store(tmp_path / "local.sqlite")
-    run_study(SUMS, None, store=local_store, progress=False)
-    local = _sums(local_store)
-    (threads,) = set(local["prov.xla_cpu_threads"])
-    assert threads >= 1
-    shared_store = Store(tmp_path / "shared.sqlite")
-    run_study(SUMS, None, store=shared_store, executor=ProcessExecutor(2), progress=False)
-    shared = _sums(shared_store)
-    if "PJRT_NPROC" not in os.environ and "NPROC" not in os.environ:
-        assert set(shared["prov.xla_cpu_threads"]) <= {len(share) for share in shares}
+    set_by_user = "PJRT_NPROC" in os.environ or "NPROC" in os.environ
+    store = Store(tmp_path / "local.sqlite")
+    run_study(SUMS, 2, store=store, progress=False)
+    (threads,) = set(_sums(store)["prov.xla_cpu_threads"])
+    assert threads >= 1 and "XLA CPU thread" not in capsys.readouterr().out
+    # Two runs more, in two workers, each on its share of the cores.
+    run_study(SUMS, 4, store=store, executor=ProcessExecutor(2), progress=False)
+    mixed = _sums(store)
+    shared = mixed[mixed["prov.executor"] == "processes"]
     assert set(shared["prov.cpu_affinity"]) <= {len(share) for share in shares}
-    # Round-off: sums of about 30 (960 unit normals) in float32, whose ulp is 2e-6.
-    assert shared["sum"].to_numpy() == pytest.approx(local["sum"].to_numpy(), rel=0, abs=1e-4)
-    # Workers given this process's thread count (PJRT_NPROC, which XLA reads first).
+    if not set_by_user:
+        assert set(shared["prov.xla_cpu_threads"]) <= {len(share) for share in shares}
+        note = capsys.readouterr().out
+        assert (f"the store's sums runs were made at an XLA CPU thread count of {threads}, "
+                "these at " in note and f"PJRT_NPROC={threads}" in note), note
+    # The whole grid in workers given this process's thread count (PJRT_NPROC: XLA reads it
+    # first): the local runs' rows to the bit, the other workers' to round-off (sums of about
+    # 30, of 960 unit normals, in float32, whose ulp there is 2e-6).
     monkeypatch.setenv("PJRT_NPROC", str(threads))
     matched_store = Store(tmp_path / "matched.sqlite")
-    run_study(SUMS, None, store=matched_store, executor=ProcessExecutor(2), progress=False)
+    run_study(SUMS, 4, store=matched_store, executor=ProcessExecutor(2), progress=False)
     matched = _sums(matched_store)
     assert set(matched["prov.xla_cpu_threads"]) == {threads}
     assert set(matched["prov.cpu_affinity"]) <= {len(share) for share in shares}  # still pinned
-    assert matched[["run_id", "column", "sum"]].equals(local[["run_id", "column", "sum"]])
+    columns = ["run_id", "column", "sum"]
+    local = mixed["prov.executor"] == "local"
+    assert matched[local][columns].equals(mixed[local][columns])
+    assert matched["sum"].to_numpy() == pytest.approx(mixed["sum"].to_numpy(), rel=0, abs=1e-4)
 
 
 def test_workers_share_the_cores_out_evenly(monkeypatch):

@@ -516,5 +516,5 @@ def test_the_provenance_says_when_runs_differ_in_their_thread_count(recorded, co
         assert "xla_cpu_threads" not in summary and "thread" not in text
         return
     assert summary["xla_cpu_threads"] == counts
-    assert ("The runs were made at 1 and 2 XLA CPU threads, which changes their numbers at "
-            "float round-off") in text
+    assert ("The runs were made at XLA CPU thread counts of 1 and 2, which changes their "
+            "numbers at float round-off.") in text

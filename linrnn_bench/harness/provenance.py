@@ -10,6 +10,8 @@ from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any
 
+import pandas as pd
+
 from linrnn_bench import paths
 
 from . import process_settings
@@ -43,6 +45,18 @@ def xla_cpu_threads() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def thread_counts(runs: pd.DataFrame) -> list[int]:
+    """The distinct XLA CPU thread counts (`xla_cpu_threads`) of ``runs`` (`Store.runs`), in
+    order: for a run recorded before the count was, the cores it could use, which set it then
+    (``cpu_affinity``); a run that records neither counts for none."""
+    def column(name: str) -> pd.Series:
+        values = runs[name] if name in runs.columns else pd.Series(None, index=runs.index)
+        return pd.to_numeric(values, errors="coerce")
+
+    counts = column("prov.xla_cpu_threads").fillna(column("prov.cpu_affinity")).dropna()
+    return sorted({int(c) for c in counts})
 
 
 def _git(*args: str) -> str | None:

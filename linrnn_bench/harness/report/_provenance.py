@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 
 from .. import config as _config
-from ..provenance import LIBRARIES, SETTINGS
+from ..provenance import LIBRARIES, SETTINGS, thread_counts
 from ..store import STATUSES, Store
 from ..studies import PRESET_NAMES
 
@@ -287,7 +287,8 @@ def summarise(store: Store, study_name: str, run_ids: Sequence[str] = ()) -> dic
     dirty flag), ``versions`` (distinct library versions), ``settings`` (distinct process
     settings, `harness.provenance.SETTINGS`), ``python``, ``study_version``,
     ``run_seconds`` (total wall time of the runs as recorded); and ``xla_cpu_threads`` only
-    where the runs were made at more than one count (`_thread_counts`).
+    where the runs were made at more than one XLA CPU thread count
+    (`harness.provenance.thread_counts`), which changes their numbers at float round-off.
     """
     runs = store.runs(study_name)
     if not runs.empty and run_ids:
@@ -326,21 +327,12 @@ def summarise(store: Store, study_name: str, run_ids: Sequence[str] = ()) -> dic
     summary["study_version"] = [int(v) for v in _distinct(column("prov.study_version"))]
     seconds = pd.to_numeric(column("prov.seconds"), errors="coerce")
     summary["run_seconds"] = round(float(seconds.sum()), 1) if seconds.notna().any() else None
-    threads = _thread_counts(column("prov.xla_cpu_threads"), column("prov.cpu_affinity"))
+    # Listed only where they differ: a store made at one count summarises as before the
+    # count was recorded.
+    threads = thread_counts(runs)
     if len(threads) > 1:
         summary["xla_cpu_threads"] = threads
     return summary
-
-
-def _thread_counts(threads: pd.Series, affinity: pd.Series) -> list[int]:
-    """The distinct counts of threads XLA's CPU backend divided the runs' sums among
-    (`harness.provenance.xla_cpu_threads`), which change a run's numbers at float round-off;
-    for a run made before the count was recorded, the cores it could use, which set it then.
-    Listed only where they differ, so that the summary of a store made at one count is as it
-    was before the count was recorded."""
-    counts = pd.to_numeric(threads, errors="coerce").fillna(
-        pd.to_numeric(affinity, errors="coerce"))
-    return [int(c) for c in _distinct(counts)]
 
 
 def _distinct_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -420,8 +412,8 @@ def _mixed_threads(summary: Mapping[str, Any]) -> str:
     counts = [str(c) for c in summary.get("xla_cpu_threads", [])]
     if len(counts) < 2:
         return ""
-    return (f" The runs were made at {', '.join(counts[:-1])} and {counts[-1]} XLA CPU threads, "
-            "which changes their numbers at float round-off.")
+    return (f" The runs were made at XLA CPU thread counts of {', '.join(counts[:-1])} and "
+            f"{counts[-1]}, which changes their numbers at float round-off.")
 
 
 def _older_version(summary: Mapping[str, Any]) -> str:
