@@ -6,6 +6,7 @@ import dataclasses
 import importlib.util
 import os
 
+import pandas as pd
 import pytest
 
 from linrnn_bench.harness.cli import main
@@ -117,7 +118,9 @@ def without_timing(frame):
 
 def test_processes_executor_records_the_rows_of_the_local_one(capsys, tmp_path):
     # Two models at once in two spawned workers: the driver alone writes, the numbers are the
-    # local executor's to the bit, and each run says where and beside how many it ran.
+    # local executor's to the bit (at this width XLA divides no sum among its threads, so the
+    # workers' fewer threads change nothing: `test_the_executors_agree_at_one_thread_count`),
+    # and each run says where and beside how many it ran.
     argv = ["study", "accuracy", "--preset", "smoke", "models=(lru,s5)"]
     assert main([*argv, "--store", str(tmp_path / "local.sqlite")]) == 0
     assert main([*argv, "--executor", "processes", "--workers", "2",
@@ -150,11 +153,29 @@ def _run_or_die(spec: Spec) -> list[dict]:
     return _run(spec)
 
 
+def _seeds(config: int) -> list[Spec]:
+    return [Spec(seed) for seed in range(config)]
+
+
+def _column_sums(spec: Spec) -> list[dict]:
+    """The column sums of a (960, 48) array: the sum a width-48 layer's weight gradient makes
+    over a batch of 16 sequences of 60 steps, which XLA's CPU backend divides among its
+    threads, so that their number changes the order of the float additions."""
+    import jax
+    import numpy as np
+
+    x = np.random.default_rng(spec.seed).standard_normal((960, 48), dtype=np.float32)
+    sums = jax.jit(lambda a: a.sum(axis=0))(x)
+    return [{"column": i, "sum": float(v)} for i, v in enumerate(np.asarray(sums))]
+
+
 # Module level, so that spawned worker processes can import what they run.
 TIMED = Study("timed", "an exclusive study", dict.fromkeys(PRESET_NAMES), _grid, _run,
               exclusive=True)
 DYING = Study("dying", "a study whose worker dies", dict.fromkeys(PRESET_NAMES), _grid,
               _run_or_die)
+SUMS = Study("sums", "sums at a width where XLA's thread count matters",
+             dict.fromkeys(PRESET_NAMES), _seeds, _column_sums)
 
 
 def test_workers_take_the_runs_seed_major():
@@ -239,6 +260,51 @@ def test_workers_serve_every_grid_of_a_with_block(tmp_path):
         if len(cores) == 2:
             a, b = cores.values()
             assert not a & b
+
+
+def _sums(store: Store) -> pd.DataFrame:
+    """The sums study's rows in a fixed order, with provenance, minus times."""
+    frame = store.read("sums").sort_values(["run_id", "column"]).reset_index(drop=True)
+    return frame.drop(columns=[c for c in frame.columns if "seconds" in c or c.endswith("_at")])
+
+
+def test_the_executors_agree_at_one_thread_count(monkeypatch, capsys, tmp_path):
+    # A run's numbers depend on its spec and on the threads XLA's CPU backend divides its sums
+    # among (`harness.provenance.xla_cpu_threads`), which each run records; a worker pinned to
+    # its share of the cores has fewer than this process. At the same count the processes
+    # executor gives the local executor's rows to the bit; at another, equal to round-off,
+    # and a grid resumed at another count says so.
+    shares = core_shares(2)
+    if shares is None:
+        pytest.skip("fewer than two cores: the workers are not pinned, and use this process's")
+    set_by_user = "PJRT_NPROC" in os.environ or "NPROC" in os.environ
+    store = Store(tmp_path / "local.sqlite")
+    run_study(SUMS, 2, store=store, progress=False)
+    (threads,) = set(_sums(store)["prov.xla_cpu_threads"])
+    assert threads >= 1 and "XLA CPU thread" not in capsys.readouterr().out
+    # Two runs more, in two workers, each on its share of the cores.
+    run_study(SUMS, 4, store=store, executor=ProcessExecutor(2), progress=False)
+    mixed = _sums(store)
+    shared = mixed[mixed["prov.executor"] == "processes"]
+    assert set(shared["prov.cpu_affinity"]) <= {len(share) for share in shares}
+    if not set_by_user:
+        assert set(shared["prov.xla_cpu_threads"]) <= {len(share) for share in shares}
+        note = capsys.readouterr().out
+        assert (f"the store's sums runs were made at an XLA CPU thread count of {threads}, "
+                "these at " in note and f"PJRT_NPROC={threads}" in note), note
+    # The whole grid in workers given this process's thread count (PJRT_NPROC: XLA reads it
+    # first): the local runs' rows to the bit, the other workers' to round-off (sums of about
+    # 30, of 960 unit normals, in float32, whose ulp there is 2e-6).
+    monkeypatch.setenv("PJRT_NPROC", str(threads))
+    matched_store = Store(tmp_path / "matched.sqlite")
+    run_study(SUMS, 4, store=matched_store, executor=ProcessExecutor(2), progress=False)
+    matched = _sums(matched_store)
+    assert set(matched["prov.xla_cpu_threads"]) == {threads}
+    assert set(matched["prov.cpu_affinity"]) <= {len(share) for share in shares}  # still pinned
+    columns = ["run_id", "column", "sum"]
+    local = mixed["prov.executor"] == "local"
+    assert matched[local][columns].equals(mixed[local][columns])
+    assert matched["sum"].to_numpy() == pytest.approx(mixed["sum"].to_numpy(), rel=0, abs=1e-4)
 
 
 def test_workers_share_the_cores_out_evenly(monkeypatch):

@@ -213,17 +213,25 @@ def test_sigterm_stops_the_grid_cleanly_and_keeps_finished_runs(tmp_path, uninte
 # is recorded. The child is the console command, so the test sees the process's own end (its
 # exit status, its last line); in ``deliver=gc`` the signal is raised inside a garbage
 # collector callback, where JAX's ``_xla_gc_callback`` takes it when it comes at random and
-# where Python can only print an exception raised and drop it.
+# where Python can only print an exception raised and drop it; in ``deliver=import`` it is
+# raised as the command line's module starts importing (numpy, pandas: the first half second
+# of the command, where a kill sent at once lands), before any run.
 _TRAIN = """
 import gc, os, signal, sys
-from linrnn_bench.harness.cli import console
+from linrnn_bench.__main__ import console
 go, mode = sys.argv[1], sys.argv[2]
 fired = []
 def deliver_inside(phase, info):
     if mode == "gc" and not fired and os.path.exists(go):
         fired.append(phase)
         signal.raise_signal(signal.SIGTERM)  # its handler runs here, inside the callback
+def deliver_importing(event, args):
+    if (mode == "import" and not fired and event == "import"
+            and args[0] == "linrnn_bench.harness.cli"):
+        fired.append(event)
+        signal.raise_signal(signal.SIGTERM)
 gc.callbacks.append(deliver_inside)
+sys.addaudithook(deliver_importing)
 sys.argv = ["linrnn-bench", *sys.argv[3:]]
 console()
 """
@@ -254,15 +262,16 @@ def _recorded_runs(store_path: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("deliver", ["sigterm", "sigint", "gc"])
+@pytest.mark.parametrize("deliver", ["sigterm", "sigint", "gc", "import"])
 def test_a_signal_stops_train_with_130_and_keeps_the_finished_runs(deliver, tmp_path):
     child, store_path = _start_train(tmp_path, deliver)
     try:
-        _wait_until(lambda: _recorded_runs(store_path) >= 1 or child.poll() is not None)
-        assert child.poll() is None, child.stderr.read().decode()
+        if deliver != "import":  # that one the child delivers itself, before any run
+            _wait_until(lambda: _recorded_runs(store_path) >= 1 or child.poll() is not None)
+            assert child.poll() is None, child.stderr.read().decode()
         if deliver == "gc":
             (tmp_path / "go").touch()  # the child raises SIGTERM in its next gc callback
-        else:
+        elif deliver != "import":
             child.send_signal(signal.SIGTERM if deliver == "sigterm" else signal.SIGINT)
         # Obeyed, not swallowed: ended with 130 before the 200 seeds are through.
         status = child.wait(timeout=60)
@@ -275,6 +284,9 @@ def test_a_signal_stops_train_with_130_and_keeps_the_finished_runs(deliver, tmp_
     assert status == 130, err
     assert err.strip().splitlines()[-1].startswith("interrupted:"), err
     assert "Traceback" not in err and "Exception ignored" not in err, err
+    if deliver == "import":  # stopped before the command line ran: nothing made, nothing lost
+        assert _recorded_runs(store_path) == 0
+        return
     db = sqlite3.connect(store_path)
     assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     # Every recorded run is done and has its rows (nothing half-written), and the runs that

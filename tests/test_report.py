@@ -491,3 +491,30 @@ def test_grid_runs_not_yet_made_keep_their_cells(tmp_path):
     assert detail["n seeds"].sum() == 1
     assert detail["not run"].sum() == len(specs) - 1  # every other run of the smoke grid
     assert "preset smoke" in artifacts["accuracy_test"].caption.lower()
+
+
+@pytest.mark.parametrize("recorded, counts", [
+    ({"xla_cpu_threads": (1, 2, 2)}, [1, 2]),  # local and processes runs on one machine
+    ({"cpu_affinity": (1, 2, 1)}, [1, 2]),  # runs made before the count was recorded
+    ({"xla_cpu_threads": (2, 2, 2), "cpu_affinity": (1, 1, 1)}, None),  # one count: as before
+])
+def test_the_provenance_says_when_runs_differ_in_their_thread_count(recorded, counts, tmp_path):
+    # A run's numbers depend on the threads XLA's CPU backend divides its sums among
+    # (docs/presets.md): a study whose runs were made at different counts is shown as mixed.
+    from linrnn_bench.harness.report import _provenance
+
+    store = Store(tmp_path / "store.sqlite")
+    for seed in range(3):
+        store.record(
+            run_id=f"acc-lru-listops-{seed}", study="accuracy", status="done",
+            config={"network": {"layer": "lru"}, "task": "listops", "seed": seed},
+            config_hash=f"h-{seed}", seed=seed, rows=[{"kind": "final", "test_accuracy": 0.5}],
+            provenance={**SYNTHETIC_PROVENANCE, **{k: v[seed] for k, v in recorded.items()}})
+    summary = _provenance.summarise(store, "accuracy")
+    text = _provenance.describe(summary)
+    if counts is None:
+        assert "xla_cpu_threads" not in summary and "thread" not in text
+        return
+    assert summary["xla_cpu_threads"] == counts
+    assert ("The runs were made at XLA CPU thread counts of 1 and 2, which changes their "
+            "numbers at float round-off.") in text

@@ -13,7 +13,10 @@ docs/performance.md, "Where a grid's runs execute"); grids that are almost all c
 and says so; the memory study on a CPU compiles
 without executing, so its numbers do not depend on what else runs. Each run's provenance records
 the executor and how many runs shared the machine (``concurrent_runs``), because a run's own
-wall time (e.g. the accuracy study's training seconds) is longer when it shared the cores.
+wall time (e.g. the accuracy study's training seconds) is longer when it shared the cores, and
+XLA's CPU thread count (``xla_cpu_threads``): a worker pinned to its share of the cores has
+fewer threads than a local run, which changes a wide network's numbers at float round-off
+(docs/presets.md, "Where a grid's runs execute"; ``PJRT_NPROC`` sets the count).
 
 Ray is optional (``pip install 'linrnn-bench[ray]'``, pinned to ray 2.60.0); it is imported
 only when the Ray executor is asked for. Worker processes, and the processes of a Ray started

@@ -5,9 +5,12 @@ from __future__ import annotations
 import functools
 import os
 import platform
+import re
 from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any
+
+import pandas as pd
 
 from linrnn_bench import paths
 
@@ -20,6 +23,40 @@ LIBRARIES = ("linrnn-bench", "jax", "jaxlib", "equinox", "flax", "optax", "numpy
 # Process settings that change speed or memory (the Makefile sets the first two): recorded as
 # set, "" where unset.
 SETTINGS = ("GLIBC_TUNABLES", "OPENBLAS_NUM_THREADS", "XLA_FLAGS", "LD_PRELOAD")
+# The variables XLA's CPU client reads, in this order, for the size of its thread pool; the
+# first that holds an integer wins (xla/pjrt/cpu, ``DefaultThreadPoolSize``).
+THREAD_VARIABLES = ("PJRT_NPROC", "NPROC")
+_INTEGER = re.compile(r"\s*[+-]?\d+\s*")
+
+
+def xla_cpu_threads() -> int:
+    """The threads XLA's CPU backend divides a program's sums and matrix products among.
+
+    Their number changes the order of the float additions, so a run's numbers depend on it
+    (docs/presets.md, "Where a grid's runs execute"): ``$PJRT_NPROC`` or ``$NPROC`` where one
+    holds an integer, else the cores this process may use (a worker of the processes executor
+    has its share of them). 0 gives one thread's numbers, so at least 1. XLA reads them once,
+    when the backend starts; `_static` starts it first.
+    """
+    for name in THREAD_VARIABLES:
+        value = os.environ.get(name)
+        if value is not None and _INTEGER.fullmatch(value):
+            return max(1, int(value))
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def thread_counts(runs: pd.DataFrame) -> list[int]:
+    """The distinct XLA CPU thread counts (`xla_cpu_threads`) of ``runs`` (`Store.runs`), in
+    order: for a run recorded before the count was, the cores it could use, which set it then
+    (``cpu_affinity``); a run that records neither counts for none."""
+    def column(name: str) -> pd.Series:
+        values = runs[name] if name in runs.columns else pd.Series(None, index=runs.index)
+        return pd.to_numeric(values, errors="coerce")
+
+    counts = column("prov.xla_cpu_threads").fillna(column("prov.cpu_affinity")).dropna()
+    return sorted({int(c) for c in counts})
 
 
 def _git(*args: str) -> str | None:
@@ -53,6 +90,7 @@ def _static() -> dict[str, Any]:
         # share of them, `harness.measure.lifetime.core_shares`); None where the OS cannot say.
         "cpu_affinity": (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                          else None),
+        "xla_cpu_threads": xla_cpu_threads(),
         "machine": platform.machine(),
         "processor": platform.processor() or None,
         "settings": {name: os.environ.get(name, "") for name in SETTINGS},

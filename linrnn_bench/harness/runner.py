@@ -23,7 +23,7 @@ from linrnn_bench import paths
 
 from . import config as _config
 from .measure.timing import Stopwatch
-from .provenance import now, provenance
+from .provenance import now, provenance, thread_counts
 from .store import Store
 from .errors import Diverged
 from .studies import Group, Study
@@ -206,6 +206,8 @@ def _run_pending(study: Study, config: Any, todo: list[Any], store: Store, execu
     # Where the runs ran, in each run's provenance: a run that shared the cores took longer.
     where = getattr(executor, "provenance", {"executor": "local", "concurrent_runs": 1})
     bar = progress_bar(len(todo), f"{study.name}", enabled=progress)
+    before = _recorded_threads(store, study, todo)
+    made: set[int] = set()
     try:
         units = study.units(config, todo)
         for outcome, spec in _with_specs(executor(study, units), study, todo):
@@ -225,13 +227,47 @@ def _run_pending(study: Study, config: Any, todo: list[Any], store: Store, execu
                 finished_at=outcome.finished_at,
             )
             counts[outcome.status] = counts.get(outcome.status, 0) + 1
+            if isinstance(outcome.provenance.get("xla_cpu_threads"), int):
+                made.add(outcome.provenance["xla_cpu_threads"])
             bar.update(1)
             if outcome.status != "done":
                 bar.write(f"[{study.name}] run {outcome.run_id} {outcome.status}: "
                           f"{(outcome.error or '').splitlines()[0] if outcome.error else ''}")
     finally:
         bar.close()
+    _note_other_threads(study.name, before, made)
     return executor
+
+
+def _recorded_threads(store: Store, study: Study, todo: list[Any]) -> list[int]:
+    """The XLA CPU thread counts of ``study``'s recorded runs that ``todo`` does not make
+    again (`harness.provenance.thread_counts`)."""
+    runs = store.runs(study.name)
+    if runs.empty:
+        return []
+    again = {study.run_id(spec) for spec in todo}
+    return thread_counts(runs[~runs["run_id"].isin(again)])
+
+
+def _note_other_threads(study_name: str, before: list[int], made: set[int]) -> None:
+    """Say so when runs were just made at an XLA CPU thread count that none of the study's
+    recorded runs had (on one machine: the local executor's runs beside the processes
+    executor's, whose workers have their share of the cores): the store then holds runs whose
+    numbers differ from the others' at float round-off, which the person resuming a grid can
+    still avoid (docs/presets.md, "Where a grid's runs execute")."""
+    new = sorted(made - set(before))
+    if not before or not new:
+        return
+    match = f"; PJRT_NPROC={before[0]} runs new ones at theirs" if len(before) == 1 else ""
+    print(f"note: the store's {study_name} runs were made at an XLA CPU thread count of "
+          f"{_listed(before)}, these at {_listed(new)}, which changes their numbers at float "
+          f"round-off{match} (docs/presets.md).")
+
+
+def _listed(counts: list[int]) -> str:
+    """``[1, 2, 4]`` as ``"1, 2 and 4"``."""
+    words = [str(c) for c in counts]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def _with_specs(outcomes: Iterable[Outcome], study: Study, specs: list[Any]):

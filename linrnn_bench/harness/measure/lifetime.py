@@ -124,8 +124,9 @@ def core_shares(workers: int) -> list[tuple[int, ...]] | None:
     each worker's threads spread over every core and contend with the other worker's: two
     workers training the accuracy study's cpu runs side by side stepped at 9.2-10.2 ms
     unpinned against 7.6 ms pinned (docs/performance.md, "Where a grid's runs execute"). The
-    thread count can change a run's float round-off, as another machine's would; each run
-    records the cores it could use (``cpu_affinity`` in its provenance).
+    thread count changes a run's float round-off, as another machine's would; each run
+    records it (``xla_cpu_threads`` in its provenance, `harness.provenance.xla_cpu_threads`)
+    and the cores it could use (``cpu_affinity``).
     """
     if not hasattr(os, "sched_getaffinity"):
         return None

@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 
 from .. import config as _config
-from ..provenance import LIBRARIES, SETTINGS
+from ..provenance import LIBRARIES, SETTINGS, thread_counts
 from ..store import STATUSES, Store
 from ..studies import PRESET_NAMES
 
@@ -286,7 +286,9 @@ def summarise(store: Store, study_name: str, run_ids: Sequence[str] = ()) -> dic
     backend / device kind / device count / CPU count / machine), ``commits`` (distinct commit and
     dirty flag), ``versions`` (distinct library versions), ``settings`` (distinct process
     settings, `harness.provenance.SETTINGS`), ``python``, ``study_version``,
-    ``run_seconds`` (total wall time of the runs as recorded).
+    ``run_seconds`` (total wall time of the runs as recorded); and ``xla_cpu_threads`` only
+    where the runs were made at more than one XLA CPU thread count
+    (`harness.provenance.thread_counts`), which changes their numbers at float round-off.
     """
     runs = store.runs(study_name)
     if not runs.empty and run_ids:
@@ -325,6 +327,11 @@ def summarise(store: Store, study_name: str, run_ids: Sequence[str] = ()) -> dic
     summary["study_version"] = [int(v) for v in _distinct(column("prov.study_version"))]
     seconds = pd.to_numeric(column("prov.seconds"), errors="coerce")
     summary["run_seconds"] = round(float(seconds.sum()), 1) if seconds.notna().any() else None
+    # Listed only where they differ: a store made at one count summarises as before the
+    # count was recorded.
+    threads = thread_counts(runs)
+    if len(threads) > 1:
+        summary["xla_cpu_threads"] = threads
     return summary
 
 
@@ -394,7 +401,19 @@ def describe(summary: Mapping[str, Any]) -> str:
     text = "; ".join(parts) + "."
     if len(summary.get("commits", [])) > 1 or len(summary.get("hardware", [])) > 1:
         text += " The runs were made on more than one commit or machine (listed above)."
-    return text + _older_version(summary)
+    return text + _mixed_threads(summary) + _older_version(summary)
+
+
+def _mixed_threads(summary: Mapping[str, Any]) -> str:
+    """A sentence when the summary's runs were made at more than one XLA CPU thread count (on
+    one machine, the local executor's runs and the processes executor's, whose workers have
+    their share of the cores: docs/presets.md): their numbers differ at float round-off, so a
+    comparison between them is one of settings too. Empty otherwise."""
+    counts = [str(c) for c in summary.get("xla_cpu_threads", [])]
+    if len(counts) < 2:
+        return ""
+    return (f" The runs were made at XLA CPU thread counts of {', '.join(counts[:-1])} and "
+            f"{counts[-1]}, which changes their numbers at float round-off.")
 
 
 def _older_version(summary: Mapping[str, Any]) -> str:
