@@ -1,15 +1,16 @@
-"""Each study's runs at a preset and the programs they call (`PLANNERS`, one per study), and
-`catalogue`, every study's runs and what the store already holds of them."""
+"""Each study's runs at a preset and the programs they call (`plan_<study>`, which a study
+names as its `Study.planner`), and `catalogue`, every study's runs and what the store already
+holds of them."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import studies as _studies
-from .builders import (Program, RunPlan, _algorithm, _array, _jitted, _layer_counts_of,
-                       _one_line, eval_program, layer_program, network_forward_program,
+from .builders import (Program, RunPlan, program_algorithm, input_array, jit_program, layer_counts_of,
+                       one_line, eval_program, layer_program, network_forward_program,
                        probe_programs, train_step_program)
 from .facts import TaskFacts, task_facts
 from .targets import accelerator_path
@@ -33,7 +34,7 @@ def _training_uses(network: Any, task: str, options: tuple, train: Any,
     return uses
 
 
-def _plan_accuracy(study: Any, config: Any) -> list[RunPlan]:
+def plan_accuracy(study: Any, config: Any) -> list[RunPlan]:
     from ..studies import accuracy
 
     runs = []
@@ -46,7 +47,7 @@ def _plan_accuracy(study: Any, config: Any) -> list[RunPlan]:
     return runs
 
 
-def _plan_stability(study: Any, config: Any) -> list[RunPlan]:
+def plan_stability(study: Any, config: Any) -> list[RunPlan]:
     runs = []
     for spec in study.grid(config):
         facts = task_facts(spec.task, spec.task_options)
@@ -76,7 +77,7 @@ def _theory_layer(spec: Any, model: str | None = None) -> Any:
                         key=key_layer, **dict(spec.options))
 
 
-def _plan_theory(study: Any, config: Any) -> list[RunPlan]:
+def plan_theory(study: Any, config: Any) -> list[RunPlan]:
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -95,25 +96,25 @@ def _plan_theory(study: Any, config: Any) -> list[RunPlan]:
             modulus = np.abs(np.asarray(theory.discrete_system(layer).lam)).reshape(-1)
             groups = int(theory.modulus_groups(modulus).max()) + 1
             states = modulus.size
-            batch = max(1, min(spec.samples, theory._STATE_BUDGET // (L * states)))
+            batch = theory.white_noise_batch(spec.samples, L, states)
 
             def energy(b, abstract, spec=spec, groups=groups, states=states):
                 layer = _theory_layer(spec)
-                u = _array((b, spec.seq_len, spec.d_model), jnp.float32, abstract,
+                u = input_array((b, spec.seq_len, spec.d_model), jnp.float32, abstract,
                            jax.random.PRNGKey(1))
                 # The program depends on the groups' count only; which state is in which
                 # group is data (here any assignment of that shape).
                 onehot = (jax.ShapeDtypeStruct((states, groups), jnp.float32) if abstract
                           else jnp.eye(groups, dtype=jnp.float32)[np.arange(states) % groups])
-                return _jitted(theory._energy_moments, layer, u, onehot,
-                               algorithm=_algorithm(layer))
+                return jit_program(theory.energy_moments, layer, u, onehot,
+                               algorithm=program_algorithm(layer))
 
             def impulse(b, abstract, spec=spec):
                 layer = _theory_layer(spec)
-                return _jitted(lambda l: theory.impulse_energy(l, spec.seq_len), layer,
-                               algorithm=_algorithm(layer))
+                return jit_program(lambda l: theory.impulse_energy(l, spec.seq_len), layer,
+                               algorithm=program_algorithm(layer))
 
-            counts = _layer_counts_of(layer, spec.model, L, "forward")
+            counts = layer_counts_of(layer, spec.model, L, "forward")
             uses = [(Program(base + ("energy", groups, batch), f"white-noise energy {name}",
                              batch, energy, counts), -(-spec.samples // batch)),
                     (Program(base + ("impulse",), f"impulse energy {name}", H, impulse,
@@ -126,10 +127,10 @@ def _plan_theory(study: Any, config: Any) -> list[RunPlan]:
                     layer = _theory_layer(spec)
                     if which != spec.model:
                         layer = models.info(spec.model).equivalence.function()(layer)
-                    u = _array((spec.seq_len, spec.d_model), jnp.float32, abstract,
+                    u = input_array((spec.seq_len, spec.d_model), jnp.float32, abstract,
                                jax.random.PRNGKey(2))
-                    return _jitted(theory._outputs_and_norms, layer, u,
-                                   algorithm=_algorithm(layer))
+                    return jit_program(theory.outputs_and_norms, layer, u,
+                                   algorithm=program_algorithm(layer))
 
                 uses.append((Program(base + ("outputs", which), f"outputs and norms {which} "
                                      f"(from {name})", 1, outputs, lambda b: None),
@@ -138,7 +139,7 @@ def _plan_theory(study: Any, config: Any) -> list[RunPlan]:
     return runs
 
 
-def _plan_throughput(study: Any, config: Any) -> list[RunPlan]:
+def plan_throughput(study: Any, config: Any) -> list[RunPlan]:
     from linrnn_bench.models.network import NetworkConfig
     from linrnn_bench.tasks._base import TaskInfo
 
@@ -179,7 +180,7 @@ def _plan_throughput(study: Any, config: Any) -> list[RunPlan]:
     return runs
 
 
-def _plan_memory(study: Any, config: Any) -> list[RunPlan]:
+def plan_memory(study: Any, config: Any) -> list[RunPlan]:
     from ..programs import resolved_d_state
 
     runs = []
@@ -190,16 +191,6 @@ def _plan_memory(study: Any, config: Any) -> list[RunPlan]:
                                spec.batch, spec.seed), 1) for L in spec.seq_lens]
         runs.append(RunPlan(study.run_id(spec), f"{spec.model} {spec.size}", uses))
     return runs
-
-
-# Each study's runs and the programs they call. A study missing here is listed as not priced.
-PLANNERS: dict[str, Callable[[Any, Any], list[RunPlan]]] = {
-    "accuracy": _plan_accuracy,
-    "stability": _plan_stability,
-    "theory": _plan_theory,
-    "throughput": _plan_throughput,
-    "memory": _plan_memory,
-}
 
 
 @dataclasses.dataclass
@@ -233,10 +224,7 @@ def catalogue(preset: str, *, configs: Mapping[str, Any] | None = None,
             recorded = store.recorded(name) if store is not None else {}
             try:
                 config = (configs or {}).get(name) or study.config(preset)
-                planner = PLANNERS.get(name)
-                if planner is None:
-                    raise NotImplementedError(f"no planner for study {name!r} in harness.plan")
-                out.append(StudyPlan(name, planner(study, config), recorded))
+                out.append(StudyPlan(name, study.plan(config), recorded))
             except Exception as e:  # noqa: BLE001 - listed, and the other studies go on
-                out.append(StudyPlan(name, [], recorded, error=_one_line(e)))
+                out.append(StudyPlan(name, [], recorded, error=one_line(e)))
     return out

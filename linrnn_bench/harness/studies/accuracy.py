@@ -853,6 +853,8 @@ STUDY = Study(
     presets={"smoke": _SMOKE, "cpu": _CPU, "cpu-full": _CPU_FULL, "gpu": _GPU},
     grid=grid,
     run=run,
+    planner="linrnn_bench.harness.plan.planners:plan_accuracy",
+    section="linrnn_bench.harness.report.accuracy:SECTION",
     # 3: batches of a task shorter than 128 tokens are no longer cut to length buckets
     # (`harness.train.BUCKET_SPACING`), which changes its runs at float round-off.
     version=3,

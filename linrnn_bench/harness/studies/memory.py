@@ -412,6 +412,8 @@ STUDY = Study(
     presets=PRESETS,
     grid=grid,
     run=run,
+    planner="linrnn_bench.harness.plan.planners:plan_memory",
+    section="linrnn_bench.harness.report.memory:SECTION",
     skip_reason=without_paper_size,
 )
 

@@ -651,6 +651,8 @@ STUDY = Study(
     presets=PRESETS,
     grid=grid,
     run=run,
+    planner="linrnn_bench.harness.plan.planners:plan_stability",
+    section="linrnn_bench.harness.report.stability:SECTION",
     # 2: BatchNorm's statistics over valid steps only (`models.network`), which the probe uses.
     # 3: one length bucket for tasks shorter than 128 tokens (`harness.train.BUCKET_SPACING`).
     # 4: the long (stationary) probe's rows.

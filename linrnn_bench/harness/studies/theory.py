@@ -67,6 +67,13 @@ Check = Literal["white_noise", "equivalence"]
 # Samples per compiled batch: keeps the (batch, L, P) states of one batch near 128 MiB.
 _STATE_BUDGET = 2**24
 
+
+def white_noise_batch(samples: int, length: int, states: int) -> int:
+    """The white-noise samples of one compiled batch (`energy_moments`): all ``samples``
+    where their ``(batch, length, states)`` states fit `_STATE_BUDGET`, else as many as fit
+    (at least one). `harness.plan` prices the same batches."""
+    return max(1, min(samples, _STATE_BUDGET // (length * states)))
+
 # The rows a run writes (module docstring): a white-noise run's profile and summary, an
 # equivalence run's trials. E||h_t||^2 is the state energy after t inputs.
 COLUMNS = Schema(
@@ -293,7 +300,7 @@ def discrete_system(layer: models.AbstractRecurrentLayer) -> DiscreteSystem:
 
 
 @eqx.filter_jit
-def _energy_moments(layer: models.AbstractRecurrentLayer, u: jax.Array, onehot: jax.Array):
+def energy_moments(layer: models.AbstractRecurrentLayer, u: jax.Array, onehot: jax.Array):
     """Sums over the batch of the group and total energies and of their squares."""
     h = jax.vmap(layer.hidden_states)(u)
     energy = h.real**2 + h.imag**2  # (n, L, P)
@@ -323,13 +330,13 @@ def monte_carlo_energy(
     n_groups = int(groups.max()) + 1
     onehot = jnp.asarray(np.eye(n_groups, dtype=np.float32)[groups])  # (P, G)
     d_model = discrete_system(layer).d_model
-    batch = max(1, min(samples, _STATE_BUDGET // (length * len(groups))))
+    batch = white_noise_batch(samples, length, len(groups))
     sums = None
     done = 0
     while done < samples:
         n = min(batch, samples - done)
         u = jr.normal(jr.fold_in(key, done), (n, length, d_model))
-        moments = [np.asarray(m, dtype=np.float64) for m in _energy_moments(layer, u, onehot)]
+        moments = [np.asarray(m, dtype=np.float64) for m in energy_moments(layer, u, onehot)]
         sums = moments if sums is None else [s + m for s, m in zip(sums, moments)]
         done += n
     g1, g2, t1, t2 = sums
@@ -501,7 +508,8 @@ def perturb_parameters(module: eqx.Module, scale: float, key) -> eqx.Module:
 
 
 @eqx.filter_jit
-def _outputs_and_norms(layer: models.AbstractRecurrentLayer, u: jax.Array):
+def outputs_and_norms(layer: models.AbstractRecurrentLayer, u: jax.Array):
+    """The layer's outputs ``(L, H)`` and its state norm per step ``(L,)`` for one input."""
     h = layer.hidden_states(u)
     return layer(u), jnp.sqrt(jnp.sum(h.real**2 + h.imag**2, axis=-1))
 
@@ -526,9 +534,9 @@ def equivalence(spec: TheoryRun) -> list[dict[str, Any]]:
             layer = perturb_parameters(layer, spec.perturb, key_noise)
         image = to_image(layer)
         u = jr.normal(key_input, (spec.seq_len, spec.d_model))
-        y_own, norm_own = (np.asarray(a, dtype=np.float64) for a in _outputs_and_norms(layer, u))
+        y_own, norm_own = (np.asarray(a, dtype=np.float64) for a in outputs_and_norms(layer, u))
         y_image, norm_image = (
-            np.asarray(a, dtype=np.float64) for a in _outputs_and_norms(image, u)
+            np.asarray(a, dtype=np.float64) for a in outputs_and_norms(image, u)
         )
         output_scale = float(np.max(np.abs(y_own)))
         norm_scale = float(np.max(norm_own))
@@ -578,5 +586,7 @@ STUDY = Study(
     presets=PRESETS,
     grid=grid,
     run=run,
+    planner="linrnn_bench.harness.plan.planners:plan_theory",
+    section="linrnn_bench.harness.report.theory:SECTION",
     skip_reason=requires(*_NEEDED),
 )

@@ -537,6 +537,8 @@ STUDY = Study(
     presets=PRESETS,
     grid=grid,
     run=run,
+    planner="linrnn_bench.harness.plan.planners:plan_throughput",
+    section="linrnn_bench.harness.report.throughput:SECTION",
     skip_reason=without_paper_size,
     exclusive=True,  # it times the machine: one run at a time
     # 2: the network's BatchNorm over valid steps and its training step with hyperparameters
