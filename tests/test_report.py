@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 
 from linrnn_bench.harness.report import MARKER, README_TEXT, ReportError, ReportIncomplete, Section, render
-from linrnn_bench.harness.report import _published, _selection, _writers, accuracy, style
+from linrnn_bench.harness.report import _published, _selection, _writers, style
+from linrnn_bench.harness.studies.accuracy import report as accuracy
 from linrnn_bench.harness.report._artifacts import Figure, Table
 from linrnn_bench.harness.store import Store
 from helpers import (SYNTHETIC_ACCURACY, SYNTHETIC_PROVENANCE, assert_figure_data,

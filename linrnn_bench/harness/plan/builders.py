@@ -241,9 +241,9 @@ def train_step_program(network_config: Any, info: Any, train_config: Any, batch:
 
 
 def _step_counts(network: Any, network_config: Any, info: Any) -> Callable[[int], Any]:
-    """`harness.studies.throughput_step.step_counts` of a batch of shapes: it reads the task's
+    """`harness.studies.throughput.step.step_counts` of a batch of shapes: it reads the task's
     info, the batch's inputs (shape, size, dtype) and the network from what it is given."""
-    from ..studies import throughput_step
+    from ..studies.throughput import step as throughput_step
 
     def counts(batch: int) -> Any:
         inputs = network_batch(info, batch, abstract=True).inputs
@@ -340,6 +340,25 @@ def probe_programs(network_config: Any, facts: TaskFacts, probe_size: int, stati
                            f"probe gradients {name}", probe_size, grads,
                            _layers_counts(network, info, "forward_backward")))
     return out
+
+
+def training_uses(network: Any, task: str, options: tuple, train: Any,
+                   facts: TaskFacts) -> list[tuple[Program, int]]:
+    """The programs of `harness.train.train` and their calls: ``steps`` training steps,
+    ``ceil(steps / eval_every)`` validation passes and one test pass."""
+    step = train_step_program(network, facts.info, train, train.batch_size, (task, options))
+    val_bs = min(train.eval_batch_size, facts.sizes["val"])
+    test_bs = min(train.eval_batch_size, facts.sizes["test"])
+    evaluations = -(-train.steps // train.eval_every)
+    uses = [(step, train.steps)]
+    val = eval_program(network, facts.info, val_bs, (task, options))
+    uses.append((val, evaluations * -(-facts.sizes["val"] // val_bs)))
+    if test_bs == val_bs:
+        uses[-1] = (val, uses[-1][1] + -(-facts.sizes["test"] // test_bs))
+    else:
+        uses.append((eval_program(network, facts.info, test_bs, (task, options)),
+                     -(-facts.sizes["test"] // test_bs)))
+    return uses
 
 
 def one_line(e: BaseException) -> str:

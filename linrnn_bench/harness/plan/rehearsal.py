@@ -13,7 +13,7 @@ from ..measure import timing
 from ..measure.memory import compiled_memory
 from .builders import Program, one_line
 from .facts import is_loader, preset_tasks, reduced_options, task_facts
-from .planners import StudyPlan, catalogue
+from .catalogue import StudyPlan, catalogue
 from .pricing import _jax_compiled, compile_abstract
 from .targets import LOCAL_MEMORY_FRACTION, accelerator_path, available_memory
 from .text import _gib, _table
