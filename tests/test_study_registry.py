@@ -1,6 +1,8 @@
 """A study is one registration: a toy sixth study (`tests/_toy_study.py`), added to the study
 registry and nowhere else, is listed by the command line, planned by ``plan``, run by ``study``
-and reported (its section in the rendered index)."""
+and reported (its section in the rendered index); what a study does with the command line's
+``layer.<option>`` values, where the published numbers go and the one run ``train`` makes are
+declared by the study, not decided by its name elsewhere."""
 
 from __future__ import annotations
 
@@ -46,3 +48,36 @@ def test_a_registered_study_is_listed_planned_run_and_reported(toy, tmp_path, ca
     index = (out / "index.md").read_text()
     assert "## Toy study" in index and "### Toy squares" in index
     assert (out / "tables" / "toy_squares.csv").exists()
+
+
+def test_a_study_declares_where_layer_options_go(toy, tmp_path):
+    store_path = tmp_path / "results.sqlite"
+    assert main(["study", "toy", "--preset", "smoke", "layer.width=3",
+                 "--store", str(store_path)]) == 0
+    assert set(Store(store_path).read("toy")["options"]) == {"(('width', '3'),)"}
+
+
+def test_the_published_numbers_follow_the_section_that_declares_them(toy, tmp_path,
+                                                                     monkeypatch):
+    from linrnn_bench.harness.report import render
+
+    monkeypatch.setattr(studies, "names", lambda: ["toy", "accuracy"])
+    out = tmp_path / "reports"
+    render(Store(tmp_path / "s.sqlite"), out)
+    index = (out / "index.md").read_text()
+    published = index.index("## Published numbers (not ours)")
+    assert index.index("## Toy study") < published < index.index("## Accuracy")
+    assert index.count("## Published numbers (not ours)") == 1
+
+
+def test_the_accuracy_study_declares_the_one_run_train_makes():
+    from linrnn_bench.harness.settings import COMMAND_LINE
+
+    study = studies.get("accuracy")
+    config = study.one_run(study.config("smoke"), "lru", "digits", (0, 1),
+                           (("train.steps", "3"),))
+    assert (config.models, config.tasks, config.seeds) == (("lru",), ("digits",), (0, 1))
+    assert config.group_seeds and config.depths == () and config.tune_tasks == ()
+    assert config.tuning_seeds == 0
+    assert config.recipes[-1].overrides == (("train.steps", "3"),)
+    assert config.recipes[-1].source == COMMAND_LINE

@@ -13,7 +13,8 @@ introduction, ``build(store) -> list[Artifact]``), and writes::
     out_dir/README.md                      a note that the folder is generated
 
 The published LRA numbers (`harness.report._published`) form their own section, labelled as
-published, after the accuracy section. A study that declares no section, a section that raises,
+published, after the section that declares it is followed by them (the accuracy section's,
+`Section.followed_by_published`). A study that declares no section, a section that raises,
 or one that returns nothing is stated in the index, never left out silently. When a section
 raises (or cannot be imported) or a table or figure fails to write, the rest of the report is
 still written and put in place, and then `ReportIncomplete` is raised: a partial report never
@@ -134,6 +135,7 @@ class _Section:
     provenance: dict[str, Any] | None  # None: not from the store (published numbers)
     problem: str | None = None  # why the section could not be produced at all
     broken: bool = False  # the problem is a fault (it raised), not a section not yet written
+    followed_by_published: bool = False  # `Section.followed_by_published`
 
 
 def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
@@ -242,8 +244,9 @@ def _sections(store: Store, send: Callable[[_Section], None] = lambda section: N
         out.append(section)
 
     for name in studies.names():
-        add(_study_section(store, name))
-        if name == "accuracy":
+        section = _study_section(store, name)
+        add(section)
+        if section.followed_by_published and not any(s.key == PUBLISHED_KEY for s in out):
             add(_published_section())
     if not any(s.key == PUBLISHED_KEY for s in out):
         add(_published_section())
@@ -283,25 +286,28 @@ def _study_section(store: Store, name: str) -> _Section:
         problem = (f"its report section `{study.section}` is not a `Section({name!r}, title, "
                    "intro, build)`.")
         return _Section(name, title, "", (), summary, problem, broken=True)
-    title, intro = section.title, section.intro
+    title, intro, then = section.title, section.intro, section.followed_by_published
     try:
         artifacts = tuple(section.build(store))
     except Exception as e:  # one broken section must not cost the rest of the report
         log.exception("report section %s", study.section)
         problem = f"its section raised {type(e).__name__}: {e}"
-        return _Section(name, title, intro, (), summary, problem, broken=True)
+        return _Section(name, title, intro, (), summary, problem, broken=True,
+                        followed_by_published=then)
     wrong = [type(a).__name__ for a in artifacts
              if not isinstance(a, (Table, Figure, Finding, Missing))]
     if wrong:
         problem = (f"its section returned objects that are not Table, Figure, Finding or "
                    f"Missing: {wrong}.")
-        return _Section(name, title, intro, (), summary, problem, broken=True)
+        return _Section(name, title, intro, (), summary, problem, broken=True,
+                        followed_by_published=then)
     if not artifacts:
         artifacts = (
             Missing(f"{name}_all", title,
                     "the section produced no table or figure from this store."),
         )
-    return _Section(name, title, intro, artifacts + _skipped_models(name), summary)
+    return _Section(name, title, intro, artifacts + _skipped_models(name), summary,
+                    followed_by_published=then)
 
 
 def _skipped_models(name: str) -> tuple[Missing, ...]:

@@ -19,6 +19,8 @@ PRESET_FALLBACK: dict[str, str] = {"cpu-full": "cpu"}
 
 C = TypeVar("C")  # the study's config dataclass
 S = TypeVar("S")  # the study's run spec dataclass
+# `Study.one_run`: (config, model, task, seeds, the command line's key=value pairs) -> config.
+OneRun = Callable[[Any, str, str, tuple[int, ...], tuple[tuple[str, str], ...]], Any]
 
 
 def resolve(reference: str) -> Any:
@@ -114,6 +116,13 @@ class Study(Generic[C, S]):
             for a study ``plan`` lists as not priced. Imported only when a plan is made.
         section: ``"module:NAME"``, its report `Section` (`harness.report`), or None for a
             study the report states has no section. Imported only when the report is drawn.
+        take_layer_options: ``(config, {option: value}) -> config`` with the command line's
+            ``layer.<option>`` values applied, or None for a study that refuses them (its
+            layers' settings are its own config keys).
+        one_run: ``(config, model, task, seeds, overrides) -> config`` narrowed to one model
+            on one task with ``seeds`` (trained as one group) and the command line's
+            ``key=value`` pairs as its last settings: the run ``linrnn-bench train`` makes;
+            None for a study ``train`` cannot make a run of. A bad value is a `ValueError`.
     """
 
     name: str
@@ -130,6 +139,8 @@ class Study(Generic[C, S]):
     from_store: Callable[[C, Any], C] | None = None
     planner: str | None = None
     section: str | None = None
+    take_layer_options: Callable[[C, Mapping[str, str]], C] | None = None
+    one_run: OneRun | None = None
 
     def __post_init__(self):
         if (self.group is None) != (self.run_group is None):

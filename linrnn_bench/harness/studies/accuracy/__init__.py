@@ -23,6 +23,7 @@ import dataclasses
 import functools
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -847,6 +848,32 @@ _GPU = AccuracyConfig(
     ),
 )
 
+def take_layer_options(config: AccuracyConfig, options: Mapping[str, str]) -> AccuracyConfig:
+    """``config`` with the command line's ``layer.<option>`` values as its last recipe, set on
+    every model whose config has the option (as ``train`` does)."""
+    recipe = Recipe(overrides=tuple((f"layer.{k}", v) for k, v in options.items()),
+                    source=settings.COMMAND_LINE)
+    return dataclasses.replace(config, recipes=(*config.recipes, recipe))
+
+
+def one_run(base: AccuracyConfig, model: str, task: str, seeds: tuple[int, ...],
+            overrides: tuple[tuple[str, str], ...]) -> AccuracyConfig:
+    """``base`` narrowed to the one run of ``linrnn-bench train``: ``model`` on ``task`` with
+    ``seeds`` (trained as one group), no depth sweep or tuning grid, and ``overrides`` (the
+    command line's ``key=value`` pairs) as the last recipe. A bad value is a `ValueError`."""
+    return dataclasses.replace(
+        base,
+        models=(model,),
+        tasks=(task,),
+        seeds=tuple(seeds),
+        group_seeds=True,  # seeds=0,1,2 trains the seeds as one group
+        depths=(),
+        tune_tasks=(),  # one run at the recipe's learning rates, not the tuning grid
+        tuning_seeds=0,
+        recipes=(*base.recipes, Recipe(overrides=overrides, source=settings.COMMAND_LINE)),
+    )
+
+
 STUDY = Study(
     name="accuracy",
     description="Test accuracy at the best validation step: every model on every task and seed.",
@@ -863,4 +890,6 @@ STUDY = Study(
     group=group,
     run_group=run_group,
     from_store=bind,
+    take_layer_options=take_layer_options,
+    one_run=one_run,
 )

@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import jax.random as jr
@@ -644,6 +645,14 @@ PRESETS = {
     ),
 }
 
+def take_layer_options(config: StabilityConfig, options: Mapping[str, str]
+                       ) -> StabilityConfig:
+    """``config`` with the command line's ``layer.<option>`` values in its `layer_options`
+    (replacing the same options there)."""
+    merged = {**dict(config.layer_options), **options}
+    return dataclasses.replace(config, layer_options=tuple(merged.items()))
+
+
 STUDY = Study(
     name="stability",
     description="Hidden-state norm per layer at initialisation and in training, across depth "
@@ -664,4 +673,5 @@ STUDY = Study(
     group=group,
     run_group=run_group,
     from_store=bind,
+    take_layer_options=take_layer_options,
 )
