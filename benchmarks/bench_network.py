@@ -2,7 +2,7 @@
 
 The step is `harness.train`'s, on the batches a run draws (the same sampler, the same cut to
 length buckets), at the accuracy study's ``cpu`` preset: 2 blocks, H = 32, d_state = 32, batch
-32, BatchNorm, half-GLU (`harness.studies.throughput_step.TrainingStep`). The in-run baseline
+32, BatchNorm, half-GLU (`harness.studies.throughput.step.TrainingStep`). The in-run baseline
 network is the same network, parameters and step with each block's layer computed in the public
 references' style (`benchmarks.common.reference_forward`: lambda broadcast over time, B u
 before a `jax.lax.associative_scan`, or the Annotated S4's Vandermonde kernel and FFT
@@ -107,7 +107,7 @@ def training_step(model: str, task: str, baseline: bool = False) -> Any:
     import jax.random as jr
 
     from linrnn_bench.harness import train as training
-    from linrnn_bench.harness.studies.throughput_step import TrainingStep
+    from linrnn_bench.harness.studies.throughput.step import TrainingStep
 
     spec = run_spec(model, task)
     the_task = built_task(spec.task, spec.task_options)
@@ -233,10 +233,10 @@ class TrackNetworkCompile(_StepCell):
 
 
 def step_roofline(model: str, task: str, *, repeats: int = 5) -> dict:
-    """The whole step's roofline columns (`harness.studies.throughput_step.step_counts`), peaks
+    """The whole step's roofline columns (`harness.studies.throughput.step.step_counts`), peaks
     measured in this process around the timing."""
     from linrnn_bench.harness.measure import roofline, timing
-    from linrnn_bench.harness.studies.throughput_step import step_counts
+    from linrnn_bench.harness.studies.throughput.step import step_counts
 
     step = training_step(model, task)
     median, peaks = roofline.peaks_around(

@@ -264,8 +264,9 @@ def test_a_layer_outside_the_presets_list_keeps_its_tuned_runs_in_the_preset(tmp
 
 
 def test_no_tuning_seed_enters_a_tuned_mean_or_test(tmp_path):
-    from linrnn_bench.harness.report import _provenance, accuracy
-    from linrnn_bench.harness.report.accuracy import _data
+    from linrnn_bench.harness.report import _provenance
+    from linrnn_bench.harness.studies.accuracy import report as accuracy
+    from linrnn_bench.harness.studies.accuracy.report import _data
 
     # Seed 1 tunes; seeds 2 and 3 are held out. The tuning seed's test accuracy is made 1.0 at
     # every pair, so that any leak of it into a tuned mean shows.
@@ -293,7 +294,8 @@ def test_no_tuning_seed_enters_a_tuned_mean_or_test(tmp_path):
 
 
 def test_a_store_without_held_out_seeds_shows_no_tuned_number(tmp_path):
-    from linrnn_bench.harness.report import _provenance, accuracy
+    from linrnn_bench.harness.report import _provenance
+    from linrnn_bench.harness.studies.accuracy import report as accuracy
 
     store = Store(tmp_path / "s.sqlite")
     config = _config(lr_extend=0, seeds=(1, 2), tuning_seeds=0)  # every seed at every pair

@@ -12,7 +12,7 @@ import pytest
 from linrnn_bench.harness import config as _config
 from linrnn_bench.harness.errors import ConfigError
 from linrnn_bench.harness.report import _provenance
-from linrnn_bench.harness.report.accuracy import build
+from linrnn_bench.harness.studies.accuracy.report import build
 from linrnn_bench.harness.runner import run_study
 from linrnn_bench.harness.store import Store
 from linrnn_bench.harness.studies import _matched
@@ -116,7 +116,7 @@ def test_matched_runs_have_their_own_table_and_leave_the_others_unchanged(tmp_pa
 
 
 def test_a_preset_that_sizes_a_task_says_its_matched_runs_are_missing(tmp_path):
-    from linrnn_bench.harness.report import accuracy as section
+    from linrnn_bench.harness.studies.accuracy import report as section
     from linrnn_bench.harness.report._artifacts import Missing
 
     store = Store(tmp_path / "empty.sqlite")

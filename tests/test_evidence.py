@@ -16,7 +16,8 @@ import pytest
 from scipy import optimize, stats
 
 from linrnn_bench.harness import stats as inference
-from linrnn_bench.harness.report import _stats, accuracy
+from linrnn_bench.harness.report import _stats
+from linrnn_bench.harness.studies.accuracy import report as accuracy
 from linrnn_bench.harness.report._artifacts import Finding, Table
 from linrnn_bench.harness.store import Store
 from linrnn_bench.harness.studies import accuracy as accuracy_study
@@ -183,10 +184,10 @@ def _summary_cv(values: pd.Series) -> float:
     list(np.random.default_rng(0).lognormal(size=90)),
 ])
 def test_the_stability_summary_spread_is_the_coefficient_of_variation(values):
-    """The summary's spread (`report.stability._statistics._cv`) is `coefficient_of_variation`
+    """The summary's spread (`studies.stability.report._statistics._cv`) is `coefficient_of_variation`
     to the bit, with the one difference kept: an infinite norm (one that overflowed) makes it NaN
     where the per-run spread leaves it out."""
-    from linrnn_bench.harness.report.stability._statistics import _cv
+    from linrnn_bench.harness.studies.stability.report._statistics import _cv
 
     series = pd.Series(values, dtype=float)
     expected = _summary_cv(series)
@@ -430,8 +431,8 @@ def _trained_rows(spreads: dict[str, tuple[float, ...]]) -> pd.DataFrame:
 
 
 def test_stability_verdict_is_computed_for_whichever_layers_are_present():
-    from linrnn_bench.harness.report import stability as report
-    from linrnn_bench.harness.report.stability.findings import _finding, spread_families
+    from linrnn_bench.harness.studies.stability import report as report
+    from linrnn_bench.harness.studies.stability.report.findings import _finding, spread_families
 
     rng = np.random.default_rng(0)
     eight = lambda centre: tuple(centre * (1 + 0.1 * rng.standard_normal(8)))  # noqa: E731
@@ -489,7 +490,7 @@ def _claim_arrays(seeds: int, rotrnn_drift: float, lru_drift: float) -> dict:
 ])
 def test_the_stability_verdict_on_the_papers_claim_reads_true_either_way(seeds, rotrnn, lru,
                                                                          expected):
-    from linrnn_bench.harness.report.stability import findings as stability_findings
+    from linrnn_bench.harness.studies.stability.report import findings as stability_findings
 
     stationary = pd.DataFrame({"cfg.network.d_model": [32]})
     line = stability_findings.claim_verdict(_claim_arrays(seeds, rotrnn, lru), stationary,

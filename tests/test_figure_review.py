@@ -19,7 +19,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
-from linrnn_bench.harness.report import Figure, _review, accuracy, style  # noqa: E402
+from linrnn_bench.harness.report import Figure, _review, style  # noqa: E402
+from linrnn_bench.harness.studies.accuracy import report as accuracy  # noqa: E402
 from linrnn_bench.harness.store import Store  # noqa: E402
 from helpers import assert_printable, record_synthetic_accuracy  # noqa: E402
 

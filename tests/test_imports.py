@@ -171,3 +171,83 @@ def test_nothing_imports_a_generic_top_level_package():
                 wrong += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names
                           if n.split(".")[0] in generic]
     assert not wrong, f"imports of a generic top-level package: {wrong}"
+
+
+# A study is one folder, `harness/studies/<name>/`: what it keeps private stays inside it.
+STUDIES = "harness.studies"
+
+
+def _study_folders() -> list[str]:
+    root = PACKAGE_ROOT / "harness" / "studies"
+    return sorted(f"{STUDIES}.{p.parent.name}" for p in root.glob("*/__init__.py"))
+
+
+def _imports_bound(name: str, path: Path) -> list[tuple[int, str, str]]:
+    """``(line, dotted name, local name)`` of everything ``name`` imports, each imported name
+    joined to its module (``from .x import _y`` gives ``<package>.x._y``), relative to the
+    namespace; the local name is the one the import binds."""
+    is_package = path.name == "__init__.py"
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name, a.asname or a.name.split(".")[0])
+                      for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = name.split(".")
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            found += [(node.lineno, f"{module}.{a.name}", a.asname or a.name)
+                      for a in node.names]
+    return [(line, n.removeprefix(NAMESPACE + "."), local) for line, n, local in found]
+
+
+def _private_study_imports(modules: dict[str, Path]) -> list[str]:
+    """``module:line name`` of each private name (a part after the study's folder beginning
+    with ``_``) that a module in ``modules`` takes from a study folder it is not in: imported
+    (``from ..studies.theory import _x``) or read off an imported module (``theory._x``)."""
+    folders = _study_folders()
+
+    def private(name: str, target: str) -> bool:
+        return any(target.startswith(f + ".") and not (name == f or name.startswith(f + "."))
+                   and any(p.startswith("_") for p in target[len(f) + 1:].split("."))
+                   for f in folders)
+
+    wrong = []
+    for name, path in modules.items():
+        imports = _imports_bound(name, path)
+        bound = {local: target for _, target, local in imports}
+        wrong += [f"{name}:{line} {target}" for line, target, _ in imports
+                  if private(name, target)]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in bound):
+                target = f"{bound[node.value.id]}.{node.attr}"
+                if private(name, target):
+                    wrong.append(f"{name}:{node.lineno} {target}")
+    return wrong
+
+
+def test_the_study_folders_are_read():
+    assert {f"{STUDIES}.accuracy", f"{STUDIES}.theory"} <= set(_study_folders())
+
+
+def test_no_module_outside_a_study_imports_its_private_names():
+    wrong = _private_study_imports(_modules())
+    assert not wrong, f"private names of a study imported from outside its folder: {wrong}"
+
+
+def test_a_private_study_import_is_found(tmp_path):
+    path = tmp_path / "planner.py"
+    path.write_text("from ..studies.theory import _STATE_BUDGET, white_noise_batch\n"
+                    "from ..studies.stability.report import _data\n"
+                    "from ..studies import theory\n"
+                    "moments = theory._energy_moments, theory.energy_moments\n")
+    inside = tmp_path / "inside.py"
+    inside.write_text("from .report import _data\nfrom .. import stability\nstability._run\n")
+    assert _private_study_imports({"harness.plan.planner": path,
+                                   "harness.studies.stability.plan": inside}) == [
+        "harness.plan.planner:1 harness.studies.theory._STATE_BUDGET",
+        "harness.plan.planner:2 harness.studies.stability.report._data",
+        "harness.plan.planner:4 harness.studies.theory._energy_moments"]

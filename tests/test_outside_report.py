@@ -270,9 +270,9 @@ def test_the_documented_worked_example_puts_the_layer_beside_ours(tmp_path, monk
 
     # The figures, from the sections' Figure artifacts of the same store: S6 is in each legend
     # (or panel title) with finite data; the roofline figure names it in its caption instead.
-    from linrnn_bench.harness.report import memory as memory_report
-    from linrnn_bench.harness.report import stability as stability_report
-    from linrnn_bench.harness.report import throughput as throughput_report
+    from linrnn_bench.harness.studies.memory import report as memory_report
+    from linrnn_bench.harness.studies.stability import report as stability_report
+    from linrnn_bench.harness.studies.throughput import report as throughput_report
 
     s = Store(store)
     figures = {a.name: a for module in (throughput_report, memory_report, stability_report)

@@ -330,8 +330,8 @@ def test_memory_smoke_rows(smoke_store):
 
 def test_report_sections(smoke_store):
     from linrnn_bench.harness.report import Figure, Missing, Table
-    from linrnn_bench.harness.report import memory as memory_section
-    from linrnn_bench.harness.report import throughput as throughput_section
+    from linrnn_bench.harness.studies.memory import report as memory_section
+    from linrnn_bench.harness.studies.throughput import report as throughput_section
 
     for module, tables in ((throughput_section, {"throughput_all"}),
                            (memory_section, {"memory_fit", "memory_points"})):

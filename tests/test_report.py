@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 
 from linrnn_bench.harness.report import MARKER, README_TEXT, ReportError, ReportIncomplete, Section, render
-from linrnn_bench.harness.report import _published, _selection, _writers, accuracy, style
+from linrnn_bench.harness.report import _published, _selection, _writers, style
+from linrnn_bench.harness.studies.accuracy import report as accuracy
 from linrnn_bench.harness.report._artifacts import Figure, Table
 from linrnn_bench.harness.store import Store
 from helpers import (SYNTHETIC_ACCURACY, SYNTHETIC_PROVENANCE, assert_figure_data,
@@ -149,45 +150,54 @@ def test_study_without_rows_is_stated_missing(tmp_path):
     assert (out / "tables" / "published_lra_accuracy.csv").exists()
 
 
-def test_missing_or_broken_section_is_stated(tmp_path, monkeypatch):
+def _register_toy_studies(monkeypatch) -> None:
+    """Register studies whose sections are missing or broken, each a module of its own."""
     import sys
     import types
 
     from linrnn_bench.harness import studies
-
-    broken = types.ModuleType("linrnn_bench.harness.report.brokenstudy")
+    from linrnn_bench.harness.studies import PRESET_NAMES, Study
 
     def section(store):
         raise RuntimeError("boom")
 
-    broken.SECTION = Section("brokenstudy", "Broken", "A section that raises.", section)
-    untyped = types.ModuleType("linrnn_bench.harness.report.untypedstudy")
-    untyped.TITLE, untyped.INTRO, untyped.section = "Untyped", "Old style.", lambda store: []
-    monkeypatch.setitem(sys.modules, "linrnn_bench.harness.report.brokenstudy", broken)
-    monkeypatch.setitem(sys.modules, "linrnn_bench.harness.report.untypedstudy", untyped)
-    monkeypatch.setattr(studies, "names",
-                        lambda: ["accuracy", "nosuchstudy", "brokenstudy", "untypedstudy"])
+    sections = {"nosuchstudy": None, "brokenstudy": "SECTION", "untypedstudy": "section"}
+    for name, attribute in sections.items():
+        module = types.ModuleType(f"_toy_{name}")
+        module.SECTION = Section("brokenstudy", "Broken", "A section that raises.", section)
+        module.section = lambda store: []  # not a `Section`
+        module.STUDY = Study(name, "toy", dict.fromkeys(PRESET_NAMES), lambda c: [], lambda s: [],
+                             section=attribute and f"_toy_{name}:{attribute}")
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+        monkeypatch.setitem(studies._REGISTRY, name, module.__name__)
+    monkeypatch.setitem(studies._REGISTRY, "gonestudy", "_toy_gonestudy_not_a_module")
+    monkeypatch.setattr(studies, "names", lambda: ["accuracy", *sections, "gonestudy"])
+
+
+def test_missing_or_broken_section_is_stated(tmp_path, monkeypatch):
+    _register_toy_studies(monkeypatch)
     out = tmp_path / "reports"
     with pytest.raises(ReportIncomplete) as raised:
         render(Store(tmp_path / "s.sqlite"), out)
     # The report is in place; the exception names the broken sections, not the one merely
-    # without a section module.
-    assert sorted(raised.value.failures) == ["brokenstudy", "untypedstudy"]
+    # without a section.
+    assert sorted(raised.value.failures) == ["brokenstudy", "gonestudy", "untypedstudy"]
     assert out / "index.md" in raised.value.written
     index = (out / "index.md").read_text()
-    assert "no report section module `harness/report/nosuchstudy.py` exists yet" in index
+    assert "its registration declares no report section (`Study.section`) yet" in index
     assert "- [Nosuchstudy](#nosuchstudy): not produced" in index
     assert "**Broken** (whole section): its section raised RuntimeError: boom" in index
-    assert ("has no `SECTION = Section('untypedstudy', title, intro, build)`" in index)
+    assert ("its report section `_toy_untypedstudy:section` is not a `Section('untypedstudy', "
+            "title, intro, build)`" in index)
+    assert ("**Gonestudy** (whole section): its report section could not be imported "
+            "(ModuleNotFoundError: No module named '_toy_gonestudy_not_a_module')" in index)
 
 
 def test_every_study_has_a_typed_section():
-    import importlib
-
     from linrnn_bench.harness import studies
 
     for name in studies.names():
-        section = importlib.import_module(f"linrnn_bench.harness.report.{name}").SECTION
+        section = studies.get(name).report_section()
         assert isinstance(section, Section) and section.study == name
         assert section.title and section.intro and callable(section.build)
 

@@ -16,8 +16,8 @@ from helpers import assert_printable, assert_rows_declared, tol
 from linrnn_bench.harness import state_norm
 from linrnn_bench.harness import train as training
 from linrnn_bench.harness.config import ConfigError
-from linrnn_bench.harness.report import stability as stability_report
-from linrnn_bench.harness.report.stability import figures as stability_figures
+from linrnn_bench.harness.studies.stability import report as stability_report
+from linrnn_bench.harness.studies.stability.report import figures as stability_figures
 from linrnn_bench.harness.report import _layout
 from linrnn_bench.harness.report._artifacts import Figure, Finding, Missing, Table
 from linrnn_bench.harness.runner import run_study

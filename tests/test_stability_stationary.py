@@ -17,7 +17,7 @@ import pytest
 
 from linrnn_bench import tasks
 from linrnn_bench.harness import state_norm
-from linrnn_bench.harness.report import stability as report
+from linrnn_bench.harness.studies.stability import report as report
 from linrnn_bench.harness.studies import _stability_probe, stability
 from linrnn_bench.models import DiscreteSystem
 
@@ -200,8 +200,8 @@ def test_a_layer_outside_the_stationary_regime_leaves_the_families_and_seeds_com
     import pandas as pd
 
     from linrnn_bench.harness import stats as inference
-    from linrnn_bench.harness.report.stability import _statistics, findings
-    from linrnn_bench.harness.report.stability._data import C
+    from linrnn_bench.harness.studies.stability.report import _statistics, findings
+    from linrnn_bench.harness.studies.stability.report._data import C
 
     # S5's eigenvalue left the unit disc (no energy fraction); the LRU's window was transient.
     stationary = pd.DataFrame({"cfg.variant": ["rotrnn", "s5", "lru", "lru"],

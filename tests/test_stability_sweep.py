@@ -1,5 +1,5 @@
 """The stability study's initialisation sweep: head count x probe length x depth, before any
-training (`StabilityConfig.init_seeds` and `sweep_heads`, `harness.report.stability.sweep`)."""
+training (`StabilityConfig.init_seeds` and `sweep_heads`, `harness.studies.stability.report.sweep`)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from linrnn_bench import tasks
 from helpers import assert_printable, tol
 from linrnn_bench.harness import train as training
 from linrnn_bench.harness.report import _layout
-from linrnn_bench.harness.report import stability as stability_report
+from linrnn_bench.harness.studies.stability import report as stability_report
 from linrnn_bench.harness.report._artifacts import Figure, Finding, Missing, Table
-from linrnn_bench.harness.report.stability import sweep
+from linrnn_bench.harness.studies.stability.report import sweep
 from linrnn_bench.harness.runner import run_study
 from linrnn_bench.harness.store import Store
 from linrnn_bench.harness.studies import _stability_probe, stability

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from linrnn_bench.harness.report import Table
-from linrnn_bench.harness.report import throughput as throughput_section
+from linrnn_bench.harness.studies.throughput import report as throughput_section
 from linrnn_bench.harness.studies import throughput as TP
 
 

@@ -66,6 +66,8 @@ _PRESET_LINES = {
     "gpu": "the papers' configurations, for an accelerator",
 }
 _TRAIN_KEYS = ("model", "task", "seed", "seeds")
+# The study whose one run ``train`` makes (`Study.one_run`), stored as the study ``train``.
+_TRAINING_STUDY = "accuracy"
 _TRAIN_COLUMNS = ("kind", "step", "lr", "train_loss", "val_loss", "val_accuracy", "best_step",
                   "test_loss", "test_accuracy", "params", "train_seconds")
 
@@ -502,8 +504,8 @@ def _list_studies() -> None:
 
 def _cmd_train(args) -> int:
     from .runner import run_study
-    from .studies.accuracy import STUDY
 
+    training = _study(_TRAINING_STUDY)
     items = _config.parse_overrides(args.overrides)
     request = {k: items.pop(k) for k in _TRAIN_KEYS if k in items}
     preset = args.preset
@@ -511,11 +513,11 @@ def _cmd_train(args) -> int:
     seeds = _train_seeds(request)
     model = _train_model(request.get("model"), items.pop("network.layer", None))
     extra, rest = _train_recipe_items(items)
-    base = STUDY.config(preset, rest)  # validates the network.* and train.* keys
+    base = training.config(preset, rest)  # validates the network.* and train.* keys
     model, task = model or base.models[0], request.get("task", base.tasks[0])
     _note_replaced(base.recipes, {**rest, **dict(extra)}, model, task, preset)
-    config = _train_config(base, model, task, seeds, extra, rest)
-    study = dataclasses.replace(STUDY, name="train")
+    config = _train_config(training, base, model, task, seeds, extra + tuple(rest.items()))
+    study = dataclasses.replace(training, name="train")
     specs = _grid(study, config)
     if args.explain:
         _explain(config, model, task, preset, seeds)
@@ -574,27 +576,15 @@ def _note_replaced(recipes, given: dict[str, str], model: str, task: str, preset
                   f"replace(s) the {preset} preset's setting for {task} ({recipe.source}).")
 
 
-def _train_config(base, model: str, task: str, seeds: tuple[int, ...],
-                  extra: tuple[tuple[str, str], ...], rest: dict[str, str]):
-    """The accuracy study's config for ``train``'s one run: ``base`` narrowed to ``model``,
-    ``task`` and ``seeds`` (trained as one group), no depth sweep or tuning grid, and the
-    command line's items as the last recipe. A bad value is a `UsageError`."""
-    from .settings import COMMAND_LINE
-    from .studies.accuracy import Recipe
-
+def _train_config(study, base, model: str, task: str, seeds: tuple[int, ...],
+                  overrides: tuple[tuple[str, str], ...]):
+    """``base`` narrowed to ``train``'s one run, as the training study declares
+    (`Study.one_run`): ``model`` on ``task`` with ``seeds`` and the command line's
+    ``overrides`` last. A bad value is a `UsageError`."""
+    if study.one_run is None:
+        raise UsageError(f"Study {study.name!r} declares no one run (Study.one_run) to train.")
     try:
-        return dataclasses.replace(
-            base,
-            models=(model,),
-            tasks=(task,),
-            seeds=tuple(seeds),
-            group_seeds=True,  # seeds=0,1,2 trains the seeds as one group
-            depths=(),
-            tune_tasks=(),  # one run at the recipe's learning rates, not the tuning grid
-            tuning_seeds=0,
-            recipes=(*base.recipes, Recipe(overrides=extra + tuple(rest.items()),
-                                           source=COMMAND_LINE)),
-        )
+        return study.one_run(base, model, task, seeds, overrides)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -692,20 +682,12 @@ def _cmd_study(args) -> int:
 
 
 def _with_layer_options(study, config, options: dict[str, str]):
-    """``config`` of ``study`` with the command line's ``layer.<option>`` values: the accuracy
-    study takes them as its last recipe, set on every model whose config has the option, as
-    ``train`` does; the stability study in its ``layer_options``. Another study refuses them:
-    its layers' settings are its own config keys."""
-    from .settings import COMMAND_LINE, Recipe
-
-    # By the registered name: a `Study` does not declare where layer options go.
-    if study.name == "accuracy":
-        recipe = Recipe(overrides=tuple((f"layer.{k}", v) for k, v in options.items()),
-                        source=COMMAND_LINE)
-        return dataclasses.replace(config, recipes=(*config.recipes, recipe))
-    if study.name == "stability":
-        merged = {**dict(config.layer_options), **options}
-        return dataclasses.replace(config, layer_options=tuple(merged.items()))
+    """``config`` of ``study`` with the command line's ``layer.<option>`` values, as the study
+    declares (`Study.take_layer_options`: the accuracy study takes them as its last recipe,
+    the stability study in its ``layer_options``). Another study refuses them: its layers'
+    settings are its own config keys."""
+    if study.take_layer_options is not None:
+        return study.take_layer_options(config, options)
     raise UsageError(f"Study {study.name!r} takes no layer options (layer.{next(iter(options))}); "
                      "its layers' settings are its own config keys.")
 

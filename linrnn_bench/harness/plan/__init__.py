@@ -6,7 +6,7 @@ they compile: a layer's batched call, a network's training step, an evaluation p
 For each program it gives
 
 - its FLOPs and bytes: our analytic count (`harness.measure.roofline.layer_counts`, and for a network's
-  training step `harness.studies.throughput_step.step_counts`) and XLA's cost analysis beside it;
+  training step `harness.studies.throughput.step.step_counts`) and XLA's cost analysis beside it;
 - its compiled memory: XLA's memory analysis of the program compiled at the preset's real
   shapes from `jax.ShapeDtypeStruct` inputs (nothing of that size is allocated), as the memory
   study does (`harness.measure.memory.compiled_memory`); a program whose working set exceeds the
@@ -43,7 +43,8 @@ The package, by role (each module imports only those above it in this list):
     facts       what the plan needs of a task: its info, its splits' sizes, the preset's tasks
     builders    the distinct programs (a layer's call, a training step, an evaluation pass,
                 the network's forward pass, the stability probe) and a run's programs
-    planners    each study's runs and programs at a preset (`PLANNERS`), and `catalogue`
+    catalogue   every study's runs and programs at a preset (its `Study.planner`, in
+                `harness/studies/<name>/plan.py`), and what the store holds of them
     pricing     a program's counts, XLA's costs and memory, its bound, whether it fits
     text        the priced plan as text (`plan_text`)
     rehearsal   the programs compiled and run here, the tasks generated (`rehearse`)
@@ -54,7 +55,7 @@ from __future__ import annotations
 from .builders import (Built, Program, RunPlan, eval_program, layer_program, network_batch,
                        network_forward_program, probe_programs, train_step_program)
 from .facts import TaskFacts, is_loader, preset_tasks, reduced_options, task_facts
-from .planners import PLANNERS, StudyPlan, catalogue
+from .catalogue import StudyPlan, catalogue
 from .pricing import Priced, compile_abstract, price
 from .rehearsal import Rehearsed, rehearsal_text, rehearse, rehearse_program, rehearse_task
 from .targets import (DEVICE_MEMORY_FRACTION, DEVICES, LOCAL_MEMORY_FRACTION, Device, Target,
@@ -62,7 +63,7 @@ from .targets import (DEVICE_MEMORY_FRACTION, DEVICES, LOCAL_MEMORY_FRACTION, De
 from .text import plan_text
 
 __all__ = [
-    "DEVICES", "DEVICE_MEMORY_FRACTION", "LOCAL_MEMORY_FRACTION", "PLANNERS", "Built", "Device",
+    "DEVICES", "DEVICE_MEMORY_FRACTION", "LOCAL_MEMORY_FRACTION", "Built", "Device",
     "Priced", "Program", "Rehearsed", "RunPlan", "StudyPlan", "Target", "TaskFacts",
     "accelerator_path", "available_memory", "catalogue", "compile_abstract", "device_target",
     "eval_program", "is_loader", "layer_program", "local_target", "network_batch",

@@ -60,7 +60,7 @@ def _is_data(x: Any) -> bool:
     return eqx.is_array(x) or isinstance(x, jax.ShapeDtypeStruct)
 
 
-def _jitted(fn: Callable, *args: Any, algorithm: str | None) -> Built:
+def jit_program(fn: Callable, *args: Any, algorithm: str | None) -> Built:
     """``fn(*args)`` as one `jax.jit` over the arrays (or shapes) in ``args``."""
     import equinox as eqx
     import jax
@@ -74,15 +74,16 @@ def _jitted(fn: Callable, *args: Any, algorithm: str | None) -> Built:
     return Built(lambda: jitted.lower(dynamic), lambda c: (lambda: c(dynamic)), algorithm)
 
 
-def _algorithm(module: Any) -> str | None:
+def program_algorithm(module: Any) -> str | None:
+    """The algorithm a layer, or a network's first layer, resolves to (for the tables)."""
     from ..programs import resolved_algorithm
 
     blocks = getattr(module, "blocks", None)
     return resolved_algorithm(blocks[0].layer if blocks else module)
 
 
-def _array(shape: tuple[int, ...], dtype: Any, abstract: bool, key: Any, *, low: int = 0,
-           high: int | None = None) -> Any:
+def input_array(shape: tuple[int, ...], dtype: Any, abstract: bool, key: Any, *, low: int = 0,
+                high: int | None = None) -> Any:
     """A ShapeDtypeStruct, or random data: normal floats, or integers in [low, high)."""
     import jax
     import jax.numpy as jnp
@@ -109,19 +110,20 @@ def network_batch(info: Any, batch: int, abstract: bool, seed: int = 0) -> Any:
     pair = (2,) if info.pair else ()
     L = info.seq_len
     if info.input_kind == "tokens":
-        inputs = _array((batch, *pair, L), jnp.int32, abstract, k_x, low=1, high=info.vocab_size)
+        inputs = input_array((batch, *pair, L), jnp.int32, abstract, k_x, low=1,
+                             high=info.vocab_size)
     else:
-        inputs = _array((batch, *pair, L, info.input_dim), jnp.float32, abstract, k_x)
-    lengths = _array((batch, *pair), jnp.int32, abstract, None, low=L)
+        inputs = input_array((batch, *pair, L, info.input_dim), jnp.float32, abstract, k_x)
+    lengths = input_array((batch, *pair), jnp.int32, abstract, None, low=L)
     if info.target == "regression":
-        labels = _array((batch,), jnp.float32, abstract, k_y)
+        labels = input_array((batch,), jnp.float32, abstract, k_y)
     else:
         shape = (batch, L) if info.target == "per_step" else (batch,)
-        labels = _array(shape, jnp.int32, abstract, k_y, low=0, high=info.num_classes)
+        labels = input_array(shape, jnp.int32, abstract, k_y, low=0, high=info.num_classes)
     return Batch(inputs, labels, lengths)
 
 
-def _layer_counts_of(layer: Any, model: str, length: int, mode: str) -> Callable[[int], Any]:
+def layer_counts_of(layer: Any, model: str, length: int, mode: str) -> Callable[[int], Any]:
     from linrnn_bench.models.network import count_parameters
 
     from ..programs import system_shape
@@ -158,7 +160,7 @@ def layer_program(model: str, d_model: int, d_state: int, options: tuple, mode: 
         jitted = jax.jit(function, donate_argnums=donate)
         return Built(lambda: jitted.lower(*args), make_call, programs.resolved_algorithm(layer))
 
-    counts = _layer_counts_of(make_layer(), model, seq_len, mode)
+    counts = layer_counts_of(make_layer(), model, seq_len, mode)
     key = ("layer", model, d_model, d_state, tuple(options), mode, seq_len)
     label = f"layer {model} {mode} H={d_model} N={d_state} L={seq_len}"
     return Program(key + (batch,), label, batch, build, counts)
@@ -226,7 +228,7 @@ def train_step_program(network_config: Any, info: Any, train_config: Any, batch:
 
             return call
 
-        return Built(lambda: stepper.lowered(data, key), make_call, _algorithm(network))
+        return Built(lambda: stepper.lowered(data, key), make_call, program_algorithm(network))
 
     network, _ = _network(network_config, info)
     counts: Callable[[int], Any] = lambda b: None  # noqa: E731
@@ -239,9 +241,9 @@ def train_step_program(network_config: Any, info: Any, train_config: Any, batch:
 
 
 def _step_counts(network: Any, network_config: Any, info: Any) -> Callable[[int], Any]:
-    """`harness.studies.throughput_step.step_counts` of a batch of shapes: it reads the task's
+    """`harness.studies.throughput.step.step_counts` of a batch of shapes: it reads the task's
     info, the batch's inputs (shape, size, dtype) and the network from what it is given."""
-    from ..studies import throughput_step
+    from ..studies.throughput import step as throughput_step
 
     def counts(batch: int) -> Any:
         inputs = network_batch(info, batch, abstract=True).inputs
@@ -264,9 +266,9 @@ def eval_program(network_config: Any, info: Any, batch: int, task_key: tuple) ->
         network, state = _network(network_config, info)
         network = eqx.nn.inference_mode(network.rescaled(info.timescale))
         data = network_batch(info, b, abstract)
-        weights = _array((b,), jnp.float32, abstract, None) if abstract else jnp.ones(b)
-        return _jitted(training._eval_sums, network, state, data, weights,
-                       algorithm=_algorithm(network))
+        weights = input_array((b,), jnp.float32, abstract, None) if abstract else jnp.ones(b)
+        return jit_program(training._eval_sums, network, state, data, weights,
+                           algorithm=program_algorithm(network))
 
     network, _ = _network(network_config, info)
     counts = _layers_counts(network, info, "forward") if _has_systems(network) else (
@@ -287,8 +289,8 @@ def network_forward_program(network_config: Any, info: Any, batch: int) -> Progr
         network, state = _network(network_config, info)
         network = eqx.nn.inference_mode(network)
         data = network_batch(info, b, abstract)
-        return _jitted(lambda n, s, d: training._forward(n, s, d, None)[0], network, state,
-                       data, algorithm=_algorithm(network))
+        return jit_program(lambda n, s, d: training._forward(n, s, d, None)[0], network,
+                           state, data, algorithm=program_algorithm(network))
 
     network, _ = _network(network_config, info)
     key = ("network_forward", info.name, info.seq_len, info.vocab_size, network_config, batch)
@@ -318,13 +320,14 @@ def probe_programs(network_config: Any, facts: TaskFacts, probe_size: int, stati
             sequences = (jax.ShapeDtypeStruct(shape, data.inputs.dtype) if abstract
                          else data.inputs[:, 0])
             lengths = (jax.ShapeDtypeStruct((b,), jnp.int32) if abstract else data.lengths[:, 0])
-        return _jitted(lambda n, s, x, n_: probe._norms_and_moduli(n, s, x, n_, statistics),
-                       network, state, sequences, lengths, algorithm=_algorithm(network))
+        return jit_program(
+            lambda n, s, x, n_: probe._norms_and_moduli(n, s, x, n_, statistics),
+            network, state, sequences, lengths, algorithm=program_algorithm(network))
 
     def grads(b: int, abstract: bool) -> Built:
         network, state = _network(network_config, info)
-        return _jitted(probe._gradient_norms, network, state,
-                       network_batch(info, b, abstract), algorithm=_algorithm(network))
+        return jit_program(probe._gradient_norms, network, state,
+                           network_batch(info, b, abstract), algorithm=program_algorithm(network))
 
     network, _ = _network(network_config, info)
     name = f"{network_config.layer} {info.name} depth={network_config.depth} " \
@@ -339,7 +342,26 @@ def probe_programs(network_config: Any, facts: TaskFacts, probe_size: int, stati
     return out
 
 
-def _one_line(e: BaseException) -> str:
+def training_uses(network: Any, task: str, options: tuple, train: Any,
+                   facts: TaskFacts) -> list[tuple[Program, int]]:
+    """The programs of `harness.train.train` and their calls: ``steps`` training steps,
+    ``ceil(steps / eval_every)`` validation passes and one test pass."""
+    step = train_step_program(network, facts.info, train, train.batch_size, (task, options))
+    val_bs = min(train.eval_batch_size, facts.sizes["val"])
+    test_bs = min(train.eval_batch_size, facts.sizes["test"])
+    evaluations = -(-train.steps // train.eval_every)
+    uses = [(step, train.steps)]
+    val = eval_program(network, facts.info, val_bs, (task, options))
+    uses.append((val, evaluations * -(-facts.sizes["val"] // val_bs)))
+    if test_bs == val_bs:
+        uses[-1] = (val, uses[-1][1] + -(-facts.sizes["test"] // test_bs))
+    else:
+        uses.append((eval_program(network, facts.info, test_bs, (task, options)),
+                     -(-facts.sizes["test"] // test_bs)))
+    return uses
+
+
+def one_line(e: BaseException) -> str:
     """An error as one line, for the tables: its type and its message's first line."""
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0] if text else ''}"

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..measure import roofline, timing
 from ..measure.memory import compiled_memory
-from .builders import Built, Program, _one_line
+from .builders import Built, Program, one_line
 from .targets import Target, accelerator_path
 
 @dataclasses.dataclass
@@ -64,7 +64,7 @@ def price(program: Program, target: Target, *, compile: bool = True,
         if counts is not None:
             out.bound_s = roofline.bound(counts, target.peaks).seconds
     except Exception as e:  # noqa: BLE001 - priced as failed, the plan goes on
-        out.error = _one_line(e)
+        out.error = one_line(e)
     return out
 
 

@@ -11,9 +11,9 @@ from typing import Any
 from ..errors import ConfigError
 from ..measure import timing
 from ..measure.memory import compiled_memory
-from .builders import Program, _one_line
+from .builders import Program, one_line
 from .facts import is_loader, preset_tasks, reduced_options, task_facts
-from .planners import StudyPlan, catalogue
+from .catalogue import StudyPlan, catalogue
 from .pricing import _jax_compiled, compile_abstract
 from .targets import LOCAL_MEMORY_FRACTION, accelerator_path, available_memory
 from .text import _gib, _table
@@ -63,7 +63,7 @@ def rehearse_program(program: Program, *, budget: float, steps: int = 2,
                 out.step_s = timing.time_calls(call, warmup=steps - 1, repeats=1).min_s
         out.ok = True
     except Exception as e:  # noqa: BLE001 - collected; the rehearsal goes on
-        out.error = _one_line(e)
+        out.error = one_line(e)
         out.detail = traceback.format_exc()
     return out
 
@@ -96,7 +96,7 @@ def rehearse_task(task: str, options: tuple, *, examples: int | None = None) -> 
             out.detail = (f"{made} of {full} examples generated in {seconds:.1f} s; all "
                           f"{full}: about {seconds * full / made:.0f} s (extrapolated, linear)")
     except Exception as e:  # noqa: BLE001 - collected; the rehearsal goes on
-        out.error = _one_line(e)
+        out.error = one_line(e)
         out.detail = traceback.format_exc()
     return out
 

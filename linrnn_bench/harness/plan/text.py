@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .builders import Program
-from .planners import StudyPlan
+from .catalogue import StudyPlan
 from .pricing import Priced, price
 from .targets import Target
 

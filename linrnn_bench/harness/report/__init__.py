@@ -1,7 +1,7 @@
 """The report: every table and figure of the studies, written from the results store.
 
 `render(store, out_dir)` goes through the studies in registry order (`harness.studies.names`),
-takes each one's `Section` (``SECTION`` of the module ``harness.report.<study>``: title,
+takes each one's `Section` (the one its registration names, `Study.section`: title,
 introduction, ``build(store) -> list[Artifact]``), and writes::
 
     out_dir/tables/<name>.{csv,md,tex}     every Table
@@ -13,7 +13,8 @@ introduction, ``build(store) -> list[Artifact]``), and writes::
     out_dir/README.md                      a note that the folder is generated
 
 The published LRA numbers (`harness.report._published`) form their own section, labelled as
-published, after the accuracy section. A study without a section module, a section that raises,
+published, after the section that declares it is followed by them (the accuracy section's,
+`Section.followed_by_published`). A study that declares no section, a section that raises,
 or one that returns nothing is stated in the index, never left out silently. When a section
 raises (or cannot be imported) or a table or figure fails to write, the rest of the report is
 still written and put in place, and then `ReportIncomplete` is raised: a partial report never
@@ -52,7 +53,6 @@ import dataclasses
 import errno
 import fcntl
 import hashlib
-import importlib
 import json
 import logging
 import os
@@ -135,6 +135,7 @@ class _Section:
     provenance: dict[str, Any] | None  # None: not from the store (published numbers)
     problem: str | None = None  # why the section could not be produced at all
     broken: bool = False  # the problem is a fault (it raised), not a section not yet written
+    followed_by_published: bool = False  # `Section.followed_by_published`
 
 
 def render(store: Store | str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
@@ -243,8 +244,9 @@ def _sections(store: Store, send: Callable[[_Section], None] = lambda section: N
         out.append(section)
 
     for name in studies.names():
-        add(_study_section(store, name))
-        if name == "accuracy":
+        section = _study_section(store, name)
+        add(section)
+        if section.followed_by_published and not any(s.key == PUBLISHED_KEY for s in out):
             add(_published_section())
     if not any(s.key == PUBLISHED_KEY for s in out):
         add(_published_section())
@@ -262,7 +264,8 @@ def _published_section() -> _Section:
 
 
 def _study_section(store: Store, name: str) -> _Section:
-    module_name = f"{__name__}.{name}"
+    """Study ``name``'s section, its `Section` found through its registration
+    (`Study.section`); a section that cannot be found or built is stated, with why."""
     title = name.capitalize()
     try:
         summary = _provenance.summarise(store, name)
@@ -270,38 +273,41 @@ def _study_section(store: Store, name: str) -> _Section:
         log.exception("provenance of study %r", name)
         summary = {"study": name, "error": f"{type(e).__name__}: {e}"}
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name != module_name:
-            log.exception("importing %s", module_name)
-            problem = f"its report section `{module_name}` could not be imported ({e})."
-            return _Section(name, title, "", (), summary, problem, broken=True)
-        problem = f"no report section module `harness/report/{name}.py` exists yet."
-        return _Section(name, title, "", (), summary, problem)
-    section = getattr(module, "SECTION", None)
-    if not isinstance(section, Section) or section.study != name:
-        problem = (f"the section module `{module_name}` has no `SECTION = Section({name!r}, "
-                   "title, intro, build)`.")
+        study = studies.get(name)
+        section = study.report_section()
+    except Exception as e:  # one study that cannot be imported must not cost the report
+        log.exception("the report section of study %r", name)
+        problem = f"its report section could not be imported ({type(e).__name__}: {e})."
         return _Section(name, title, "", (), summary, problem, broken=True)
-    title, intro = section.title, section.intro
+    if section is None:
+        problem = "its registration declares no report section (`Study.section`) yet."
+        return _Section(name, title, "", (), summary, problem)
+    if not isinstance(section, Section) or section.study != name:
+        problem = (f"its report section `{study.section}` is not a `Section({name!r}, title, "
+                   "intro, build)`.")
+        return _Section(name, title, "", (), summary, problem, broken=True)
+    title, intro, then = section.title, section.intro, section.followed_by_published
     try:
         artifacts = tuple(section.build(store))
     except Exception as e:  # one broken section must not cost the rest of the report
-        log.exception("report section %s", module_name)
+        log.exception("report section %s", study.section)
         problem = f"its section raised {type(e).__name__}: {e}"
-        return _Section(name, title, intro, (), summary, problem, broken=True)
+        return _Section(name, title, intro, (), summary, problem, broken=True,
+                        followed_by_published=then)
     wrong = [type(a).__name__ for a in artifacts
              if not isinstance(a, (Table, Figure, Finding, Missing))]
     if wrong:
         problem = (f"its section returned objects that are not Table, Figure, Finding or "
                    f"Missing: {wrong}.")
-        return _Section(name, title, intro, (), summary, problem, broken=True)
+        return _Section(name, title, intro, (), summary, problem, broken=True,
+                        followed_by_published=then)
     if not artifacts:
         artifacts = (
             Missing(f"{name}_all", title,
                     "the section produced no table or figure from this store."),
         )
-    return _Section(name, title, intro, artifacts + _skipped_models(name), summary)
+    return _Section(name, title, intro, artifacts + _skipped_models(name), summary,
+                    followed_by_published=then)
 
 
 def _skipped_models(name: str) -> tuple[Missing, ...]:

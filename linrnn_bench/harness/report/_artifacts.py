@@ -146,12 +146,16 @@ class Section:
         intro: one paragraph: what the study measures and how.
         build: ``build(store) -> list[Artifact]``, a pure function of the store; a table or
             figure it cannot make is a `Missing` saying why, never left out silently.
+        followed_by_published: the published numbers' section (`harness.report._published`)
+            comes right after this one, beside the results they are compared with; without
+            such a section they come after every study's.
     """
 
     study: str
     title: str
     intro: str
     build: Callable[[Store], Sequence[Artifact]]
+    followed_by_published: bool = False
 
     def __post_init__(self):
         if not callable(self.build):

@@ -1,5 +1,5 @@
 """Which accuracy runs the report shows, and which learning rates it counts as each cell's tuned
-ones: shared by the accuracy section (`harness.report.accuracy`) and by the stability study,
+ones: shared by the accuracy section (`harness.studies.accuracy.report`) and by the stability study,
 which trains at the rates selected here when the store holds them (`tuned_rates`).
 
 The rule: the runs of the preset the store holds most completely (`_selected`); in each

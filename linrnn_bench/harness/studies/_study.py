@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -18,6 +19,18 @@ PRESET_FALLBACK: dict[str, str] = {"cpu-full": "cpu"}
 
 C = TypeVar("C")  # the study's config dataclass
 S = TypeVar("S")  # the study's run spec dataclass
+# `Study.one_run`: (config, model, task, seeds, the command line's key=value pairs) -> config.
+OneRun = Callable[[Any, str, str, tuple[int, ...], tuple[tuple[str, str], ...]], Any]
+
+
+def resolve(reference: str) -> Any:
+    """The object a ``"module:name"`` reference names, its module imported now: a study names
+    its planner and report section this way, so that registering (and running) it imports
+    neither the planning nor the drawing code."""
+    module, _, name = reference.partition(":")
+    if not module or not name:
+        raise ValueError(f"{reference!r} is not a reference of the form 'module:name'.")
+    return getattr(importlib.import_module(module), name)
 
 
 def enters_all(model: Any) -> str | None:
@@ -98,6 +111,18 @@ class Study(Generic[C, S]):
             the learning rates the accuracy study selected); None for a grid that depends on
             its config alone. `bind` applies it; the runner binds before building the grid,
             and the report binds with the store it renders, so both see the same runs.
+        planner: ``"module:function"``, the function ``(study, config) -> list[RunPlan]``
+            giving each run of the grid and the programs it calls (`harness.plan`), or None
+            for a study ``plan`` lists as not priced. Imported only when a plan is made.
+        section: ``"module:NAME"``, its report `Section` (`harness.report`), or None for a
+            study the report states has no section. Imported only when the report is drawn.
+        take_layer_options: ``(config, {option: value}) -> config`` with the command line's
+            ``layer.<option>`` values applied, or None for a study that refuses them (its
+            layers' settings are its own config keys).
+        one_run: ``(config, model, task, seeds, overrides) -> config`` narrowed to one model
+            on one task with ``seeds`` (trained as one group) and the command line's
+            ``key=value`` pairs as its last settings: the run ``linrnn-bench train`` makes;
+            None for a study ``train`` cannot make a run of. A bad value is a `ValueError`.
     """
 
     name: str
@@ -112,6 +137,10 @@ class Study(Generic[C, S]):
     group: Callable[[C, S], Hashable | None] | None = None
     run_group: Callable[[list[S]], list[list[dict[str, Any]] | Exception]] | None = None
     from_store: Callable[[C, Any], C] | None = None
+    planner: str | None = None
+    section: str | None = None
+    take_layer_options: Callable[[C, Mapping[str, str]], C] | None = None
+    one_run: OneRun | None = None
 
     def __post_init__(self):
         if (self.group is None) != (self.run_group is None):
@@ -119,6 +148,10 @@ class Study(Generic[C, S]):
         missing = [p for p in PRESET_NAMES if p not in self.presets and p not in PRESET_FALLBACK]
         if missing:
             raise ValueError(f"Study {self.name!r} lacks presets {missing}.")
+        for field, reference in (("planner", self.planner), ("section", self.section)):
+            if reference is not None and not all(reference.partition(":")[::2]):
+                raise ValueError(f"Study {self.name!r}: {field}={reference!r} is not a "
+                                 "reference of the form 'module:name'.")
 
     def config(self, preset: str, overrides: Mapping[str, Any] | None = None) -> C:
         """The preset's config with ``key=value`` overrides applied and validated."""
@@ -137,6 +170,16 @@ class Study(Generic[C, S]):
         if self.from_store is None or store is None:
             return config
         return self.from_store(config, store)
+
+    def plan(self, config: C) -> list[Any]:
+        """Each run of ``config``'s grid and the programs it calls (`planner`)."""
+        if self.planner is None:
+            raise NotImplementedError(f"study {self.name!r} declares no planner")
+        return resolve(self.planner)(self, config)
+
+    def report_section(self) -> Any | None:
+        """Its report `Section` (`section`), imported now; None where it declares none."""
+        return None if self.section is None else resolve(self.section)
 
     def units(self, config: C, specs: list[S]) -> list[Any]:
         """``specs`` as units of work, in the grid's order: a `Group` for the runs of one
