@@ -150,6 +150,28 @@ def test_study_without_rows_is_stated_missing(tmp_path):
     assert (out / "tables" / "published_lra_accuracy.csv").exists()
 
 
+def test_a_fresh_clones_reports_folder_with_the_shipped_reference_takes_the_report(tmp_path):
+    # A fresh clone's reports/: the tracked note and the shipped reference (reports/cpu-full,
+    # a report folder with its own marker). The render writes beside the reference and never
+    # touches it.
+    out = tmp_path / "reports"
+    reference = out / "cpu-full"
+    (reference / "tables").mkdir(parents=True)
+    (out / "README.md").write_text(README_TEXT)
+    (reference / MARKER).write_text(json.dumps({"files": ["tables/accuracy_test.csv"]}))
+    (reference / "tables" / "accuracy_test.csv").write_text("the reference's")
+    render(Store(tmp_path / "empty.sqlite"), out)
+    assert (out / "index.md").exists()
+    assert (reference / "tables" / "accuracy_test.csv").read_text() == "the reference's"
+    # A subfolder without a marker of its own is still the user's: refused, nothing written.
+    other = tmp_path / "other"
+    (other / "mine").mkdir(parents=True)
+    (other / "README.md").write_text(README_TEXT)
+    with pytest.raises(ReportError, match="mine"):
+        render(Store(tmp_path / "empty.sqlite"), other)
+    assert sorted(p.name for p in other.iterdir()) == ["README.md", "mine"]
+
+
 def _register_toy_studies(monkeypatch) -> None:
     """Register studies whose sections are missing or broken, each a module of its own."""
     import sys

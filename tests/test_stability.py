@@ -411,6 +411,7 @@ def test_report_section(smoke, tmp_path):
         # One layer and no head count swept: the sweep's table, and why there is no more.
         "stability_init_sweep_listops": Table,
         "stability_init_heads_listops": Missing,
+        "stability_init_tests_listops": Missing,
         "stability_init_sweep_findings_listops": Missing,
         "stability_training_listops": Figure,
         "stability_eigenvalues_listops": Figure,

@@ -731,7 +731,10 @@ def _owned_files(out_dir: Path) -> set[str]:
                 f"entry from {out_dir / MARKER} or pass another --out."
             )
         return owned
-    contents = {p.name for p in out_dir.iterdir()}
+    # A subfolder with a marker of its own is another report (the shipped reference,
+    # reports/cpu-full): never the render's to replace, and not in its way.
+    contents = {p.name for p in out_dir.iterdir()
+                if not (p.is_dir() and not p.is_symlink() and (p / MARKER).is_file())}
     # A fresh clone's reports/ holds only the tracked note, which the render writes again.
     note = out_dir / "README.md"
     if contents == {"README.md"} and note.is_file() and note.read_text("utf-8") == README_TEXT:

@@ -83,6 +83,9 @@ _RC: dict[str, object] = {
     "ps.fonttype": 42,
     # Fixed salt: SVG ids (and anything else matplotlib hashes) do not change between runs.
     "svg.hashsalt": "linrnn-bench",
+    # A section's figures stay open until the report writes them (the cpu-full report draws
+    # more than matplotlib's warning threshold of 20); each is closed once written.
+    "figure.max_open_warning": 0,
     "path.simplify": True,
     "axes.prop_cycle": mpl.cycler(color=list(PALETTE)),
 }
