@@ -14,7 +14,7 @@ import pandas as pd
 
 from linrnn_bench.harness.plan import RunPlan
 from linrnn_bench.harness.report import Missing, Section, Table
-from linrnn_bench.harness.report._artifacts import no_runs
+from linrnn_bench.harness.report.artifacts import no_runs
 from linrnn_bench.harness.studies import PRESET_NAMES, Study
 
 NAME = "toy"

@@ -124,19 +124,19 @@ def test_lr_extend_is_refused_where_it_cannot_apply():
 
 
 def test_the_report_says_whether_each_optimum_is_bracketed(tmp_path):
-    from linrnn_bench.harness.report import _provenance, _selection
+    from linrnn_bench.harness.report import origins, selection
 
     store = Store(tmp_path / "s.sqlite")
     run_study(_study(10.0), _config(lr_extend=1), store=store, progress=False)
-    with _provenance.reading(store):
-        table = _selection.bracketing(store)
+    with origins.reading(store):
+        table = selection.bracketing(store)
     # A peak beyond the grid grown by one step: still at the largest pair, not bracketed.
     assert table[["model", "task", "pairs", "highest", "position", "bracketed"]].values.tolist() == [
         ["lru", "digits", 4, 0.1, "largest", False]]
     grown = Store(tmp_path / "t.sqlite")
     run_study(_study(0.03), _config(lr_extend=1), store=grown, progress=False)
-    with _provenance.reading(grown):
-        assert _selection.bracketing(grown)["bracketed"].tolist() == [True]
+    with origins.reading(grown):
+        assert selection.bracketing(grown)["bracketed"].tolist() == [True]
 
 
 # --------------------------------------------------------------------------------------------
@@ -167,11 +167,11 @@ def test_the_other_seeds_run_at_the_selected_pair_once_the_selection_is_final(tm
     assert {study.run_id(s) for s in A.grid(bound)} < {study.run_id(s) for s in A.grid(full)}
     assert run_study(study, config, store=store, progress=False).counts == {}
     # The report selects on the tuning seed: the tuned configuration is every seed at 0.1.
-    from linrnn_bench.harness.report import _provenance, _selection
+    from linrnn_bench.harness.report import origins, selection
 
-    with _provenance.reading(store):
-        assert _selection.tuned_rates(store) == {("lru", "digits", 1): (0.1, 0.03)}
-        assert _selection.bracketing(store)["bracketed"].tolist() == [True]
+    with origins.reading(store):
+        assert selection.tuned_rates(store) == {("lru", "digits", 1): (0.1, 0.03)}
+        assert selection.bracketing(store)["bracketed"].tolist() == [True]
 
 
 def test_no_other_seed_runs_while_the_tuning_seeds_are_undecided(tmp_path):
@@ -228,7 +228,7 @@ def test_tuning_seeds_that_cannot_mean_anything_are_refused():
 
 
 def test_a_diverged_rate_above_the_selected_one_brackets_it(tmp_path):
-    from linrnn_bench.harness.report import _provenance, _selection
+    from linrnn_bench.harness.report import origins, selection
 
     store = Store(tmp_path / "s.sqlite")
     # Better and better up to 0.1; 0.3 diverges: 0.1 is selected, bracketed by the diverged
@@ -236,15 +236,15 @@ def test_a_diverged_rate_above_the_selected_one_brackets_it(tmp_path):
     summary = run_study(_study(10.0, diverge_above=0.2), _config(lr_extend=3), store=store,
                         progress=False)
     assert summary.counts == {"done": 8, "diverged": 2}
-    with _provenance.reading(store):
-        table = _selection.bracketing(store)
+    with origins.reading(store):
+        table = selection.bracketing(store)
     assert table[["lr", "pairs", "highest", "position", "bracketed"]].values.tolist() == [
         [0.1, 5, 0.3, "inside", True]]
 
 
 def test_a_layer_outside_the_presets_list_keeps_its_tuned_runs_in_the_preset(tmp_path,
                                                                               monkeypatch):
-    from linrnn_bench.harness.report import _provenance
+    from linrnn_bench.harness.report import origins
 
     # The cpu preset as if it listed RotRNN alone: the LRU's runs stand for a user's layer,
     # whose preset is found by building the grid with it as the only model.
@@ -257,14 +257,14 @@ def test_a_layer_outside_the_presets_list_keeps_its_tuned_runs_in_the_preset(tmp
     completing = {A.STUDY.run_id(s) for s in A.grid(A.STUDY.bind(config, store))
                   if s.seed not in A.tune_seeds(config)}
     assert completing and completing <= ids  # seeds 2-4 ran at each cell's selected pair
-    with _provenance.reading(store):
-        labels = _provenance.run_presets("accuracy", sorted(ids), dict.fromkeys(ids, "lru"))
+    with origins.reading(store):
+        labels = origins.run_presets("accuracy", sorted(ids), dict.fromkeys(ids, "lru"))
     # Every run, the completing ones and the grid's growth included, is the preset's.
     assert {labels[i] for i in ids} == {"cpu"}
 
 
 def test_no_tuning_seed_enters_a_tuned_mean_or_test(tmp_path):
-    from linrnn_bench.harness.report import _provenance
+    from linrnn_bench.harness.report import origins
     from linrnn_bench.harness.studies.accuracy import report as accuracy
     from linrnn_bench.harness.studies.accuracy.report import _data
 
@@ -280,7 +280,7 @@ def test_no_tuning_seed_enters_a_tuned_mean_or_test(tmp_path):
     config = dataclasses.replace(_config(lr_extend=0, seeds=(1, 2, 3), tuning_seeds=1),
                                  models=("lru", "s5"))
     run_study(dataclasses.replace(base, run=run), config, store=store, progress=False)
-    with _provenance.reading(store):
+    with origins.reading(store):
         selection = _data.load(store)
         artifacts = {a.name: a for a in accuracy.build(store)}
     plt.close("all")  # only the tables are read
@@ -294,13 +294,13 @@ def test_no_tuning_seed_enters_a_tuned_mean_or_test(tmp_path):
 
 
 def test_a_store_without_held_out_seeds_shows_no_tuned_number(tmp_path):
-    from linrnn_bench.harness.report import _provenance
+    from linrnn_bench.harness.report import origins
     from linrnn_bench.harness.studies.accuracy import report as accuracy
 
     store = Store(tmp_path / "s.sqlite")
     config = _config(lr_extend=0, seeds=(1, 2), tuning_seeds=0)  # every seed at every pair
     run_study(_study(0.03), config, store=store, progress=False)
-    with _provenance.reading(store):
+    with origins.reading(store):
         artifacts = {a.name: a for a in accuracy.build(store)}
     plt.close("all")
     assert "no seed is held out" in artifacts["accuracy_tuned"].reason

@@ -11,7 +11,7 @@ import pytest
 
 from linrnn_bench.harness import config as _config
 from linrnn_bench.harness.errors import ConfigError
-from linrnn_bench.harness.report import _provenance
+from linrnn_bench.harness.report import origins
 from linrnn_bench.harness.studies.accuracy.report import build
 from linrnn_bench.harness.runner import run_study
 from linrnn_bench.harness.store import Store
@@ -85,7 +85,7 @@ def test_matched_runs_have_their_own_table_and_leave_the_others_unchanged(tmp_pa
     def tables(of: Store) -> dict:
         import matplotlib.pyplot as plt
 
-        with _provenance.reading(of):
+        with origins.reading(of):
             artifacts = {a.name: a for a in build(of)}
         plt.close("all")  # only the tables are read
         return artifacts
@@ -117,7 +117,7 @@ def test_matched_runs_have_their_own_table_and_leave_the_others_unchanged(tmp_pa
 
 def test_a_preset_that_sizes_a_task_says_its_matched_runs_are_missing(tmp_path):
     from linrnn_bench.harness.studies.accuracy import report as section
-    from linrnn_bench.harness.report._artifacts import Missing
+    from linrnn_bench.harness.report.artifacts import Missing
 
     store = Store(tmp_path / "empty.sqlite")
     labels = section.Labels(pd.DataFrame({"depth": [2], "task": ["listops"],

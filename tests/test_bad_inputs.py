@@ -58,10 +58,10 @@ def _corrupt_store(root: Path) -> Path:
 
 
 def _table(*, stderr: bool = False, caption: str = "c", **fields: Any):
-    """A one-cell report table (`harness.report._artifacts.Table`) with ``fields``."""
+    """A one-cell report table (`harness.report.artifacts.Table`) with ``fields``."""
     import pandas as pd
 
-    from linrnn_bench.harness.report._artifacts import Table
+    from linrnn_bench.harness.report.artifacts import Table
 
     frame = pd.DataFrame({"acc (%)": [90.0]}, index=pd.Index(["LRU"], name="Model"))
     return Table("t", "T", caption, frame, stderr=frame if stderr else None, **fields)

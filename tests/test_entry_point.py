@@ -49,9 +49,9 @@ def test_a_layer_installed_by_entry_point_joins_a_preset_and_its_report(tmp_path
     assert np.isfinite(rows["test loss"].to_numpy(float)).all()
     # The toy's run is the smoke preset's, as the LRU's is: one preset, not "custom" (read
     # in a process where the entry point is installed, as the report's was).
-    script = ("from linrnn_bench.harness.report import _provenance; "
+    script = ("from linrnn_bench.harness.report import origins; "
               "from linrnn_bench.harness.store import Store; "
-              f"f = _provenance.with_presets(Store({str(store)!r}).runs('accuracy'), 'accuracy'); "
+              f"f = origins.with_presets(Store({str(store)!r}).runs('accuracy'), 'accuracy'); "
               "print(sorted(set(zip(f['cfg.network.layer'], f['preset']))))")
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)

@@ -16,9 +16,9 @@ import pytest
 from scipy import optimize, stats
 
 from linrnn_bench.harness import stats as inference
-from linrnn_bench.harness.report import _stats
+from linrnn_bench.harness.report import summaries
 from linrnn_bench.harness.studies.accuracy import report as accuracy
-from linrnn_bench.harness.report._artifacts import Finding, Table
+from linrnn_bench.harness.report.artifacts import Finding, Table
 from linrnn_bench.harness.store import Store
 from linrnn_bench.harness.studies import accuracy as accuracy_study
 from helpers import assert_printable
@@ -80,8 +80,8 @@ def test_small_n_cannot_reach_alpha_and_says_so():
     assert math.isinf(inference.sign_flip_mdd(5)) and math.isfinite(inference.sign_flip_mdd(6))
     family = inference.pairwise(pd.DataFrame({"x": [1.0, 2.0, 3.0], "y": [0.0, 0.5, 1.0]}),
                                 higher_is_better=True)
-    assert _stats.family_verdict(family).startswith("n = 3 cannot reach alpha = 0.05")
-    text = _stats.comparison_text(next(family.itertuples()))
+    assert summaries.family_verdict(family).startswith("n = 3 cannot reach alpha = 0.05")
+    text = summaries.comparison_text(next(family.itertuples()))
     assert "the exact test cannot reach the Holm level at n = 3" in text
     # What a paired t-test could detect, at the family's Holm level (here m = 1: 5%).
     assert f"a paired t-test there could detect {family['mdd_t_family'].iloc[0]:.2f}" in text
@@ -125,7 +125,7 @@ def test_across_tasks_friedman_with_ties_and_wilcoxon_holm():
     higher = {"t1": True, "t2": True, "t3": True, "mse": False}
     out = inference.across_tasks(scores, higher)
     assert out["ranks"].loc["mse"].tolist() == [1.0, 2.0, 3.0, 4.0]  # lower MSE ranks first
-    assert _stats.average_ranks(scores, higher).equals(out["ranks"])
+    assert summaries.average_ranks(scores, higher).equals(out["ranks"])
     oriented = scores.copy()
     oriented.loc["mse"] *= -1
     ref = stats.friedmanchisquare(*[oriented[c] for c in oriented.columns])
@@ -153,9 +153,9 @@ def test_across_tasks_friedman_with_ties_and_wilcoxon_holm():
 
 
 def test_baseline_margin_mean_interval_and_refused_bootstrap():
-    ok, margin = _stats.beats_baseline([40.0, 42.0, 44.0], 30.0, higher_is_better=True)
+    ok, margin = summaries.beats_baseline([40.0, 42.0, 44.0], 30.0, higher_is_better=True)
     assert ok and margin == pytest.approx(12.0 / (2.0 / math.sqrt(3)))
-    ok, margin = _stats.beats_baseline([0.5, 0.6], 0.55, higher_is_better=False)
+    ok, margin = summaries.beats_baseline([0.5, 0.6], 0.55, higher_is_better=False)
     assert not ok and margin == pytest.approx(0.0)
     mean, low, high, n = inference.mean_interval([1.0, 2.0, 4.0])
     ref = stats.ttest_1samp([1.0, 2.0, 4.0], 0.0).confidence_interval()
@@ -164,7 +164,7 @@ def test_baseline_margin_mean_interval_and_refused_bootstrap():
         inference.percentile_bootstrap([1.0, 2.0, 3.0])
     low, high = inference.percentile_bootstrap(np.arange(40.0))
     assert low < 19.5 < high
-    assert _stats.coefficient_of_variation([1.0, 3.0]) == pytest.approx(0.5)
+    assert summaries.coefficient_of_variation([1.0, 3.0]) == pytest.approx(0.5)
 
 
 def _summary_cv(values: pd.Series) -> float:
@@ -191,10 +191,10 @@ def test_the_stability_summary_spread_is_the_coefficient_of_variation(values):
 
     series = pd.Series(values, dtype=float)
     expected = _summary_cv(series)
-    for got in (_stats.coefficient_of_variation(series, drop_infinite=False), _cv(series)):
+    for got in (summaries.coefficient_of_variation(series, drop_infinite=False), _cv(series)):
         assert got == expected or (math.isnan(got) and math.isnan(expected)), (got, expected)
     finite = pd.Series([v for v in values if math.isfinite(v)], dtype=float)
-    dropped = _stats.coefficient_of_variation(series)
+    dropped = summaries.coefficient_of_variation(series)
     reference = _summary_cv(finite)
     assert dropped == reference or (math.isnan(dropped) and math.isnan(reference))
 

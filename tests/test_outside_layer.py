@@ -30,7 +30,7 @@ from linrnn_bench import models
 from linrnn_bench.harness import cli, layer_check, programs, provenance, studies, variants
 from linrnn_bench.harness.report import style
 from linrnn_bench.harness.studies.theory import report as theory_report
-from linrnn_bench.harness.report._artifacts import Table
+from linrnn_bench.harness.report.artifacts import Table
 from linrnn_bench.harness.runner import run_study
 from linrnn_bench.harness.store import Store
 from linrnn_bench.harness.studies import memory, theory, throughput

@@ -25,7 +25,7 @@ import pytest
 from linrnn_bench import models
 from linrnn_bench.harness import config as _config
 from linrnn_bench.harness import layer_check
-from linrnn_bench.harness.report import _provenance, style
+from linrnn_bench.harness.report import origins, style
 from linrnn_bench.harness.store import Store
 from linrnn_bench.harness.studies import accuracy
 from linrnn_bench.models import _registry
@@ -62,12 +62,12 @@ def test_an_added_model_at_a_presets_grid_is_that_presets_run(tmp_path):
             store.record(run_id=run_id, study="accuracy", status="done",
                          config=_config.to_dict(spec), config_hash=run_id, seed=spec.seed,
                          provenance={})
-        labelled = _provenance.with_presets(store.runs("accuracy"), "accuracy")
+        labelled = origins.with_presets(store.runs("accuracy"), "accuracy")
         preset = dict(zip(labelled["run_id"], labelled["preset"]))
         assert preset[accuracy.STUDY.run_id(ours[0])] == "smoke"
-        assert preset[accuracy.STUDY.run_id(custom)] == _provenance.CUSTOM
+        assert preset[accuracy.STUDY.run_id(custom)] == origins.CUSTOM
         assert sorted(set(preset.values())) == ["custom", "smoke"]
-        frame, shown = _provenance.largest_preset(store.runs("accuracy"), "accuracy")
+        frame, shown = origins.largest_preset(store.runs("accuracy"), "accuracy")
         assert shown == "smoke" and S6 in set(frame["cfg.network.layer"])
 
 

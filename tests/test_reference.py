@@ -24,7 +24,7 @@ import pytest
 
 from linrnn_bench.harness import reference
 from linrnn_bench.harness.cli import main
-from linrnn_bench.harness.report import MARKER, _provenance, render
+from linrnn_bench.harness.report import MARKER, origins, render
 from linrnn_bench.harness.runner import run_study
 from linrnn_bench.harness.store import Store
 from linrnn_bench.harness.studies import accuracy, stability
@@ -120,7 +120,7 @@ def test_the_reference_renders_byte_identically_from_its_compressed_store(tiny, 
 
 
 def _models(store: Store, study: str) -> dict[str, int]:
-    return dict(pd.Series(_provenance.run_models(store.runs(study))).value_counts())
+    return dict(pd.Series(origins.run_models(store.runs(study))).value_counts())
 
 
 @pytest.mark.slow
@@ -139,7 +139,7 @@ def test_compare_trains_only_the_layers_runs_and_reports_every_model(tiny, tmp_p
         # Every run of the reference, once, and the layer's runs at the same preset beside.
         assert _models(store, "accuracy") == {"lru": 1, "rotrnn": 1, S6: 1}
         assert _models(store, "stability") == {"lru": 1, S6: 1}
-        labels = _provenance.with_presets(store.runs("accuracy"), "accuracy")
+        labels = origins.with_presets(store.runs("accuracy"), "accuracy")
         assert set(labels["preset"]) == {"smoke"}
         # Resumed, the store is kept as it is (no run of the layer is lost).
         with reference.unpacked(reference.open_reference(tiny)) as shipped:
@@ -207,10 +207,10 @@ def test_compare_refuses_a_reference_this_code_would_not_make(tiny, tmp_path, mo
 def test_the_report_says_when_runs_are_older_than_their_study():
     current = accuracy.STUDY.version
     summary = {"study": "accuracy", "runs": {"done": 3}, "presets": ["cpu"], "seeds": [0]}
-    old = _provenance.describe({**summary, "study_version": [current - 1]})
+    old = origins.describe({**summary, "study_version": [current - 1]})
     assert (f"These runs were made by version {current - 1} of the accuracy study, older than "
             f"this code's version {current}") in old
-    mixed = _provenance.describe({**summary, "study_version": [current - 1, current]})
+    mixed = origins.describe({**summary, "study_version": [current - 1, current]})
     assert "Some of these runs were made by version" in mixed
-    now = _provenance.describe({**summary, "study_version": [current]})
+    now = origins.describe({**summary, "study_version": [current]})
     assert "version" not in now and now.endswith(".")

@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 
 from linrnn_bench.harness.report import MARKER, README_TEXT, ReportError, ReportIncomplete, Section, render
-from linrnn_bench.harness.report import _published, _selection, _writers, style
+from linrnn_bench.harness.report import _published, selection, _writers, style
 from linrnn_bench.harness.studies.accuracy import report as accuracy
-from linrnn_bench.harness.report._artifacts import Figure, Table
+from linrnn_bench.harness.report.artifacts import Figure, Table
 from linrnn_bench.harness.store import Store
 from helpers import (SYNTHETIC_ACCURACY, SYNTHETIC_PROVENANCE, assert_figure_data,
                      record_synthetic_accuracy)
@@ -231,8 +231,8 @@ def _markdown_rows(markdown: str) -> list[list[str]]:
 
 def test_mean_se_and_bold_best_by_hand(store):
     rows, runs = store.read("accuracy"), store.runs("accuracy")
-    final = _selection._keys(rows[rows["kind"] == "final"])
-    cells = accuracy.summarise(final, _selection._keys(runs)).set_index(["model", "task"])
+    final = selection._keys(rows[rows["kind"] == "final"])
+    cells = accuracy.summarise(final, selection._keys(runs)).set_index(["model", "task"])
     for (model, task), accs in SYNTHETIC_ACCURACY.items():
         assert cells.at[(model, task), "test"] == pytest.approx(100 * sum(accs) / 3)
         assert cells.at[(model, task), "n"] == 3
@@ -533,7 +533,7 @@ def test_grid_runs_not_yet_made_keep_their_cells(tmp_path):
 def test_the_provenance_says_when_runs_differ_in_their_thread_count(recorded, counts, tmp_path):
     # A run's numbers depend on the threads XLA's CPU backend divides its sums among
     # (docs/presets.md): a study whose runs were made at different counts is shown as mixed.
-    from linrnn_bench.harness.report import _provenance
+    from linrnn_bench.harness.report import origins
 
     store = Store(tmp_path / "store.sqlite")
     for seed in range(3):
@@ -542,8 +542,8 @@ def test_the_provenance_says_when_runs_differ_in_their_thread_count(recorded, co
             config={"network": {"layer": "lru"}, "task": "listops", "seed": seed},
             config_hash=f"h-{seed}", seed=seed, rows=[{"kind": "final", "test_accuracy": 0.5}],
             provenance={**SYNTHETIC_PROVENANCE, **{k: v[seed] for k, v in recorded.items()}})
-    summary = _provenance.summarise(store, "accuracy")
-    text = _provenance.describe(summary)
+    summary = origins.summarise(store, "accuracy")
+    text = origins.describe(summary)
     if counts is None:
         assert "xla_cpu_threads" not in summary and "thread" not in text
         return

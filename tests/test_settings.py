@@ -185,11 +185,11 @@ def _tuned_accuracy_store(path, best: tuple[float, float]):
 
 
 def test_stability_trains_at_the_accuracy_studys_selected_rates(tmp_path):
-    from linrnn_bench.harness.report import _selection
+    from linrnn_bench.harness.report import selection
     from linrnn_bench.harness.studies import stability as S
 
     store = _tuned_accuracy_store(tmp_path / "s.sqlite", best=(0.03, 0.01))
-    assert _selection.tuned_rates(store) == {("lru", "listops", 1): (0.03, 0.01)}
+    assert selection.tuned_rates(store) == {("lru", "listops", 1): (0.03, 0.01)}
     config = S.STUDY.config("smoke")
     bound = S.STUDY.bind(config, store)
     lru = _lru_run(bound)
@@ -209,13 +209,13 @@ def test_stability_trains_at_the_accuracy_studys_selected_rates(tmp_path):
 
 
 def test_the_report_places_selected_rate_runs_in_their_preset(tmp_path):
-    from linrnn_bench.harness.report import _provenance
+    from linrnn_bench.harness.report import origins
     from linrnn_bench.harness.studies import stability as S
 
     store = _tuned_accuracy_store(tmp_path / "s.sqlite", best=(0.03, 0.01))
     run_id = S.STUDY.run_id(_lru_run(S.STUDY.bind(S.STUDY.config("smoke"), store)))
     # Read with the store it was made from, the run is in the smoke grid; without it, it is
     # not (its rates are not the recipe's).
-    with _provenance.reading(store):
-        assert _provenance.run_presets("stability", [run_id])[run_id] == "smoke"
-    assert _provenance.run_presets("stability", [run_id])[run_id] == _provenance.CUSTOM
+    with origins.reading(store):
+        assert origins.run_presets("stability", [run_id])[run_id] == "smoke"
+    assert origins.run_presets("stability", [run_id])[run_id] == origins.CUSTOM

@@ -19,7 +19,7 @@ from linrnn_bench.harness.config import ConfigError
 from linrnn_bench.harness.studies.stability import report as stability_report
 from linrnn_bench.harness.studies.stability.report import figures as stability_figures
 from linrnn_bench.harness.report import _layout
-from linrnn_bench.harness.report._artifacts import Figure, Finding, Missing, Table
+from linrnn_bench.harness.report.artifacts import Figure, Finding, Missing, Table
 from linrnn_bench.harness.runner import run_study
 from linrnn_bench.harness.store import Store
 from linrnn_bench.harness.studies import _stability_probe, stability
@@ -361,7 +361,7 @@ def test_geometric_interval_is_the_t_interval_of_the_logs_exponentiated():
     # 1 +- t(0.975, 2) / sqrt(3); the geometric mean e, the bounds its exponentials.
     from scipy import stats as scipy_stats
 
-    from linrnn_bench.harness.report._stats import geometric_interval
+    from linrnn_bench.harness.report.summaries import geometric_interval
 
     centre, low, high, n = geometric_interval([1.0, np.e, np.e ** 2, np.nan, -1.0])
     half = scipy_stats.t.ppf(0.975, 2) / np.sqrt(3.0)

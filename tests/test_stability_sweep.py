@@ -18,7 +18,7 @@ from helpers import assert_printable, tol
 from linrnn_bench.harness import train as training
 from linrnn_bench.harness.report import _layout
 from linrnn_bench.harness.studies.stability import report as stability_report
-from linrnn_bench.harness.report._artifacts import Figure, Finding, Missing, Table
+from linrnn_bench.harness.report.artifacts import Figure, Finding, Missing, Table
 from linrnn_bench.harness.studies.stability.report import sweep
 from linrnn_bench.harness.runner import run_study
 from linrnn_bench.harness.store import Store

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from linrnn_bench.harness.report import _texcheck, _writers
-from linrnn_bench.harness.report._artifacts import Table
+from linrnn_bench.harness.report.artifacts import Table
 
 
 def _md_rows(markdown: str) -> list[list[str]]:

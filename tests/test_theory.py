@@ -13,7 +13,7 @@ from linrnn_bench import models
 from helpers import assert_printable, assert_rows_declared, tol
 from linrnn_bench.harness.config import ConfigError
 from linrnn_bench.harness.studies.theory import report as theory_report
-from linrnn_bench.harness.report._artifacts import Figure, Missing, Table
+from linrnn_bench.harness.report.artifacts import Figure, Missing, Table
 from linrnn_bench.harness.runner import run_study
 from linrnn_bench.harness.store import Store
 from linrnn_bench.harness.studies import theory

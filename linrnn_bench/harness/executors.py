@@ -136,9 +136,9 @@ class ProcessExecutor:
 
     def __init__(self, workers: int):
         # Imported here: `models` loads JAX, which the command line needs only to compute.
-        from linrnn_bench.models import _validate
+        from linrnn_bench import validation
 
-        if not _validate.is_integer(workers) or workers < 1:
+        if not validation.is_integer(workers) or workers < 1:
             raise ExecutorError(f"workers must be a positive integer, got {workers!r}.")
         self.workers = workers
         self._kept: processes.WorkerPool | None = None  # the pool of a ``with`` block

@@ -38,7 +38,7 @@ from typing import Any
 
 from . import config as _config
 from .errors import ReferenceResultError, StoreError
-from .report._provenance import MODEL_FIELDS, run_models, with_model
+from .report.origins import MODEL_FIELDS, run_models, with_model
 from .store import Store
 from .studies import PRESET_NAMES, Study
 
@@ -276,7 +276,7 @@ def expected(study: Study, preset: str, store: Store) -> list[Any]:
 
 def model_of(spec: Any) -> str | None:
     """The model a run's spec (or its recorded config) names, as the store's column does
-    (`report._provenance.run_models`)."""
+    (`report.origins.run_models`)."""
     flat = _config.flatten(spec)
     return next((flat[c[len("cfg."):]] for _, c in MODEL_FIELDS if c[len("cfg."):] in flat),
                 None)
@@ -332,7 +332,7 @@ def reference_studies(store: Store) -> list[str]:
 def model_configs(model: str, preset: str, names: Sequence[str]
                   ) -> list[tuple[str, Any | None, str | None]]:
     """``(study, config, reason)`` per study of ``names``: the study's config at ``preset`` with
-    ``model`` as its only model (the grid `report._provenance` places its runs in, so the
+    ``model`` as its only model (the grid `report.origins` places its runs in, so the
     report shows them at that preset), or None and why the model cannot enter it."""
     from linrnn_bench import models
 

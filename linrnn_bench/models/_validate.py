@@ -1,8 +1,7 @@
-"""Validation helpers: each names the bad value and what is accepted, and raises `ValueError`.
-
-The one set used by the layers' configs, the network, and the harness (its executors, report
-writers and roofline). A value is an integer when it is an ``int`` (or a numpy integer) and not
-a ``bool``; a number when it is also allowed to be a float, and is never NaN.
+"""The layers' validation: each check names the bad value and what is accepted, and raises
+`ValueError`. The generic checks (integers, numbers, ranges, choices) are those of
+`linrnn_bench.validation`, re-exported here for the layers' configs and the network; the
+layer-specific ones (radius, timescales, the bilinear radius) are this module's.
 
 Float32 limits. The layers compute in float32 by default, where the largest number below 1 is
 1 - 2^-24 (about 1 - 6e-8), and ``1 - gamma**2`` for gamma within a few ulps of 1 is mostly
@@ -14,12 +13,21 @@ keep about two correct digits (their gradients stay finite).
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
-# Shared with the tasks' configs (`linrnn_bench.validation`), re-exported: part of this set.
+# The generic checks, shared with the tasks' configs and the harness (`linrnn_bench.validation`),
+# re-exported: part of this set.
 from ..validation import boolean as boolean
 from ..validation import choice as choice
+from ..validation import is_integer as is_integer
+from ..validation import is_number as is_number
+from ..validation import integer as integer
+from ..validation import positive_int as positive_int
+from ..validation import non_negative_int as non_negative_int
+from ..validation import number as number
+from ..validation import finite as finite
+from ..validation import in_range as in_range
+from ..validation import ordered as ordered
 
 # The largest |lambda| (RotRNN's gamma_max, the LRU's r_max) a config accepts (module docstring).
 MAX_RADIUS: float = 1.0 - 1e-6
@@ -27,82 +35,6 @@ MAX_RADIUS: float = 1.0 - 1e-6
 # |lambda| = exp(-Delta / 2) <= MAX_RADIUS needs Delta >= -2 log(MAX_RADIUS) (about 2e-6).
 # Below it a float32 lambda rounds to 1 and B_bar to 0: the layer silently becomes D u.
 MIN_TIMESCALE: float = -2.0 * math.log(MAX_RADIUS)
-
-
-def is_integer(value: Any) -> bool:
-    """Whether ``value`` is an integer (a Python or numpy int, never a bool)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def is_number(value: Any) -> bool:
-    """Whether ``value`` is a real number that is not NaN (never a bool)."""
-    return (
-        isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isnan(value)
-    )
-
-
-def integer(where: str, value: Any, *, low: int | None = None, high: int | None = None) -> None:
-    """``value`` is an integer in ``[low, high]`` (either bound may be None: unbounded)."""
-    if not is_integer(value):
-        raise ValueError(f"{where} must be an integer{_int_bounds(low, high)}, got {value!r}.")
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise ValueError(
-            f"{where}={value!r} is not accepted; it must be an integer{_int_bounds(low, high)}."
-        )
-
-
-def _int_bounds(low: int | None, high: int | None) -> str:
-    if low is None and high is None:
-        return ""
-    if high is None:
-        return " >= 1 (a positive integer)" if low == 1 else f" >= {low}"
-    if low is None:
-        return f" <= {high}"
-    return f" in [{low}, {high}]"
-
-
-def positive_int(where: str, value: Any) -> None:
-    if not is_integer(value) or value <= 0:
-        raise ValueError(f"{where} must be a positive integer, got {value!r}.")
-
-
-def non_negative_int(where: str, value: Any) -> None:
-    if not is_integer(value) or value < 0:
-        raise ValueError(f"{where} must be a non-negative integer, got {value!r}.")
-
-
-def number(
-    where: str, value: Any, *, low: float = -math.inf, high: float = math.inf, closed: bool = True
-) -> None:
-    """``value`` is a real number in ``[low, high]`` (``(low, high)`` if not ``closed``)."""
-    if not is_number(value):
-        raise ValueError(f"{where} must be a number, got {value!r}.")
-    in_range(where, value, low, high, closed=closed)
-
-
-def finite(where: str, value: Any, *, low: float = -math.inf, closed: bool = True) -> None:
-    """``value`` is a finite real number ``>= low`` (``> low`` if not ``closed``)."""
-    accepted = f"a finite number {'>=' if closed else '>'} {low:g}"
-    if (
-        not is_number(value)
-        or not math.isfinite(value)
-        or not (value >= low if closed else value > low)
-    ):
-        raise ValueError(f"{where} must be {accepted}, got {value!r}.")
-
-
-def in_range(where: str, value: float, low: float, high: float, *, closed: bool = True) -> None:
-    if not is_number(value):
-        raise ValueError(f"{where} must be a number, got {value!r}.")
-    ok = low <= value <= high if closed else low < value < high
-    if not ok:
-        bounds = f"[{low}, {high}]" if closed else f"({low}, {high})"
-        raise ValueError(f"{where}={value!r} must lie in {bounds}.")
-
-
-def ordered(where_low: str, low: float, where_high: str, high: float) -> None:
-    if not low <= high:
-        raise ValueError(f"{where_low}={low!r} must not exceed {where_high}={high!r}.")
 
 
 def radius(where: str, value: float) -> None:

@@ -41,7 +41,7 @@ import os
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
-from linrnn_bench.models import _validate
+from linrnn_bench import validation
 
 from .timing import time_calls
 
@@ -109,7 +109,7 @@ def measure_peaks(*, matmul_size: int = 1024, stream_mib: int = 128, repeats: in
 
     for name, value in (("matmul_size", matmul_size), ("stream_mib", stream_mib),
                         ("repeats", repeats)):
-        _validate.positive_int(f"measure_peaks: {name}", value)
+        validation.positive_int(f"measure_peaks: {name}", value)
     n = matmul_size
     a = jnp.full((n, n), 1.0 / n, jnp.float32)
     b = jnp.ones((n, n), jnp.float32)
@@ -187,7 +187,7 @@ class SystemShape:
             )
         for name in ("d_model", "states"):
             value = getattr(self, name)
-            _validate.positive_int(f"SystemShape.{name}", value)
+            validation.positive_int(f"SystemShape.{name}", value)
         if self.structure == "bank" and self.states % self.d_model:
             raise ValueError(
                 f"A bank's states ({self.states}) must be a multiple of d_model ({self.d_model})."
@@ -278,7 +278,7 @@ def layer_counts(
         raise ValueError(f"mode={mode!r} is not accepted; accepted values: {list(MODES)}.")
     for name, value in (("length", length), ("batch", batch), ("params", params),
                         ("dtype_bytes", dtype_bytes)):
-        _validate.positive_int(f"layer_counts: {name}", value)
+        validation.positive_int(f"layer_counts: {name}", value)
     parts = forward_flops(shape, length)
     forward = batch * sum(parts.values())
     values = float(batch * length * shape.d_model)

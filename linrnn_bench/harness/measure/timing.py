@@ -95,10 +95,10 @@ def time_calls(call: Callable[[], Any], *, warmup: int, repeats: int) -> Timing:
     """
     import jax
 
-    from linrnn_bench.models import _validate
+    from linrnn_bench import validation
 
-    _validate.integer("time_calls: warmup", warmup, low=0)
-    _validate.positive_int("time_calls: repeats", repeats)
+    validation.integer("time_calls: warmup", warmup, low=0)
+    validation.positive_int("time_calls: repeats", repeats)
     for _ in range(warmup):
         jax.block_until_ready(call())
     times = []

@@ -68,8 +68,8 @@ from .. import studies
 from ..errors import ReportError as ReportError  # re-exported: its old import place
 from ..errors import ReportIncomplete
 from ..store import Snapshot, Store
-from . import _provenance, _published, _writers
-from ._artifacts import Artifact, Figure, Finding, Missing, Section, Table
+from . import origins, _published, _writers
+from .artifacts import Artifact, Figure, Finding, Missing, Section, Table
 
 __all__ = ["Artifact", "Figure", "Finding", "Missing", "ReportError", "ReportIncomplete",
            "ReportPartlyReplaced", "Section", "Table", "check_destination", "check_only", "render"]
@@ -219,7 +219,7 @@ def _render_into(store: Store, tmp: Path, workers: int, only: Sequence[str]
                     figures[artifact.name] = writers.submit(artifact, tmp / "figures")
 
         # A grid that reads the store (the stability study's) is built from this one.
-        with _provenance.reading(store):
+        with origins.reading(store):
             sections = _sections(store, send)
             if only:
                 _check_only(sections, only)
@@ -236,7 +236,7 @@ def _sections(store: Store, send: Callable[[_Section], None] = lambda section: N
     """Every section in the index's order, each passed to ``send`` once it is built."""
     out: list[_Section] = []
     seen: dict[str, str] = {}
-    _provenance.register_outside_models(store)  # a user's layers, known to every section
+    origins.register_outside_models(store)  # a user's layers, known to every section
 
     def add(section: _Section) -> None:
         section = _dedupe(section, seen)
@@ -268,7 +268,7 @@ def _study_section(store: Store, name: str) -> _Section:
     (`Study.section`); a section that cannot be found or built is stated, with why."""
     title = name.capitalize()
     try:
-        summary = _provenance.summarise(store, name)
+        summary = origins.summarise(store, name)
     except Exception as e:  # a study whose grid cannot be built still gets its section
         log.exception("provenance of study %r", name)
         summary = {"study": name, "error": f"{type(e).__name__}: {e}"}
@@ -460,7 +460,7 @@ def _artifact_provenance(
         return {"published": True,
                 "source": "the papers named in the table (harness/report/_published.py)"}
     if artifact.runs:
-        return _provenance.summarise(store, section.key, artifact.runs)
+        return origins.summarise(store, section.key, artifact.runs)
     return section.provenance
 
 
@@ -963,7 +963,7 @@ def _missing_list(sections: Sequence[_Section], failures: dict[str, str]) -> lis
 def _provenance_text(summary: dict[str, Any]) -> str:
     if "error" in summary:
         return f"**Provenance.** Could not be summarised: {summary['error']}"
-    return _provenance.describe(summary)
+    return origins.describe(summary)
 
 
 def _artifact_lines(
@@ -988,11 +988,11 @@ def _artifact_lines(
         out += [f"![{artifact.title}]({png})", ""]
     out += [f"*{kind} `{artifact.name}`.* {artifact.caption}", ""]
     if artifact.runs and section.provenance is not None and "error" not in section.provenance:
-        own = _provenance.summarise(store, section.key, artifact.runs)
+        own = origins.summarise(store, section.key, artifact.runs)
         # Said again only where this artifact's runs differ from the section's in something a
         # reader would cite (a subset of seeds, one commit of two); the counts alone do not.
         if any(own.get(k) != section.provenance.get(k) for k in _CITED):
-            out += [_provenance.describe(own), ""]
+            out += [origins.describe(own), ""]
     if isinstance(artifact, Table):
         out += [_writers.table_markdown(artifact).rstrip("\n"), ""]
     links = ", ".join(f"[{Path(f).suffix[1:].upper()}]({f})" for f in files)

@@ -27,7 +27,7 @@ import dataclasses
 
 import pandas as pd
 
-from ._artifacts import Artifact, Table
+from .artifacts import Artifact, Table
 
 # LRA tasks in the order the papers' tables list them.
 LRA_TASKS: tuple[str, ...] = ("ListOps", "Text", "Retrieval", "Image", "Pathfinder", "Path-X")

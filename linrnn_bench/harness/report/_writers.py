@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from linrnn_bench.models import _validate
+from linrnn_bench import validation
 
 from ..measure import processes
 from . import style
-from ._artifacts import Figure, Table
+from .artifacts import Figure, Table
 
 # A file stem that is safe on every file system and in a Markdown link.
 _STEM = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
@@ -416,7 +416,7 @@ def cell_format(table: Table, row: object, column: object) -> int | str:
     cells = table.cell_formats
     if cells is not None and column in cells.columns:
         fmt = cells.at[row, column]
-        if isinstance(fmt, str) or (_validate.is_integer(fmt) and not isinstance(fmt, bool)):
+        if isinstance(fmt, str) or (validation.is_integer(fmt) and not isinstance(fmt, bool)):
             return fmt
     return column_digits(table, column)
 
@@ -486,7 +486,7 @@ def _check_spreads(table: Table) -> None:
     elif isinstance(n, pd.Series):
         ok = n.index.equals(frame.index)
     else:
-        ok = _validate.is_integer(n) and not isinstance(n, bool) and n >= 0
+        ok = validation.is_integer(n) and not isinstance(n, bool) and n >= 0
     if not ok:
         raise ValueError(
             f"Table {table.name!r}: n must be an integer >= 0, a column of the frame, a Series "
@@ -498,7 +498,7 @@ def _check_spreads(table: Table) -> None:
 def _is_format(fmt: object) -> bool:
     if isinstance(fmt, str):
         return fmt in FORMATS
-    return _validate.is_integer(fmt) and not isinstance(fmt, bool) and fmt >= 0
+    return validation.is_integer(fmt) and not isinstance(fmt, bool) and fmt >= 0
 
 
 def _index_columns(frame: pd.DataFrame) -> pd.DataFrame:
@@ -886,7 +886,7 @@ class FigureWriters:
     @staticmethod
     def check_workers(workers: object) -> None:
         """Raise ValueError unless ``workers`` is a positive integer."""
-        _validate.positive_int("--workers", workers)
+        validation.positive_int("--workers", workers)
 
     def __init__(self, workers: int = 1):
         self.check_workers(workers)

@@ -8,7 +8,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from linrnn_bench.tasks._base import Split
+from linrnn_bench.tasks import Split
 
 
 class Batch(NamedTuple):

@@ -13,7 +13,7 @@ from typing import Any
 import equinox as eqx
 
 from linrnn_bench.models.network import NetworkConfig
-from linrnn_bench.tasks._base import Task
+from linrnn_bench.tasks import Task
 
 from .. import config as _config
 from .recipe import TrainConfig

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from linrnn_bench.models.network import Network
-from linrnn_bench.tasks._base import Split
+from linrnn_bench.tasks import Split
 
 from .batches import bucket_lengths, split_length, to_batch, trimmed_length
 from .step import batch_sums

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from linrnn_bench.models.network import Network, NetworkConfig
-from linrnn_bench.tasks._base import Split, Task
+from linrnn_bench.tasks import Split, Task
 
 from ..errors import Diverged
 from .batches import Batch, BatchSampler, to_batch

@@ -18,7 +18,7 @@ import jax.random as jr
 import optax
 
 from linrnn_bench.models.network import Network, NetworkConfig, count_parameters, recurrent_mask
-from linrnn_bench.tasks._base import Split, Task, TaskInfo
+from linrnn_bench.tasks import Split, Task, TaskInfo
 
 from ..errors import Diverged
 from ..measure.timing import Stopwatch

@@ -8,7 +8,7 @@ import math
 
 import optax
 
-from linrnn_bench.models import _validate
+from linrnn_bench import validation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,10 +41,10 @@ class TrainConfig:
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "eval_every", "eval_batch_size"):
-            _validate.positive_int(f"TrainConfig.{name}", getattr(self, name))
+            validation.positive_int(f"TrainConfig.{name}", getattr(self, name))
         for name, low in (("lr", 0.0), ("recurrent_lr", 0.0), ("weight_decay", 0.0)):
             value = getattr(self, name)
-            if not _validate.is_number(value) or not (math.isfinite(value) and value >= low):
+            if not validation.is_number(value) or not (math.isfinite(value) and value >= low):
                 raise ValueError(
                     f"TrainConfig.{name} must be a finite number >= {low}, got {value!r}."
                 )

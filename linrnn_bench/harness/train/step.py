@@ -15,7 +15,7 @@ import numpy as np
 import optax
 
 from linrnn_bench.models.network import Network, NetworkConfig
-from linrnn_bench.tasks._base import TaskInfo
+from linrnn_bench.tasks import TaskInfo
 
 from .batches import Batch
 from .optimiser import Optimiser, OptimiserState, optimiser_update

@@ -32,7 +32,7 @@ import pandas as pd
 
 from linrnn_bench import models
 from linrnn_bench import tasks
-from linrnn_bench.models._validate import is_integer, is_number
+from linrnn_bench.validation import is_integer, is_number
 from linrnn_bench.models.network import NetworkConfig
 
 from ... import config as _config

@@ -41,7 +41,7 @@ import dataclasses
 import math
 from typing import Any, Literal
 
-from linrnn_bench.models._validate import positive_int
+from linrnn_bench.validation import positive_int
 
 from ...measure import memory as measure_memory
 from ...measure import processes, roofline

@@ -9,8 +9,8 @@ from ...store import Store
 from .. import memory as study
 from ...report import style
 from ...report.style import MODE_LABELS
-from ...report._artifacts import Artifact, Figure, Missing, Section, Table, all_missing, no_runs
-from ...report._provenance import largest_preset
+from ...report.artifacts import Artifact, Figure, Missing, Section, Table, all_missing, no_runs
+from ...report.origins import largest_preset
 
 # The study's row columns (`harness.studies.memory.COLUMNS`): ``C.total_bytes``.
 C = study.COLUMNS.names

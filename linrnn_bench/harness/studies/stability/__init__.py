@@ -73,7 +73,7 @@ import numpy as np
 
 from linrnn_bench import models
 from linrnn_bench import tasks
-from linrnn_bench.models import _validate
+from linrnn_bench import validation
 from linrnn_bench.models.network import NetworkConfig
 
 from ... import config as _config
@@ -202,7 +202,7 @@ class StabilityConfig:
         steps, eval_every, batch_size, lr, recurrent_lr: the training recipe
             (`harness.train.TrainConfig`; the other fields keep its defaults).
         lr_source: ``"selected"``: each trained run takes the learning rates the accuracy
-            study selected for its model and task (`harness.report._selection.tuned_rates`:
+            study selected for its model and task (`harness.report.selection.tuned_rates`:
             the report's tuned pair, from the store the study is run with) where the store
             holds a tuned cell, ``lr``/``recurrent_lr`` otherwise; ``"recipe"``: always
             ``lr``/``recurrent_lr``. Each run records which it used (``lr_source``), and its
@@ -314,11 +314,11 @@ class StabilityConfig:
             if len(set(value)) != len(value):
                 raise ValueError(f"stability.{name} must be distinct (or empty), got {value!r}.")
         for seed in (*self.seeds, *self.init_seeds):
-            _validate.non_negative_int("stability seeds", seed)
+            validation.non_negative_int("stability seeds", seed)
         for heads in self.sweep_heads:
-            _validate.positive_int("stability.sweep_heads", heads)
+            validation.positive_int("stability.sweep_heads", heads)
         for depth in self.depths:
-            _validate.positive_int("stability.depths", depth)
+            validation.positive_int("stability.depths", depth)
         stray = [d for d in self.train_depths if d not in self.depths]
         if stray or len(set(self.train_depths)) != len(self.train_depths):
             raise ValueError(
@@ -331,10 +331,10 @@ class StabilityConfig:
                 f"stability.train_tasks={self.train_tasks!r} must be distinct members of "
                 f"stability.tasks={self.tasks!r} (or empty: every task)."
             )
-        _validate.non_negative_int("stability.heads", self.heads)
+        validation.non_negative_int("stability.heads", self.heads)
         for name in ("d_model", "d_state", "steps", "eval_every", "batch_size",
                      "probe_size", "profile_points", "probe_length", "long_probe_size"):
-            _validate.positive_int(f"stability.{name}", getattr(self, name))
+            validation.positive_int(f"stability.{name}", getattr(self, name))
         if self.lr_source not in LR_SOURCES:
             raise ValueError(
                 f"stability.lr_source={self.lr_source!r}; accepted: {list(LR_SOURCES)}."
@@ -524,7 +524,7 @@ def bind(config: StabilityConfig, store: Any) -> StabilityConfig:
     ``lr_source="recipe"``."""
     if config.lr_source != "selected":
         return config
-    from ...report._selection import tuned_rates
+    from ...report.selection import tuned_rates
 
     rates = tuned_rates(store)
     return dataclasses.replace(config, selected_rates=tuple(

@@ -54,7 +54,7 @@ import numpy as np
 
 from linrnn_bench import models
 from linrnn_bench.models import DiscreteSystem
-from linrnn_bench.models._validate import integer, non_negative_int, positive_int
+from linrnn_bench.validation import integer, non_negative_int, positive_int
 
 from ...state_norm import closed_form_energy, stationary_energy
 from ...variants import build_options, check_variants, variant, variants

@@ -12,8 +12,8 @@ from ...store import Store
 from .. import theory as study
 from ...variants import variants
 from ...report import style
-from ...report._artifacts import Artifact, Figure, Section, Table, all_missing, no_runs
-from ...report._provenance import largest_preset
+from ...report.artifacts import Artifact, Figure, Section, Table, all_missing, no_runs
+from ...report.origins import largest_preset
 
 # The study's row columns (`harness.studies.theory.COLUMNS`): ``C.predicted``.
 C = study.COLUMNS.names

@@ -45,7 +45,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from linrnn_bench import models
-from linrnn_bench.models._validate import non_negative_int, positive_int
+from linrnn_bench.validation import non_negative_int, positive_int
 
 from ...measure import roofline, timing
 from ...measure.memory import compiled_memory
@@ -296,7 +296,7 @@ def _synthetic_network(spec: ThroughputRun, d_state: int):
     import jax.random as jr
 
     from linrnn_bench.models.network import NetworkConfig
-    from linrnn_bench.tasks._base import TaskInfo
+    from linrnn_bench.tasks import TaskInfo
 
     from ... import train
 

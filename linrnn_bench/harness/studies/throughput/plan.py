@@ -15,7 +15,7 @@ from .step import StepRun
 def plan(study: Any, config: Any) -> list[RunPlan]:
     """Each run of the grid and the one program it times."""
     from linrnn_bench.models.network import NetworkConfig
-    from linrnn_bench.tasks._base import TaskInfo
+    from linrnn_bench.tasks import TaskInfo
 
 
     runs = []

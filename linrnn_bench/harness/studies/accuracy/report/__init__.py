@@ -22,7 +22,7 @@ p-value (paired t above ten seeds), Holm's correction over the task's pairs and 
 detectable difference; across tasks, the Friedman test with its tie correction and pairwise
 Wilcoxon signed-rank tests with Holm, each claim checked under every way of breaking exact ties.
 
-The section is a package by role: `_data` (which runs, from `harness.report._selection`; their
+The section is a package by role: `_data` (which runs, from `harness.report.selection`; their
 metric, baseline and labels), `_statistics` (each cell's mean; the comparisons, all from
 `harness.stats`), `tables`, `figures` and `curves`, and `findings`; this module puts them in the
 report's order.
@@ -39,8 +39,8 @@ import pandas as pd
 
 from ....store import Store
 from .... import stats as inference
-from ....report._artifacts import Artifact, Finding, Missing, Section, all_missing
-from ....report._selection import BUDGET, bracketing
+from ....report.artifacts import Artifact, Finding, Missing, Section, all_missing
+from ....report.selection import BUDGET, bracketing
 from . import curves, figures, findings, tables
 from ._data import (STATE, STUDY, TITLES, Labels, Selection, baselines, bracketing_text,
                     layer_parameters, left_out, load, matched_tasks, scale_text, tuning_text)

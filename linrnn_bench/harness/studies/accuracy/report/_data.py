@@ -1,6 +1,6 @@
 """What the accuracy section reads from the store, and how it names what it shows.
 
-`load` takes the runs that `harness.report._selection` picks (the preset the store holds most
+`load` takes the runs that `harness.report.selection` picks (the preset the store holds most
 completely; per cell, the one-recipe and the tuned learning rates, on validation only), adds
 the runs of the preset's grid not made yet (status `NOT_RUN`, so a model whose runs are missing
 is visibly absent), and returns them as a `Selection`, or the reason there is nothing to show.
@@ -22,8 +22,8 @@ from ....store import Store
 from ... import PRESET_NAMES
 from ... import _matched
 from ... import accuracy as study
-from ....report import _provenance, style
-from ....report._selection import (BUDGET, DEPTH, MODEL, TASK, _keys, _same, _selected,
+from ....report import origins, style
+from ....report.selection import (BUDGET, DEPTH, MODEL, TASK, _keys, _same, _selected,
                           configurations)
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 STUDY = "accuracy"
 
 # Column names of the accuracy study's config (dotted, as the store writes a run's config; the
-# study owns the lr columns; the model's, depth's and task's are `_selection`'s) and of its
+# study owns the lr columns; the model's, depth's and task's are `selection`'s) and of its
 # rows (the study's schema, `study.COLUMNS`).
 WIDTH = "cfg.network.d_model"
 STATE = "cfg.network.d_state"
@@ -116,7 +116,7 @@ class Selection:
     Attributes:
         rows: every row of the shown runs (``kind`` ``"eval"`` and ``"final"``).
         final: the ``"final"`` rows of finished runs (one per run), keyed by
-            `harness.report._selection._keys`, with the boolean columns ``recipe`` and
+            `harness.report.selection._keys`, with the boolean columns ``recipe`` and
             ``tuned`` of `configurations`.
         runs: every run of the preset (any status, and `NOT_RUN` for the grid's runs the store
             lacks), keyed likewise.
@@ -274,7 +274,7 @@ def _pending(preset: str | None, recorded: set[str], arm: str = "width") -> pd.D
     try:
         grid_study = studies.get(STUDY)
         # The grid as its runs were made: grown where the store's selections asked for it.
-        specs = grid_study.grid(_provenance._config_at(grid_study, preset))
+        specs = grid_study.grid(origins._config_at(grid_study, preset))
         records = [
             (grid_study.run_id(s), NOT_RUN, s.network.layer, s.task, int(s.network.depth),
              float(s.train.lr), float(s.train.recurrent_lr), [list(o) for o in s.task_options])
@@ -371,7 +371,7 @@ def scale_text(final: pd.DataFrame, preset: str | None) -> str:
 def tuning_text(tuned: list[str], every: list[str], labels: Labels,
                 bracketing: pd.DataFrame | None = None) -> str:
     """Which tasks were tuned, and whether each selected pair lies inside the rates tried
-    (``bracketing``: `harness.report._selection.bracketing`), in sentences."""
+    (``bracketing``: `harness.report.selection.bracketing`), in sentences."""
     if not tuned:
         return ("No task of this preset is tuned: every model runs at the one recipe, so the "
                 "tuned configuration is the one recipe.")
@@ -387,7 +387,7 @@ def tuning_text(tuned: list[str], every: list[str], labels: Labels,
 def _tuning_seeds(bracketing: pd.DataFrame | None) -> str:
     """Which seeds select a tuned cell's pair and which are compared, in words: the tuning
     seeds (those trained at every pair) choose it; the tuned configuration's test metrics are
-    over the other seeds alone (`harness.report._selection.configurations`)."""
+    over the other seeds alone (`harness.report.selection.configurations`)."""
     if bracketing is None or bracketing.empty or "tuning_seeds" not in bracketing.columns:
         return "seeds"
     counts = " or ".join(str(n) for n in sorted({int(n) for n in bracketing["tuning_seeds"]}))

@@ -1,7 +1,7 @@
 """The accuracy section's numbers: each cell's mean over seeds, and the comparisons.
 
 A (model, task) cell is the mean over the runs' seeds with its standard error
-(`harness.report._stats.mean_se`); a task is informative when its best model beats the trivial
+(`harness.report.summaries.mean_se`); a task is informative when its best model beats the trivial
 baseline by more than `Z_INFORMATIVE` standard errors (a screening margin, not a test). The
 tests are `harness.stats`, on scipy.stats and calibrated by tests/test_calibration.py: within a
 task the paired comparisons of every pair (`harness.stats.pairwise`, one Holm family per task),
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .... import stats as inference
-from ....report import _stats
+from ....report import summaries
 from ._data import (BEST_STEP, BEST_VAL, NOT_RUN, PARAMS, SELECTION, STEP, STEPS, TEST,
                     TEST_LOSS, WALL, Labels, is_regression, metric)
 
@@ -38,7 +38,7 @@ def summarise(final: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
     Arguments:
         final: the ``"final"`` rows of finished runs (one per run), with ``model``, ``task``
-            and ``depth`` columns (see `harness.report._selection._keys`).
+            and ``depth`` columns (see `harness.report.selection._keys`).
         runs: every run of the same configuration (any status), with the same key columns.
     """
     records = []
@@ -58,10 +58,10 @@ def summarise(final: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 def _cell(cell: pd.DataFrame, of_cell: pd.DataFrame, of_task: pd.DataFrame) -> dict:
     """One cell's line of `summarise`: ``cell`` its finished runs' final rows, ``of_cell`` its
     runs of any status, ``of_task`` the final rows of its task."""
-    test, test_se, _ = _stats.mean_se(100.0 * pd.to_numeric(cell[TEST], errors="coerce"))
-    val, val_se, _ = _stats.mean_se(100.0 * pd.to_numeric(cell[BEST_VAL], errors="coerce"))
+    test, test_se, _ = summaries.mean_se(100.0 * pd.to_numeric(cell[TEST], errors="coerce"))
+    val, val_se, _ = summaries.mean_se(100.0 * pd.to_numeric(cell[BEST_VAL], errors="coerce"))
     loss, loss_se, _ = (
-        _stats.mean_se(cell[TEST_LOSS]) if TEST_LOSS in cell.columns else (math.nan,) * 3
+        summaries.mean_se(cell[TEST_LOSS]) if TEST_LOSS in cell.columns else (math.nan,) * 3
     )
     regression = is_regression(of_task) or (
         SELECTION not in of_task.columns and not cell.empty and math.isnan(test)
@@ -211,7 +211,7 @@ def ranks(cells: pd.DataFrame, labels: Labels) -> dict[str, object]:
               for t in table.index}
     table.index = [labels.task(t) for t in table.index]
     out = inference.across_tasks(table, higher)
-    out["ranks"] = _stats.average_ranks(table, higher)
+    out["ranks"] = summaries.average_ranks(table, higher)
     return out
 
 

@@ -10,8 +10,8 @@ from matplotlib.ticker import NullFormatter
 from .... import stats as inference
 from ... import accuracy as accuracy_study
 from ....report import style
-from ....report._artifacts import Artifact, Figure, Missing
-from ....report._selection import _keys
+from ....report.artifacts import Artifact, Figure, Missing
+from ....report.selection import _keys
 from ._data import STEP, TITLES, VAL, VAL_LOSS, Labels, is_regression, metric
 from .figures import _zoom, baseline_line
 

@@ -19,7 +19,7 @@ from matplotlib.ticker import MaxNLocator
 
 from .... import stats as inference
 from ....report import style
-from ....report._artifacts import Artifact, Figure, Missing
+from ....report.artifacts import Artifact, Figure, Missing
 from ._data import PARAMS, TITLES, Labels, is_regression, metric
 from ._statistics import score, score_se
 

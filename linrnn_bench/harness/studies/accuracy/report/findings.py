@@ -1,12 +1,12 @@
 """The accuracy section's findings: sentences computed from its statistics, true whichever way
-the data fall (`harness.report._artifacts.Finding`)."""
+the data fall (`harness.report.artifacts.Finding`)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from .... import stats as inference
-from ....report._artifacts import Finding
+from ....report.artifacts import Finding
 from ._data import TITLES, Labels
 from ._statistics import Z_INFORMATIVE, friedman_text
 

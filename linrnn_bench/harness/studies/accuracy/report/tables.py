@@ -18,7 +18,7 @@ import pandas as pd
 
 from .... import stats as inference
 from ....report import _published
-from ....report._artifacts import Artifact, Missing, Table
+from ....report.artifacts import Artifact, Missing, Table
 from ._data import TITLES, Labels
 from ._statistics import Z_INFORMATIVE, friedman_text, pairs_text
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ....store import Store
 from ....report import style
-from ....report._artifacts import Artifact, Missing, Section, all_missing, no_runs
+from ....report.artifacts import Artifact, Missing, Section, all_missing, no_runs
 from ._data import C, _run_ids, _selected, _stationary, _trained, _trained_by_design, \
     relative_norms, variants_of_models
 from ._statistics import BAND, COMPONENTS, comparison_pairs, components_by_seed, \

@@ -14,7 +14,7 @@ from ....store import Store
 from ... import stability as study
 from ....variants import variant as variant_of
 from ....variants import variants
-from ....report._provenance import in_preset, pick_preset, with_presets
+from ....report.origins import in_preset, pick_preset, with_presets
 
 
 # The study's row columns (`harness.studies.stability.COLUMNS`): ``C.norm_mean``.

@@ -14,22 +14,22 @@ import pandas as pd
 from .... import state_norm
 from .... import stats as inference
 from ....variants import variants
-from ....report import _stats
+from ....report import summaries
 from ._data import C, _label, _variant_order, relative_norms
 
 
 def _interval_rows(values: pd.Series, by: pd.Series) -> pd.DataFrame:
     """Per value of ``by`` (index, sorted): the geometric mean of ``values`` over seeds and its
-    95 % t interval (`_stats.geometric_interval`: the t interval of the log values,
+    95 % t interval (`summaries.geometric_interval`: the t interval of the log values,
     exponentiated), as columns ``centre``, ``ci95_low``, ``ci95_high``, ``n``."""
-    records = {key: _stats.geometric_interval(group) for key, group in values.groupby(by)}
+    records = {key: summaries.geometric_interval(group) for key, group in values.groupby(by)}
     return pd.DataFrame.from_dict(records, orient="index",
                                   columns=["centre", "ci95_low", "ci95_high", "n"]).sort_index()
 
 
 # The summary's spread of the norm: an infinite norm (one that overflowed) makes it NaN, where
 # the per-run spread (`spread_by_run`) leaves it out.
-_cv = functools.partial(_stats.coefficient_of_variation, drop_infinite=False)
+_cv = functools.partial(summaries.coefficient_of_variation, drop_infinite=False)
 
 
 def spread_by_run(trained: pd.DataFrame) -> pd.DataFrame:
@@ -47,7 +47,7 @@ def spread_by_run(trained: pd.DataFrame) -> pd.DataFrame:
             "model": run["cfg.network.layer"].iloc[0],
             "depth": int(run["cfg.network.depth"].iloc[0]),
             "seed": int(run["seed"].iloc[0]),
-            "cv": _stats.coefficient_of_variation(run[C.norm_mean]),
+            "cv": summaries.coefficient_of_variation(run[C.norm_mean]),
             "drift": float(np.exp(np.mean(np.log(last["relative"])))),
         })
     return pd.DataFrame.from_records(

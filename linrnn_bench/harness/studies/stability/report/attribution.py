@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ....report import style
-from ....report._artifacts import Artifact, Finding, Missing, Table
+from ....report.artifacts import Artifact, Finding, Missing, Table
 from ._data import C, _label, _run_ids, _variant_order
 from ._statistics import BURN_IN
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from .... import stats as inference
 from ....report import style
-from ....report._artifacts import Artifact, Figure, Missing
+from ....report.artifacts import Artifact, Figure, Missing
 from ._data import C, _deepest_trained, _label, _run_ids, _trained, _variant_order, relative_norms
 from ._statistics import _interval_rows
 

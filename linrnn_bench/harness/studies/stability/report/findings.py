@@ -1,6 +1,6 @@
 """The stability section's findings: the transient-regime spread, the regime check and the
 stationary-regime verdict, sentences computed from its statistics, true whichever way the data
-fall (`harness.report._artifacts.Finding`)."""
+fall (`harness.report.artifacts.Finding`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pandas as pd
 
 from .... import state_norm
 from .... import stats as inference
-from ....report import _stats, style
-from ....report._artifacts import Finding
+from ....report import summaries, style
+from ....report.artifacts import Finding
 from ._data import C, _label, _variant_order, variants_of_models
 from ._statistics import BURN_IN, COMPONENTS, _pair_family, _spread_summary, \
     comparison_pairs, components_by_seed

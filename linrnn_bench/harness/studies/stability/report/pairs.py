@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ....report import style
-from ....report._artifacts import Artifact, Missing, Table
+from ....report.artifacts import Artifact, Missing, Table
 
 
 def pairs_table(families: pd.DataFrame, task: str, preset: str | None,

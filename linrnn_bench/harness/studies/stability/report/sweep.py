@@ -22,7 +22,7 @@ import pandas as pd
 from .... import state_norm
 from .... import stats as inference
 from ....report import style
-from ....report._artifacts import Artifact, Figure, Finding, Missing, Table
+from ....report.artifacts import Artifact, Figure, Finding, Missing, Table
 from ._data import C, _label, _run_ids, _variant_order
 from ._statistics import init_components, norms_by_seed
 

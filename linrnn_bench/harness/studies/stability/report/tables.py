@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ....report import style
-from ....report._artifacts import Artifact, Missing, Table
+from ....report.artifacts import Artifact, Missing, Table
 from ._data import C, _deepest_trained, _label, _run_ids, _trained, _variant_order
 from ._statistics import COMPONENTS, _components_summary, _cv, _geo, _lambda_shift, \
     _spread_summary, init_components, norms_by_seed

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..store import Store
 from ..studies import accuracy as study
-from ._provenance import CUSTOM, in_preset, pick_preset, with_presets
+from .origins import CUSTOM, in_preset, pick_preset, with_presets
 
 STUDY = "accuracy"
 # Column names of the accuracy study's config (dotted, as the store writes a run's config).
