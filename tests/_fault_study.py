@@ -74,9 +74,9 @@ def held_figure_worker_init() -> None:
     each worker first writes a file ``worker-<pid>`` into ``LINRNN_FAULT_FILES`` (it runs
     after `harness.measure.lifetime.tie_to_driver`, so the worker is tied to its driver by then)."""
     (Path(os.environ["LINRNN_FAULT_FILES"]) / f"worker-{os.getpid()}").write_text("")
-    from linrnn_bench.harness.report import _writers
+    from linrnn_bench.harness.report import writers
 
-    _writers._figure_worker_init()  # the worker imported the module afresh: not replaced
+    writers._figure_worker_init()  # the worker imported the module afresh: not replaced
     time.sleep(float(os.environ.get("LINRNN_FAULT_SLEEP", "0.5")))
 
 
@@ -84,7 +84,7 @@ def report_main(store_path: str, out: str) -> int:
     """``linrnn-bench report --workers 2`` on ``store_path``, its figure workers held
     by `held_figure_worker_init`."""
     from linrnn_bench.harness import cli
-    from linrnn_bench.harness.report import _writers
+    from linrnn_bench.harness.report import writers
 
-    _writers._figure_worker_init = held_figure_worker_init
+    writers._figure_worker_init = held_figure_worker_init
     return cli.main(["report", "--workers", "2", "--store", store_path, "--out", out])

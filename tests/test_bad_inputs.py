@@ -30,7 +30,7 @@ from linrnn_bench import tasks
 from linrnn_bench.harness import config as _config
 from linrnn_bench.harness.cli import main
 from linrnn_bench.harness.errors import ConfigError, StoreError
-from linrnn_bench.harness.report import MARKER, _writers
+from linrnn_bench.harness.report import MARKER, writers
 from linrnn_bench.harness.store import Store
 
 from helpers import isolated_registry, small_store
@@ -711,16 +711,16 @@ CALL_CASES: list[tuple[str, Callable[[Path], Any], type[Exception], tuple[str, .
     ("store-readonly-write", lambda tmp: Store(small_store(tmp), readonly=True).record(
         run_id="x", study="s", status="done", config={}, config_hash="h", seed=0,
         provenance={}), StoreError, ("read-only", "--store")),
-    ("out-dir-file", lambda tmp: _writers.check_out_dir(_file(tmp)), ValueError,
+    ("out-dir-file", lambda tmp: writers.check_out_dir(_file(tmp)), ValueError,
      ("a_file is a file", "--out")),
     # Tables a report section makes: a spread without its n, a caption too long for LaTeX.
-    ("table-stderr-without-n", lambda tmp: _writers.table_markdown(_table(stderr=True)),
+    ("table-stderr-without-n", lambda tmp: writers.table_markdown(_table(stderr=True)),
      ValueError, ("'t' has standard errors or intervals but no n", "n >= 3")),
-    ("table-n-unknown-column", lambda tmp: _writers.table_markdown(_table(n="seeds")),
+    ("table-n-unknown-column", lambda tmp: writers.table_markdown(_table(n="seeds")),
      ValueError, ("n must be an integer >= 0, a column of the frame", "'seeds'")),
-    ("table-intervals-unknown", lambda tmp: _writers.table_markdown(
+    ("table-intervals-unknown", lambda tmp: writers.table_markdown(
         _table(n=3, intervals=("low",))), ValueError, ("intervals names unknown", "'low'")),
-    ("table-latex-caption-long", lambda tmp: _writers.table_latex(_table(caption="w " * 61)),
+    ("table-latex-caption-long", lambda tmp: writers.table_latex(_table(caption="w " * 61)),
      ValueError, ("'t'", "62 words, more than 60", "short_caption")),
     # Outside layers: what the class or factory gives must be an equinox.Module (L, H) -> (L, H).
     ("outside-not-a-module", _build_outside("plain"), ValueError,

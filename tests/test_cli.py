@@ -407,11 +407,11 @@ def test_layer_options_in_a_study(capsys, tmp_path, monkeypatch):
 def test_report_that_cannot_write_a_table_exits_non_zero(tmp_path, monkeypatch, capsys):
     """A table whose file fails to write leaves the rest of the report in place, named in the
     index, and the command exits 1 naming it (a partial report never passes for a whole one)."""
-    from linrnn_bench.harness.report import _writers
+    from linrnn_bench.harness.report import writers
     from linrnn_bench.harness.store import Store
 
     Store(tmp_path / "s.sqlite")  # empty: the published numbers' tables are still written
-    write_table = _writers.write_table
+    write_table = writers.write_table
     refused: list[str] = []
 
     def failing(table, folder):
@@ -420,7 +420,7 @@ def test_report_that_cannot_write_a_table_exits_non_zero(tmp_path, monkeypatch, 
             raise RuntimeError("the disk refused it")
         return write_table(table, folder)
 
-    monkeypatch.setattr(_writers, "write_table", failing)
+    monkeypatch.setattr(writers, "write_table", failing)
     out = tmp_path / "reports"
     assert main(["report", "--store", str(tmp_path / "s.sqlite"), "--out", str(out)]) == 1
     err = capsys.readouterr().err

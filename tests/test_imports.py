@@ -251,3 +251,49 @@ def test_a_private_study_import_is_found(tmp_path):
         "harness.plan.planner:1 harness.studies.theory._STATE_BUDGET",
         "harness.plan.planner:2 harness.studies.stability.report._data",
         "harness.plan.planner:4 harness.studies.theory._energy_moments"]
+
+
+def _private_imports(name: str, path: Path, known: set[str]) -> list[str]:
+    """The private names (a part starting with one underscore) that module ``name`` imports
+    from a package other than its own or one above it: ``owner.module._name``."""
+    package = name.split(".")[:-1] if path.name != "__init__.py" else name.split(".")
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = package[: len(package) - node.level + 1]
+            target = [*base, *(node.module.split(".") if node.module else [])]
+        else:
+            target = (node.module or "").removeprefix(NAMESPACE + ".").split(".")
+        for alias in node.names:
+            parts = [*target, alias.name]
+            private = [k for k, p in enumerate(parts) if p.startswith("_") and not p.startswith("__")]
+            if not private or parts[0] not in (*PACKAGES, *LEAVES):
+                continue
+            k = private[0]
+            # The package that owns the name: the one holding the module named before it.
+            owner = parts[:k] if ".".join(parts[:k]) in known and (
+                PACKAGE_ROOT.joinpath(*parts[:k]) / "__init__.py").exists() else parts[: k - 1]
+            if package[: len(owner)] != owner:
+                found.append(".".join(parts[: k + 1]))
+    return found
+
+
+def test_no_package_imports_another_packages_private_names():
+    """Each package offers what others may use under names without a leading underscore
+    (re-exported where the module is private); nothing reaches past them."""
+    modules = _modules()
+    known = set(modules)
+    wrong = sorted((name, imported) for name, path in modules.items()
+                   for imported in _private_imports(name, path, known))
+    assert not wrong, f"private names imported from another package: {wrong}"
+
+
+def test_a_private_import_from_another_package_is_found(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("from linrnn_bench.models import _validate\n"
+                       "from ..report._writers import write\n"
+                       "from .loop import _own\n")
+    found = _private_imports("harness.train.planted", planted, set(_modules()))
+    assert found == ["models._validate", "harness.report._writers"]

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from linrnn_bench.harness.report import MARKER, README_TEXT, ReportError, ReportIncomplete, Section, render
-from linrnn_bench.harness.report import _published, selection, _writers, style
+from linrnn_bench.harness.report import published, selection, writers, style
 from linrnn_bench.harness.studies.accuracy import report as accuracy
 from linrnn_bench.harness.report.artifacts import Figure, Table
 from linrnn_bench.harness.store import Store
@@ -65,14 +65,14 @@ def _check_latex(tex: str, name: str) -> None:
 
 def test_latex_is_ascii_whatever_the_text():
     frame = pd.DataFrame({"Δ (pp)": [-1.5, 0.0]}, index=pd.Index(["LRU − RotRNN", "λ ≤ 1"]))
-    tex = _writers.table_latex(Table("t", "Differences", "95 % interval, n = 5 ± s.e.", frame))
+    tex = writers.table_latex(Table("t", "Differences", "95 % interval, n = 5 ± s.e.", frame))
     _check_latex(tex, "t")
     assert r"LRU $-$ RotRNN" in tex and r"$\lambda$ $\leq$ 1" in tex and r"$\Delta$ (pp)" in tex
     assert r"\caption{Differences. 95 \% interval, n = 5 $\pm$ s.e.}" in tex
     # Styler's escaping covers LaTeX's special characters; the rest is spelt or refused.
-    assert _writers.latex_spelling("< 0.001 | p") == r"\textless{} 0.001 \textbar{} p"
+    assert writers.latex_spelling("< 0.001 | p") == r"\textless{} 0.001 \textbar{} p"
     with pytest.raises(ValueError, match="No LaTeX spelling for '\u2603'"):
-        _writers.table_latex(Table("t", "Snow", "c", pd.DataFrame({"a": ["\u2603"]})))
+        writers.table_latex(Table("t", "Snow", "c", pd.DataFrame({"a": ["\u2603"]})))
 
 
 def test_render_writes_every_format_and_is_byte_identical(store, tmp_path):
@@ -80,9 +80,9 @@ def test_render_writes_every_format_and_is_byte_identical(store, tmp_path):
     written = render(store, out)
     files = {p.relative_to(out).as_posix() for p in written}
     for stem in ("accuracy_test", "accuracy_detail", "published_lra_accuracy"):
-        assert {f"tables/{stem}{s}" for s in _writers.TABLE_SUFFIXES} <= files
+        assert {f"tables/{stem}{s}" for s in writers.TABLE_SUFFIXES} <= files
     for stem in ("accuracy_by_task", "accuracy_curves"):
-        assert {f"figures/{stem}{s}" for s in _writers.FIGURE_SUFFIXES} <= files
+        assert {f"figures/{stem}{s}" for s in writers.FIGURE_SUFFIXES} <= files
     assert {"index.md", "provenance.json", "README.md"} <= files
     assert (out / "figures/accuracy_by_task.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "figures/accuracy_by_task.pdf").read_bytes()[:5] == b"%PDF-"
@@ -231,8 +231,8 @@ def _markdown_rows(markdown: str) -> list[list[str]]:
 
 def test_mean_se_and_bold_best_by_hand(store):
     rows, runs = store.read("accuracy"), store.runs("accuracy")
-    final = selection._keys(rows[rows["kind"] == "final"])
-    cells = accuracy.summarise(final, selection._keys(runs)).set_index(["model", "task"])
+    final = selection.with_keys(rows[rows["kind"] == "final"])
+    cells = accuracy.summarise(final, selection.with_keys(runs)).set_index(["model", "task"])
     for (model, task), accs in SYNTHETIC_ACCURACY.items():
         assert cells.at[(model, task), "test"] == pytest.approx(100 * sum(accs) / 3)
         assert cells.at[(model, task), "n"] == 3
@@ -246,15 +246,15 @@ def test_mean_se_and_bold_best_by_hand(store):
     assert cells.at[("lru", "adding"), "loss_se"] == pytest.approx(0.05)  # s = 0.0707, n = 2
 
     table = next(a for a in accuracy.build(store) if a.name == "accuracy_test")
-    rows_md = _markdown_rows(_writers.table_markdown(table))
+    rows_md = _markdown_rows(writers.table_markdown(table))
     # Columns are tasks as papers name them (from the task registrations); the best mean per
     # task is bold, the other is not.
     assert rows_md[0] == ["Model", "Sequential digits", "ListOps"]
     assert rows_md[1] == ["RotRNN", "85.0 ± 2.9", "**46.0 ± 1.0**"]
     assert rows_md[2] == ["LRU", "**92.0 ± 1.2**", "40.0 ± 5.8"]
-    latex = _writers.table_latex(table)
+    latex = writers.table_latex(table)
     assert r"LRU & \textbf{92.0 $\pm$ 1.2} & 40.0 $\pm$ 5.8 \\" in latex
-    csv = pd.read_csv(pd.io.common.StringIO(_writers.table_csv(table)))
+    csv = pd.read_csv(pd.io.common.StringIO(writers.table_csv(table)))
     assert list(csv.columns) == ["Model", "Sequential digits", "Sequential digits_se", "ListOps",
                                  "ListOps_se"]
     assert csv.loc[csv["Model"] == "LRU", "ListOps_se"].item() == pytest.approx(10 / math.sqrt(3))
@@ -268,31 +268,31 @@ def test_table_writer_edge_cases():
     )
     table = Table("edge", "Edge & cases", "caption", frame,
                   best={"a": "max", "b": "min", "c": "max"})
-    mask = _writers.best_mask(frame, table.best)
+    mask = writers.best_mask(frame, table.best)
     assert mask["a"].tolist() == [False, False, False]  # all equal: no best
     assert mask["b"].tolist() == [False, False, True]
     assert mask["c"].tolist() == [True, True, False]  # ties for best are both bold
-    markdown = _writers.table_markdown(table)
+    markdown = writers.table_markdown(table)
     # b's 1e-6 cannot show in 2 (+2) decimals: the whole column is scientific, one format.
     assert r"x\|y" in markdown and "**1.00e-06**" in markdown and "2.00e+00" in markdown
     assert "–" in markdown
-    latex = _writers.table_latex(table)
+    latex = writers.table_latex(table)
     assert r"p\_1" in latex and r"% Edge \& cases" in latex and r"x\textbar{}y" in latex
     with pytest.raises(ValueError, match="lacks"):
-        _writers.best_mask(frame, {"nope": "max"})
+        writers.best_mask(frame, {"nope": "max"})
     with pytest.raises(ValueError, match="'max' or 'min'"):
-        _writers.best_mask(frame, {"a": "largest"})
+        writers.best_mask(frame, {"a": "largest"})
     per_column = Table("edge", "t", "caption", frame[["a", "b"]], digits={"b": 7})
-    assert "0.0000010" in _writers.table_markdown(per_column)  # b: 7 decimals; a: the default 2
-    assert "1.00" in _writers.table_markdown(per_column)
+    assert "0.0000010" in writers.table_markdown(per_column)  # b: 7 decimals; a: the default 2
+    assert "1.00" in writers.table_markdown(per_column)
     with pytest.raises(ValueError, match="unknown columns"):
-        _writers.table_csv(Table("edge", "t", "c", frame, digits={"nope": 1}))
+        writers.table_csv(Table("edge", "t", "c", frame, digits={"nope": 1}))
     with pytest.raises(ValueError, match="not a valid file stem"):
-        _writers.check_name("Bad Name")
+        writers.check_name("Bad Name")
 
 
 def test_number_formats_per_column_and_per_cell():
-    f = _writers.format_value
+    f = writers.format_value
     # Fixed decimals: an exact zero, and the round-off of a zero, are 0; no signed zero.
     assert f(0.0, 1) == "0" and f(4.7e-15, 2) == "0" and f(-0.01, 1, error=True) == "0.0"
     assert f(-0.01, 1) == "-1.0e-02"  # a small non-zero is not shown as 0.0
@@ -309,10 +309,10 @@ def test_number_formats_per_column_and_per_cell():
     frame = pd.DataFrame({"diff": [1.234, 0.00123]}, index=pd.Index(["acc", "mse"], name="t"))
     table = Table("cells", "Cells", "caption", frame, digits={"diff": 1},
                   cell_formats=pd.DataFrame({"diff": [None, "sci"]}, index=frame.index))
-    assert _markdown_rows(_writers.table_markdown(table))[1:] == [["acc", "1.2"],
+    assert _markdown_rows(writers.table_markdown(table))[1:] == [["acc", "1.2"],
                                                                   ["mse", "1.23e-03"]]
     with pytest.raises(ValueError, match="digits must be an integer >= 0 or one of"):
-        _writers.table_markdown(Table("bad", "Bad", "c", frame, digits="percent"))
+        writers.table_markdown(Table("bad", "Bad", "c", frame, digits="percent"))
 
 
 def test_refuses_to_replace_a_folder_it_did_not_write(store, tmp_path):
@@ -392,9 +392,9 @@ def test_one_artifact_regenerated_alone_is_byte_identical(store, tmp_path, capsy
     files = _digests(alone)
     assert {f for f in files if f != MARKER} == {
         f"{d}/{n}{s}" for d, n, suffixes in (
-            ("figures", "accuracy_by_task", (*_writers.FIGURE_SUFFIXES, ".csv")),
-            ("figures", "accuracy_curves", (*_writers.FIGURE_SUFFIXES, ".csv")),
-            ("tables", "accuracy_test", _writers.TABLE_SUFFIXES)) for s in suffixes}
+            ("figures", "accuracy_by_task", (*writers.FIGURE_SUFFIXES, ".csv")),
+            ("figures", "accuracy_curves", (*writers.FIGURE_SUFFIXES, ".csv")),
+            ("tables", "accuracy_test", writers.TABLE_SUFFIXES)) for s in suffixes}
     full_digests = _digests(full)
     assert all(files[f] == full_digests[f] for f in files if f != MARKER)
     for stale in ("accuracy_by_task.png", "accuracy_curves.csv"):
@@ -450,11 +450,11 @@ def test_a_report_folder_of_an_earlier_version_is_replaced_by_its_provenance(sto
 def test_readme_note_matches_and_published_numbers_are_kept_apart():
     assert (ROOT / "reports" / "README.md").read_text() == README_TEXT
     assert MARKER.startswith(".")
-    frame = _published.accuracy_frame()
+    frame = published.accuracy_frame()
     assert frame.at["S5", "ListOps"] == "62.15" and frame.at["LRU", "ListOps"] == "60.2"
-    assert frame.at["S4D-Lin", "Path-X"] == _published.FAILS
+    assert frame.at["S4D-Lin", "Path-X"] == published.FAILS
     with pytest.raises(ValueError, match="neither a number"):
-        _published.PublishedRow("X", ("1",) * 5 + ("6o.2",), "nowhere")
+        published.PublishedRow("X", ("1",) * 5 + ("6o.2",), "nowhere")
 
 
 def test_style_one_colour_per_model():

@@ -20,7 +20,7 @@ import pytest
 
 from linrnn_bench.harness import report
 from linrnn_bench.harness.cli import main
-from linrnn_bench.harness.report import MARKER, ReportError, _writers, render
+from linrnn_bench.harness.report import MARKER, ReportError, writers, render
 from linrnn_bench.harness.store import Store
 from helpers import small_store
 
@@ -328,7 +328,7 @@ def test_a_full_disk_while_drawing_is_one_line_and_changes_nothing(tmp_path, mon
     def full(table, directory):
         raise OSError(errno.ENOSPC, "No space left on device", str(directory / table.name))
 
-    monkeypatch.setattr(_writers, "write_table", full)
+    monkeypatch.setattr(writers, "write_table", full)
     assert main(["report", "--store", str(tmp_path / "good.sqlite"), "--out", str(out)]) == 1
     line = _one_error_line(capsys)
     assert "disk is full" in line and "unchanged" in line, line

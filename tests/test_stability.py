@@ -22,7 +22,7 @@ from linrnn_bench.harness.report import _layout
 from linrnn_bench.harness.report.artifacts import Figure, Finding, Missing, Table
 from linrnn_bench.harness.runner import run_study
 from linrnn_bench.harness.store import Store
-from linrnn_bench.harness.studies import _stability_probe, stability
+from linrnn_bench.harness.studies import stability_probe, stability
 
 SMOKE = stability.STUDY.config("smoke")
 F32 = tol(np.float32)
@@ -126,7 +126,7 @@ def test_recorded_norms_equal_norms_of_the_layers_states(smoke):
 
 
 def test_stationary_rows_equal_the_long_probes_norms_and_closed_form(smoke):
-    # The long probe: the training split's examples back to back (`_stability_probe.stream`),
+    # The long probe: the training split's examples back to back (`stability_probe.stream`),
     # probe_length doubled as the per-mode regime check needs; per layer the window's mean
     # norm, its RMS and factors, and the RMS norm over the closed form's for a white input of
     # the energy the layer's actual input puts into each state, by hand.
@@ -138,11 +138,11 @@ def test_stationary_rows_equal_the_long_probes_norms_and_closed_form(smoke):
         got = got.set_index(got["layer"].astype(int))
         assert list(got.index) == list(range(1, spec.network.depth + 1))
         L = int(got["t_to"].iloc[0])
-        ladder = _stability_probe.stream_ladder(spec.probe_length)
+        ladder = stability_probe.stream_ladder(spec.probe_length)
         assert L in ladder
         task = tasks.build(spec.task, **dict(spec.task_options))
         train = task.split("train")
-        inputs = _stability_probe.stream(train, ladder[-1], spec.long_probe_size,
+        inputs = stability_probe.stream(train, ladder[-1], spec.long_probe_size,
                                          pair=task.info.pair)[:, :L]
         lengths = np.full(spec.long_probe_size, L)
         # Every step is a training example's: the first one's tokens open the first sequence.
@@ -206,9 +206,9 @@ def test_rotrnn_norm_is_the_norm_of_its_real_state(smoke, getkey):
     spec = next(s for s in stability.grid(SMOKE) if s.variant == "rotrnn")
     task, inputs, lengths = _probe_inputs(spec)
     network, state = training.build_network(spec.network, task.info, key=getkey())
-    probe = _stability_probe.Probe(task, spec.probe_size, spec.profile_points)
+    probe = stability_probe.Probe(task, spec.probe_size, spec.profile_points)
     # The smoke study compiled this measurement for this structure: a fresh draw reuses it.
-    norms = _stability_probe._norms_and_moduli(
+    norms = stability_probe._norms_and_moduli(
         network, state, probe.sequences, jnp.asarray(probe.lengths), "batch"
     )[0]
     norms = np.asarray(norms)[0, 0]
@@ -247,7 +247,7 @@ def test_running_statistics_measure_in_inference_mode(getkey):
     network, state = training.build_network(spec.network, task.info, key=getkey())
     inputs, lengths = inputs[:2], lengths[:2]
     # Compiled: one compilation costs less than the many small eager ones.
-    norms = np.asarray(eqx.filter_jit(_stability_probe.state_norms)(
+    norms = np.asarray(eqx.filter_jit(stability_probe.state_norms)(
         network, state, jnp.asarray(inputs), jnp.asarray(lengths), "running"
     ))
     block = network.blocks[0]
@@ -261,7 +261,7 @@ def test_running_statistics_measure_in_inference_mode(getkey):
         h = _recurrence(lam, B, u[i])
         np.testing.assert_allclose(norms[i, 0], np.sqrt(np.sum(np.abs(h) ** 2, axis=-1)), **F32)
     with pytest.raises(ValueError, match="accepted"):
-        _stability_probe.state_norms(network, state, jnp.asarray(inputs), jnp.asarray(lengths),
+        stability_probe.state_norms(network, state, jnp.asarray(inputs), jnp.asarray(lengths),
                                      "ema")
 
 
@@ -301,7 +301,7 @@ def test_summarise_excludes_padding():
     # Two examples, one layer, L = 4; the second example's last two steps are padding.
     norms = np.array([[[1.0, 2.0, 3.0, 4.0]], [[10.0, 20.0, 99.0, 99.0]]])
     lengths = np.array([4, 2])
-    rows = _stability_probe.summarise(
+    rows = stability_probe.summarise(
         7, norms, lengths, np.array([[0.1, 0.5, 0.9]]), np.array([1, 3]),
         grad_norms=np.array([0.5]), loss=1.25,
     )

@@ -1,7 +1,7 @@
 """The stationary-regime metric on cases whose answer theory gives (EVIDENCE.md, section 3).
 
 Synthetic layers: diagonal systems with real decays gamma driven by unit white noise, measured
-through the study's own row maker (`harness.studies._stability_probe.stationary_rows`) and the
+through the study's own row maker (`harness.studies.stability_probe.stationary_rows`) and the
 report's components.
 "Normalised" scales each state's input by sqrt(1 - gamma^2) (RotRNN's xi): its stationary norm
 is sqrt(P) whatever the decays. "Unnormalised" does not: its stationary norm
@@ -18,7 +18,7 @@ import pytest
 from linrnn_bench import tasks
 from linrnn_bench.harness import state_norm
 from linrnn_bench.harness.studies.stability import report as report
-from linrnn_bench.harness.studies import _stability_probe, stability
+from linrnn_bench.harness.studies import stability_probe, stability
 from linrnn_bench.models import DiscreteSystem
 
 P, SEEDS, STEPS, LAYERS, EXAMPLES = 8, 4, 4, 3, 64
@@ -53,7 +53,7 @@ def _rows(normalised: bool, length: int, rng: np.random.Generator) -> pd.DataFra
     for s in range(SEEDS):
         for i, step in enumerate(EVALS):
             systems = [_system(gamma[s, i, k], scale[s, i, k]) for k in range(LAYERS)]
-            rows = _stability_probe.stationary_rows(int(step), norms[s, i], lengths, 0.25,
+            rows = stability_probe.stationary_rows(int(step), norms[s, i], lengths, 0.25,
                                                     energy[s, i], systems, lengthened=True)
             records += [{**r, "run_id": f"{normalised}-{s}", "seed": s,
                          "cfg.variant": "normalised" if normalised else "unnormalised",
@@ -133,7 +133,7 @@ def test_the_stream_lays_every_example_once_before_any_repeats():
     lengths = np.array([3, 1, 2])
     inputs = np.array([[1, 2, 3, 0], [4, 0, 0, 0], [5, 6, 0, 0]], np.int32)
     split = Split(inputs=inputs, labels=np.zeros(3, np.int32), lengths=lengths)
-    out = _stability_probe.stream(split, 6, 2, pair=False)  # 6 = the three examples' steps
+    out = stability_probe.stream(split, 6, 2, pair=False)  # 6 = the three examples' steps
     assert out.shape == (2, 6) and np.all(out != 0)  # no padding inside a stream
     pieces = {(1, 2, 3), (4,), (5, 6)}
     for row in out.tolist():  # each row: every example once, whole, in some order
@@ -167,7 +167,7 @@ def test_the_per_mode_check_on_cases_whose_answer_is_known():
 
 
 def test_window_mask_and_pairs():
-    mask = _stability_probe.window_mask(np.array([10, 4]), 10, 0.2)
+    mask = stability_probe.window_mask(np.array([10, 4]), 10, 0.2)
     assert mask[0].nonzero()[0].tolist() == [8, 9] and mask[1].nonzero()[0].tolist() == [3]
     names = ("lru-no-gamma", "rotrnn", "lru", "rotrnn-no-xi", "s5")
     assert report.comparison_pairs(names) == [
@@ -179,15 +179,15 @@ def test_a_task_that_cannot_lengthen_falls_back_to_the_probe_batch():
     options = tasks.preset_options("digits", "smoke")
     assert tasks.lengthened("digits", options, 500, 4) is None
     fallback = (np.zeros((2, 64), np.int32), np.array([64, 64]))
-    probe = _stability_probe.LongProbe("digits", options, 500, 4, 0.1, fallback=fallback,
+    probe = stability_probe.LongProbe("digits", options, 500, 4, 0.1, fallback=fallback,
                                        source="generator")
     assert not probe.lengthened and probe.sequences is fallback[0]
     # The stream needs no generator: any task's training examples, back to back.
-    probe = _stability_probe.LongProbe("digits", options, 500, 4, 0.1, fallback=fallback)
+    probe = stability_probe.LongProbe("digits", options, 500, 4, 0.1, fallback=fallback)
     assert probe.lengthened and probe.sequences.shape[:2] == (4, 500 * 8)
     assert probe.ladder == (500, 707, 1000, 1414, 2000, 2828, 4000)
     with pytest.raises(ValueError, match="accepted: \\['stream', 'generator'\\]"):
-        _stability_probe.LongProbe("digits", options, 500, 4, 0.1, fallback=fallback,
+        stability_probe.LongProbe("digits", options, 500, 4, 0.1, fallback=fallback,
                                    source="nosuch")
     longer = tasks.lengthened("listops", tasks.preset_options("listops", "cpu"), 500, 16)
     assert (longer["min_length"], longer["max_length"], longer["num_val"]) == (500, 1000, 16)
@@ -224,19 +224,19 @@ def test_an_overflowed_norm_outside_the_window_leaves_the_window_finite():
     # A layer that left the unit disc overflows on long sequences; only its window is read.
     norms = np.ones((2, 1, 10))
     norms[:, :, :5] = np.inf  # before the window (the last 20 %): ignored
-    rows = _stability_probe.stationary_rows(3, norms, np.array([10, 10]), 0.2, None, None,
+    rows = stability_probe.stationary_rows(3, norms, np.array([10, 10]), 0.2, None, None,
                                             lengthened=True)
     assert rows[0]["norm_stationary"] == 1.0 and rows[0]["norm_rms"] == 1.0
 
 
 def test_the_stream_grows_for_a_slow_layer_and_not_for_one_without_a_stationary_level():
     options = tasks.preset_options("digits", "smoke")
-    probe = _stability_probe.LongProbe("digits", options, 500, 2, 0.1, fallback=None)
+    probe = stability_probe.LongProbe("digits", options, 500, 2, 0.1, fallback=None)
     lengths = []
 
     def measure(step, network, state, length, needed):
         lengths.append(length)
-        return [{"settled": _stability_probe._window_start(length, 0.1) >= (needed or 10**9),
+        return [{"settled": stability_probe._window_start(length, 0.1) >= (needed or 10**9),
                  "needed_from": needed}]
 
     for needed, expected in ((1500, [500, 2000]), (None, [2000])):

@@ -22,7 +22,7 @@ from linrnn_bench.harness.report.artifacts import Figure, Finding, Missing, Tabl
 from linrnn_bench.harness.studies.stability.report import sweep
 from linrnn_bench.harness.runner import run_study
 from linrnn_bench.harness.store import Store
-from linrnn_bench.harness.studies import _stability_probe, stability
+from linrnn_bench.harness.studies import stability_probe, stability
 
 # Init-only networks of two blocks: RotRNN at its smoke head count (2) and swept at 1 and 4,
 # the LRU (no heads option) beside it; three seeds.
@@ -96,8 +96,8 @@ def test_the_first_layers_of_a_deeper_network_are_a_shallower_network(getkey):
     inputs, lengths = jnp.asarray(split.inputs[:6]), jnp.asarray(split.lengths[:6])
     if inputs.ndim == 3 and task.info.input_kind == "tokens":  # a pair task: its first sequence
         inputs = inputs[:, 0]
-    full = np.asarray(_stability_probe.state_norms(network, _clone(state), inputs, lengths))
-    prefix = np.asarray(_stability_probe.state_norms(shallow, _clone(state), inputs, lengths))
+    full = np.asarray(stability_probe.state_norms(network, _clone(state), inputs, lengths))
+    prefix = np.asarray(stability_probe.state_norms(shallow, _clone(state), inputs, lengths))
     assert full.shape[1] == 4 and prefix.shape[1] == 2
     np.testing.assert_allclose(prefix, full[:, :2], **tol(np.float32))
 

@@ -14,7 +14,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from linrnn_bench.harness.report import _texcheck, _writers
+from linrnn_bench.harness.report import _texcheck, writers
 from linrnn_bench.harness.report.artifacts import Table
 
 
@@ -25,7 +25,7 @@ def _md_rows(markdown: str) -> list[list[str]]:
 
 def _column(table: Table, name: str) -> list[str]:
     """The Markdown cells of column ``name``."""
-    rows = _md_rows(_writers.table_markdown(table))
+    rows = _md_rows(writers.table_markdown(table))
     return [row[rows[0].index(name)] for row in rows[1:]]
 
 
@@ -45,13 +45,13 @@ def test_a_long_caption_needs_a_short_one_for_latex():
     long = " ".join(["word"] * 70)
     with pytest.raises(ValueError, match="has 71 words, more than 60; give the table a "
                                          "short_caption"):
-        _writers.table_latex(Table("t", "Title", long, frame))
+        writers.table_latex(Table("t", "Title", long, frame))
     # With one, LaTeX prints the short caption after the title, and the long one nowhere (the
     # report's text states it whole).
-    tex = _writers.table_latex(Table("t", "Title", long, frame, short_caption="Short, in %."))
+    tex = writers.table_latex(Table("t", "Title", long, frame, short_caption="Short, in %."))
     assert r"\caption{Title. Short, in \%.}" in tex and "word word" not in tex
     with pytest.raises(ValueError, match="short_caption\\) has 62 words"):
-        _writers.table_latex(Table("t", "Title", "c", frame, short_caption=long[:305]))
+        writers.table_latex(Table("t", "Title", "c", frame, short_caption=long[:305]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -84,7 +84,7 @@ def test_a_column_has_one_format_whatever_its_values():
                   for c in cells}
         assert len(shapes) == 1, (name, cells)
     # LaTeX sets scientific notation as math and a minus sign as one.
-    tex = _writers.table_latex(table)
+    tex = writers.table_latex(table)
     assert r"$4.73\times10^{-5}$" in tex and "$-$1.25" in tex
 
 
@@ -108,7 +108,7 @@ def test_no_spread_where_n_is_below_three():
     table = Table("n", "N", "c", frame, stderr=se, digits=1, n="seeds", intervals=("low",))
     assert _column(table, "acc (%)") == ["32.0", "33.1 ± 0.3", "30.1 ± 0.4"]
     assert _column(table, "low") == ["–", "31.0", "29.0"]
-    assert "32.0 $\\pm$" not in _writers.table_latex(table)
+    assert "32.0 $\\pm$" not in writers.table_latex(table)
     # n per cell, not a column, and not the same everywhere: the mean alone says its n.
     counts = pd.DataFrame({"acc (%)": [2, 3, 3]}, index=frame.index)
     table = Table("n", "N", "c", frame[["acc (%)"]], stderr=se, digits=1, n=counts)
@@ -116,10 +116,10 @@ def test_no_spread_where_n_is_below_three():
     # n = 2 everywhere: no ± at all, and an interval column with nothing to show is left out
     # of Markdown and LaTeX (the CSV keeps every value).
     table = Table("n", "N", "c", frame, stderr=se, digits=1, n=2, intervals=("low",))
-    rows = _md_rows(_writers.table_markdown(table))
+    rows = _md_rows(writers.table_markdown(table))
     assert rows[0] == ["Model", "acc (%)", "seeds"] and "±" not in str(rows)
-    assert "low" not in _writers.table_latex(table)
-    assert "low" in _writers.table_csv(table) and "acc (%)_se" in _writers.table_csv(table)
+    assert "low" not in writers.table_latex(table)
+    assert "low" in writers.table_csv(table) and "acc (%)_se" in writers.table_csv(table)
 
 
 # --------------------------------------------------------------------------------------------
@@ -130,7 +130,7 @@ def test_latex_escapes_specials_and_sets_math_in_math_mode():
     frame = pd.DataFrame({"max |λ|": [0.9999], "‖h_t‖ / init": [1.2], "d_z": [0.4],
                           "E‖h_∞‖²": [8.0], "50% & #1_a": [1.0]},
                          index=pd.Index(["RotRNN, xi off", "LRU, gamma off"][:1], name="Variant"))
-    tex = _writers.table_latex(Table("math", "Math", "|λ| ≤ 1 for ‖h‖; 5 % of $x", frame,
+    tex = writers.table_latex(Table("math", "Math", "|λ| ≤ 1 for ‖h‖; 5 % of $x", frame,
                                      digits={"max |λ|": "near_one"}))
     assert tex.isascii()
     for spelt in (r"$|{\lambda}|$", r"$\lVert h_t\rVert$", "$d_z$", r"$\lVert h_{\infty}\rVert^2$",
@@ -138,7 +138,7 @@ def test_latex_escapes_specials_and_sets_math_in_math_mode():
                   r"1 for $\lVert h\rVert$; 5 \% of \$x}"):
         assert spelt in tex, spelt
     # A bare bar is a bar, not an absolute value.
-    assert _writers.latex_spelling("x|y") == r"x\textbar{}y"
+    assert writers.latex_spelling("x|y") == r"x\textbar{}y"
 
 
 # --------------------------------------------------------------------------------------------
@@ -146,13 +146,13 @@ def test_latex_escapes_specials_and_sets_math_in_math_mode():
 
 
 def test_width_is_controlled_by_the_number_of_columns():
-    narrow = _writers.table_latex(_wide(4))  # 5 columns with the index: one column wide
+    narrow = writers.table_latex(_wide(4))  # 5 columns with the index: one column wide
     assert r"\begin{table}[tbp]" in narrow and "table*" not in narrow
-    page = _writers.table_latex(_wide(7))  # 8: page wide, one tabular
+    page = writers.table_latex(_wide(7))  # 8: page wide, one tabular
     assert r"\begin{table*}" in page and page.count(r"\begin{tabular}{") == 1
-    split = _writers.table_latex(_wide(15))  # 16: page wide, split, the index repeated
+    split = writers.table_latex(_wide(15))  # 16: page wide, split, the index repeated
     tabulars = re.findall(r"\\begin\{tabular\}\{([lrX]+)\}", split)
-    assert len(tabulars) == 3 and all(len(spec) <= _writers.PAGE_TABLE_COLUMNS
+    assert len(tabulars) == 3 and all(len(spec) <= writers.PAGE_TABLE_COLUMNS
                                       for spec in tabulars)
     assert split.count("Model &") == 3 and split.count(r"\caption{") == 1
     # Every tabular shrinks to its float's width if wider; headers wrap on two lines.
@@ -160,17 +160,17 @@ def test_width_is_controlled_by_the_number_of_columns():
     assert r"\begin{tabular}[b]{@{}r@{}}a long column\\ header 0\end{tabular}" in split
     # A long text column wraps in a tabularx of the float's width instead.
     text = Table("text", "Text", "c", pd.DataFrame({"source": ["a source " * 6], "x": [1.0]}))
-    tex = _writers.table_latex(text)
+    tex = writers.table_latex(text)
     assert r"\begin{tabularx}{\linewidth}{>{\raggedright\arraybackslash}Xr}" in tex
     assert "resizebox" not in tex
 
 
 def test_a_long_table_continues_in_further_floats():
-    tex = _writers.table_latex(_wide(2, rows=90))
+    tex = writers.table_latex(_wide(2, rows=90))
     assert tex.count(r"\begin{table}") == 3 and tex.count(r"\label{tab:wide}") == 1
     assert tex.count(r"\addtocounter{table}{-1}") == 2 and tex.count("(continued)") == 2
     assert max(len(re.findall(r"\\\\\n", part)) for part in tex.split(r"\end{table}")) <= (
-        _writers.FLOAT_ROWS + 1)
+        writers.FLOAT_ROWS + 1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,14 +205,14 @@ def test_a_wide_table_fits_the_two_column_paper(tmp_path, monkeypatch):
     (report / "tables").mkdir(parents=True)
     for columns, rows in ((15, 50), (3, 3)):
         table = dataclasses.replace(_wide(columns, rows), name=f"wide{columns}")
-        _writers.write_table(table, report / "tables")
+        writers.write_table(table, report / "tables")
     work = tmp_path / "work"
     work.mkdir()
     found, count = _texcheck.check(report, work)
     assert (found, count) == ([], 2)
     # The same table without the writer's width control (one tabular, not fitted) is caught.
-    monkeypatch.setattr(_writers, "PAGE_TABLE_COLUMNS", 100)
-    monkeypatch.setattr(_writers, "_FIT", "{%\n")
-    _writers.write_table(dataclasses.replace(_wide(15, 50), name="wide15"), report / "tables")
+    monkeypatch.setattr(writers, "PAGE_TABLE_COLUMNS", 100)
+    monkeypatch.setattr(writers, "_FIT", "{%\n")
+    writers.write_table(dataclasses.replace(_wide(15, 50), name="wide15"), report / "tables")
     found, _ = _texcheck.check(report, work)
     assert found and all(p.startswith("tables/wide15.tex: ") and "too wide" in p for p in found)

@@ -701,7 +701,7 @@ def _cmd_figure(args) -> int:
 
 def _cmd_report(args) -> int:
     from . import studies
-    from .report import (ReportError, ReportIncomplete, ReportPartlyReplaced, _writers,
+    from .report import (ReportError, ReportIncomplete, ReportPartlyReplaced, writers,
                          check_destination, check_only, render)
     from .runner import run_study
 
@@ -713,11 +713,11 @@ def _cmd_report(args) -> int:
     _report_run_options(args)
     try:
         # Before any study runs: a bad --out would otherwise be found after hours of runs.
-        out = _writers.check_out_dir(args.out)
+        out = writers.check_out_dir(args.out)
         check_destination(args.store, out, only=args.only)
         if args.run:  # without --run, render refuses an unknown name before it writes
             check_only(args.only)
-        _writers.FigureWriters.check_workers(args.workers)
+        writers.FigureWriters.check_workers(args.workers)
     except (ReportError, ValueError) as e:
         raise UsageError(str(e)) from None
     failed = 0
@@ -863,7 +863,7 @@ def _cmd_compare(args) -> int:
 def _compare_destination(ref, store_path: Path, args) -> Path:
     """The report folder of ``compare``, checked before anything runs: neither it nor the
     store may lie in the reference's folder, which the command never writes."""
-    from .report import ReportError, _writers, check_destination
+    from .report import ReportError, writers, check_destination
 
     out = args.out or Path("reports") / f"against-{ref.preset}"
     folder = ref.folder.resolve()
@@ -872,8 +872,8 @@ def _compare_destination(ref, store_path: Path, args) -> Path:
             raise UsageError(f"{flag} {path} lies in the reference folder {ref.folder}, which "
                              "compare never writes; pass a path outside it.")
     try:
-        check_destination(store_path, _writers.check_out_dir(out))
-        _writers.FigureWriters.check_workers(args.workers)
+        check_destination(store_path, writers.check_out_dir(out))
+        writers.FigureWriters.check_workers(args.workers)
     except (ReportError, ValueError) as e:
         raise UsageError(str(e)) from None
     return out

@@ -3,6 +3,7 @@
 from ._base import AbstractRecurrentLayer as AbstractRecurrentLayer
 from ._engine import ALGORITHMS as ALGORITHMS
 from ._engine import apply as apply
+from ._engine import assume_backend as assume_backend
 from ._engine import hidden_states as hidden_states
 from ._engine import kernel as kernel
 from ._engine import resolve_algorithm as resolve_algorithm

@@ -40,3 +40,4 @@ from ._registry import lengthened as lengthened
 from ._registry import make_config as make_config
 from ._registry import names as names
 from ._registry import preset_options as preset_options
+from ._registry import spec as spec

@@ -301,11 +301,11 @@ def network_forward_program(network_config: Any, info: Any, batch: int) -> Progr
 
 def probe_programs(network_config: Any, facts: TaskFacts, probe_size: int, statistics: str,
                    gradients: bool, task_key: tuple) -> list[Program]:
-    """The stability probe's programs (`harness.studies._stability_probe.Probe`): the state
+    """The stability probe's programs (`harness.studies.stability_probe.Probe`): the state
     norms and eigenvalue moduli, and (trained runs) the probe loss and per-layer gradient norms."""
     import jax.numpy as jnp
 
-    from ..studies import _stability_probe as probe
+    from ..studies import stability_probe as probe
 
     info = facts.info
 
@@ -315,7 +315,7 @@ def probe_programs(network_config: Any, facts: TaskFacts, probe_size: int, stati
         network, state = _network(network_config, info)
         data = network_batch(info, b, abstract)
         sequences, lengths = data.inputs, data.lengths
-        if info.pair:  # the probe reads a pair's first sequence (`_stability_probe.Probe`)
+        if info.pair:  # the probe reads a pair's first sequence (`stability_probe.Probe`)
             shape = (b, *data.inputs.shape[2:])
             sequences = (jax.ShapeDtypeStruct(shape, data.inputs.dtype) if abstract
                          else data.inputs[:, 0])

@@ -11,9 +11,9 @@ from .. import studies as _studies
 
 def is_loader(task: str) -> bool:
     """Whether a task reads a release from disk (its registration fingerprints files)."""
-    from linrnn_bench.tasks import _registry
+    from linrnn_bench import tasks
 
-    return _registry.spec(task).fingerprint is not None
+    return tasks.spec(task).fingerprint is not None
 
 
 _COUNT_FIELDS = ("num_train", "num_val", "num_test")

@@ -141,7 +141,7 @@ def accelerator_path(backend: str | None = "gpu") -> Iterator[None]:
     if backend is None:
         yield
         return
-    from linrnn_bench.models import _engine
+    from linrnn_bench import models
 
-    with _engine.assume_backend(backend):
+    with models.assume_backend(backend):
         yield

@@ -12,7 +12,7 @@ introduction, ``build(store) -> list[Artifact]``), and writes::
                                            process settings
     out_dir/README.md                      a note that the folder is generated
 
-The published LRA numbers (`harness.report._published`) form their own section, labelled as
+The published LRA numbers (`harness.report.published`) form their own section, labelled as
 published, after the section that declares it is followed by them (the accuracy section's,
 `Section.followed_by_published`). A study that declares no section, a section that raises,
 or one that returns nothing is stated in the index, never left out silently. When a section
@@ -68,7 +68,7 @@ from .. import studies
 from ..errors import ReportError as ReportError  # re-exported: its old import place
 from ..errors import ReportIncomplete
 from ..store import Snapshot, Store
-from . import origins, _published, _writers
+from . import origins, published, writers
 from .artifacts import Artifact, Figure, Finding, Missing, Section, Table
 
 __all__ = ["Artifact", "Figure", "Finding", "Missing", "ReportError", "ReportIncomplete",
@@ -82,7 +82,7 @@ PUBLISHED_KEY = "published"
 # The files a render writes, relative to its folder (`_write`): the top-level ones, and per
 # folder the suffixes of its files. A manifest entry outside this layout is not the report's.
 _TOP_FILES = ("index.md", "provenance.json", "README.md")
-_FOLDERS = {"tables": _writers.TABLE_SUFFIXES, "figures": (*_writers.FIGURE_SUFFIXES, ".csv")}
+_FOLDERS = {"tables": writers.TABLE_SUFFIXES, "figures": (*writers.FIGURE_SUFFIXES, ".csv")}
 # A write failing with one of these fails every later write too: the render stops at once.
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 # Provenance fields that identify how a number was made (the run counts are not among them).
@@ -208,7 +208,7 @@ def _render_into(store: Store, tmp: Path, workers: int, only: Sequence[str]
     _write_manifest(tmp, [])
     (tmp / "tables").mkdir()
     (tmp / "figures").mkdir()
-    with _writers.FigureWriters(workers) as writers:
+    with writers.FigureWriters(workers) as drawing:
         # Each section's figures are sent to the writers as soon as it is built, so
         # that they are drawn while the next sections are computed.
         figures: dict[str, Callable[[], list[Path]]] = {}
@@ -216,7 +216,7 @@ def _render_into(store: Store, tmp: Path, workers: int, only: Sequence[str]
         def send(section: _Section) -> None:
             for artifact in section.artifacts:
                 if isinstance(artifact, Figure) and (not only or artifact.name in only):
-                    figures[artifact.name] = writers.submit(artifact, tmp / "figures")
+                    figures[artifact.name] = drawing.submit(artifact, tmp / "figures")
 
         # A grid that reads the store (the stability study's) is built from this one.
         with origins.reading(store):
@@ -256,9 +256,9 @@ def _sections(store: Store, send: Callable[[_Section], None] = lambda section: N
 def _published_section() -> _Section:
     return _Section(
         key=PUBLISHED_KEY,
-        title=_published.TITLE,
-        intro=_published.INTRO,
-        artifacts=tuple(_published.section()),
+        title=published.TITLE,
+        intro=published.INTRO,
+        artifacts=tuple(published.section()),
         provenance=None,
     )
 
@@ -341,7 +341,7 @@ def _dedupe(section: _Section, seen: dict[str, str]) -> _Section:
     artifacts: list[Artifact] = []
     for a in section.artifacts:
         try:
-            _writers.check_name(a.name)
+            writers.check_name(a.name)
         except ValueError as e:
             log.error("%s", e)
             name = f"{section.key}_invalid_{len(artifacts)}"
@@ -431,7 +431,7 @@ def _write_artifact(store: Store, section: _Section, artifact: Artifact, root: P
         return record
     try:
         if isinstance(artifact, Table):
-            paths = _writers.write_table(artifact, root / "tables")
+            paths = writers.write_table(artifact, root / "tables")
         else:
             paths = figures[artifact.name]()
     except Exception as e:  # stated in the index as not produced
@@ -458,7 +458,7 @@ def _artifact_provenance(
 ) -> Any:
     if section.provenance is None:
         return {"published": True,
-                "source": "the papers named in the table (harness/report/_published.py)"}
+                "source": "the papers named in the table (harness/report/published.py)"}
     if artifact.runs:
         return origins.summarise(store, section.key, artifact.runs)
     return section.provenance
@@ -505,7 +505,7 @@ def check_only(names: Sequence[str]) -> None:
     keys = [*studies.names(), PUBLISHED_KEY]
     for name in names:
         try:
-            _writers.check_name(name)
+            writers.check_name(name)
         except ValueError as e:
             raise ReportError(str(e)) from None
         if not any(name.startswith(f"{key}_") for key in keys):
@@ -682,7 +682,7 @@ def _in_layout(relative: str) -> bool:
     folder, _, name = relative.partition("/")
     stem, suffix = os.path.splitext(name)
     try:
-        _writers.check_name(stem)
+        writers.check_name(stem)
     except ValueError:
         return False
     return suffix in _FOLDERS.get(folder, ())
@@ -994,7 +994,7 @@ def _artifact_lines(
         if any(own.get(k) != section.provenance.get(k) for k in _CITED):
             out += [origins.describe(own), ""]
     if isinstance(artifact, Table):
-        out += [_writers.table_markdown(artifact).rstrip("\n"), ""]
+        out += [writers.table_markdown(artifact).rstrip("\n"), ""]
     links = ", ".join(f"[{Path(f).suffix[1:].upper()}]({f})" for f in files)
     out += [f"Files: {links}.", ""]
     return out

@@ -35,12 +35,12 @@ class Table:
         best: per column, which value is best (``"max"``/``"min"``) to set in bold; columns not
             named get no bold.
         digits: how numbers are shown in Markdown/LaTeX (CSV keeps full precision): a number
-            of decimals, or a named format of `harness.report._writers.FORMATS` (``"sci"``:
+            of decimals, or a named format of `harness.report.writers.FORMATS` (``"sci"``:
             scientific with 3 significant digits, for MSE; ``"p"``: p-values; ``"g"``: 3
             significant digits; ``"near_one"``: enough decimals to show the distance to 1;
             ``"setting"``: a value as set, such as a learning rate); one for every column, or
             ``{column: format}`` (columns not named get 2). Every cell of a column is shown
-            in the one format the column's values call for (`_writers.column_format`).
+            in the one format the column's values call for (`writers.column_format`).
         cell_formats: per-cell formats overriding ``digits`` (``frame``'s index, a subset of its
             columns; None where the column's format applies), for a column whose rows hold
             different quantities (accuracy in one row, MSE in another).
@@ -48,7 +48,7 @@ class Table:
             (commit, hardware, seeds, preset) is taken from these runs alone, else from every
             finished run of the section's study.
         short_caption: the caption printed with the LaTeX table after its title, at most
-            `harness.report._writers.CAPTION_WORDS` words with the title: units, n, what a ±
+            `harness.report.writers.CAPTION_WORDS` words with the title: units, n, what a ±
             or an interval is, the preset. Empty: ``caption`` itself, which must then be that
             short.
         n: how many independent values (seeds) each spread rests on: one number for the
@@ -146,7 +146,7 @@ class Section:
         intro: one paragraph: what the study measures and how.
         build: ``build(store) -> list[Artifact]``, a pure function of the store; a table or
             figure it cannot make is a `Missing` saying why, never left out silently.
-        followed_by_published: the published numbers' section (`harness.report._published`)
+        followed_by_published: the published numbers' section (`harness.report.published`)
             comes right after this one, beside the results they are compared with; without
             such a section they come after every study's.
     """

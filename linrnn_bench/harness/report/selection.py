@@ -2,7 +2,7 @@
 ones: shared by the accuracy section (`harness.studies.accuracy.report`) and by the stability study,
 which trains at the rates selected here when the store holds them (`tuned_rates`).
 
-The rule: the runs of the preset the store holds most completely (`_selected`); in each
+The rule: the runs of the preset the store holds most completely (`shown_runs`); in each
 (task, model, depth) cell, the learning-rate pair with the best mean validation metric over
 seeds (`harness.studies.accuracy.select`, `configurations`), on validation only.
 """
@@ -27,7 +27,7 @@ LR = study.LR
 RECURRENT_LR = study.RECURRENT_LR
 
 
-def _keys(frame: pd.DataFrame) -> pd.DataFrame:
+def with_keys(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with plain ``model``, ``task``, ``depth``, ``lr`` and ``rlr`` columns (depth 0
     and NaN rates when not recorded)."""
     depth = (pd.to_numeric(frame[DEPTH], errors="coerce").fillna(0).astype(int)
@@ -52,7 +52,7 @@ def is_matched(runs: pd.DataFrame) -> pd.Series:
     return runs[BUDGET].notna()
 
 
-def _selected(store: Store, arm: str = "width"
+def shown_runs(store: Store, arm: str = "width"
               ) -> tuple[pd.DataFrame, pd.DataFrame, str | None, str]:
     """Rows and runs of the largest-scale preset in the store, and a note on what was left out.
 
@@ -93,12 +93,12 @@ def _selected(store: Store, arm: str = "width"
 # Which runs make the one-recipe and the tuned configuration of each cell
 
 
-def _same(a: float, b: float) -> bool:
+def same_value(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
 
 def configurations(final: pd.DataFrame) -> pd.DataFrame:
-    """``final`` (keyed by `_keys`) with boolean columns ``recipe``, ``selected``, ``held_out``
+    """``final`` (keyed by `with_keys`) with boolean columns ``recipe``, ``selected``, ``held_out``
     and ``tuned``: whether the run is at its cell's shared-recipe rates (recorded in its spec);
     at the rates `study.select` picks on validation; of a seed whose validation metric took no
     part in that choice (not one of the cell's tuning seeds, `study.selecting`); and both, the
@@ -116,13 +116,13 @@ def configurations(final: pd.DataFrame) -> pd.DataFrame:
             continue
         keyed = cell.assign(**{LR: cell["lr"], RECURRENT_LR: cell["rlr"]})
         chosen = study.select(keyed, study.selection_of(cell))
-        is_recipe[position] = [_same(a, r_lr) and _same(b, r_rlr) for a, b, r_lr, r_rlr
+        is_recipe[position] = [same_value(a, r_lr) and same_value(b, r_rlr) for a, b, r_lr, r_rlr
                                in zip(cell["lr"], cell["rlr"], cell["recipe_lr"],
                                       cell["recipe_rlr"])]
         tuning = set(study.selecting(keyed)["seed"]) if "seed" in cell.columns else set()
         held_out[position] = ~cell["seed"].isin(tuning).to_numpy() if tuning else False
         if chosen is not None:
-            is_selected[position] = [_same(a, chosen[0]) and _same(b, chosen[1])
+            is_selected[position] = [same_value(a, chosen[0]) and same_value(b, chosen[1])
                                      for a, b in zip(cell["lr"], cell["rlr"])]
     return final.assign(recipe=is_recipe, selected=is_selected, held_out=held_out,
                         tuned=is_selected & held_out)
@@ -133,14 +133,14 @@ def tuned_rates(store: Store) -> dict[tuple[str, str, int], tuple[float, float]]
     cell of the shown preset that was trained at more than one pair (a tuned cell), from its
     finished runs. Cells trained at one pair only (untuned) are left out; so is everything when
     the store holds no accuracy run."""
-    rows, runs, _, _ = _selected(store)
+    rows, runs, _, _ = shown_runs(store)
     if rows.empty or runs.empty:
         return {}
     done = set(runs.loc[runs["status"] == "done", "run_id"])
     final = rows[(rows["kind"] == "final") & rows["run_id"].isin(done)]
     if final.empty:
         return {}
-    final = configurations(_keys(final).reset_index(drop=True))
+    final = configurations(with_keys(final).reset_index(drop=True))
     out = {}
     for (task, model, depth), cell in final.groupby(["task", "model", "depth"]):
         if cell[["lr", "rlr"]].drop_duplicates().shape[0] < 2:
@@ -168,15 +168,15 @@ def bracketing(store: Store) -> pd.DataFrame:
     """
     columns = ["task", "model", "depth", "pairs", "lowest", "highest", "lr", "rlr", "position",
                "bracketed", "tuning_seeds", "seeds", "held_out", "tie"]
-    rows, runs, _, _ = _selected(store)
+    rows, runs, _, _ = shown_runs(store)
     if rows.empty or runs.empty:
         return pd.DataFrame(columns=columns)
     done = set(runs.loc[runs["status"] == "done", "run_id"])
     final = rows[(rows["kind"] == "final") & rows["run_id"].isin(done)]
     if final.empty:
         return pd.DataFrame(columns=columns)
-    final = configurations(_keys(final).reset_index(drop=True))
-    tried = _keys(runs[runs["status"].isin(("done", "diverged"))])
+    final = configurations(with_keys(final).reset_index(drop=True))
+    tried = with_keys(runs[runs["status"].isin(("done", "diverged"))])
     out = []
     for (task, model, depth), cell in final.groupby(["task", "model", "depth"]):
         mine = tried[(tried["task"] == task) & (tried["model"] == model)

@@ -58,7 +58,7 @@ variation of the probe batch's norms as the transient-regime measure.
 
 This module holds the configuration, the grid, the rows' schema, the presets and how a run is
 run; the measurement (`Probe`, `LongProbe` and the rows they make) is
-`harness.studies._stability_probe`.
+`harness.studies.stability_probe`.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ from ... import settings
 from ... import train as training
 from ...variants import check_variants, variant, variants
 from .._schema import TRAINING, TRAINING_KINDS, Column, Schema, merged
-from .._stability_probe import (LONG_PROBES, STATISTICS, Probe, Statistics, long_probe_bytes,
+from ..stability_probe import (LONG_PROBES, STATISTICS, Probe, Statistics, long_probe_bytes,
                                stream_ladder)
 from .._study import Diverged, Study, requires
 
@@ -214,7 +214,7 @@ class StabilityConfig:
         profile_points: steps stored per norm-over-time profile.
         statistics: how BatchNorm normalises the layers' inputs when measuring: ``"batch"``
             (the probe batch's statistics, as in training) or ``"running"`` (the running
-            statistics of inference mode); see `_stability_probe.state_norms`.
+            statistics of inference mode); see `stability_probe.state_norms`.
         group_seeds: train the seeds of one trained configuration together as one program
             (`harness.train.train_group`: the same runs and rows up to float round-off);
             false trains every run alone.
@@ -223,7 +223,7 @@ class StabilityConfig:
             runs.
         long_probe: where the long probe's sequences come from (`LongProbe`): ``"stream"``
             (the training split's examples back to back, at the first length of
-            `_stability_probe.stream_ladder` (``probe_length`` to 8 times it) that the per-mode
+            `stability_probe.stream_ladder` (``probe_length`` to 8 times it) that the per-mode
             regime check needs) or
             ``"generator"`` (the task's generator at ``probe_length`` to ``2 * probe_length``
             steps, `tasks.lengthened`: out of the training distribution; a task that cannot
@@ -531,7 +531,7 @@ def bind(config: StabilityConfig, store: Any) -> StabilityConfig:
         (m, t, d, lr, rlr) for (m, t, d), (lr, rlr) in sorted(rates.items())))
 
 # --------------------------------------------------------------------------------------------
-# Running: the measurement itself is `harness.studies._stability_probe`
+# Running: the measurement itself is `harness.studies.stability_probe`
 
 
 def _finite(rows: list[dict[str, Any]]) -> bool:

@@ -59,7 +59,7 @@ from linrnn_bench.validation import integer, non_negative_int, positive_int
 from ...state_norm import closed_form_energy, stationary_energy
 from ...variants import build_options, check_variants, variant, variants
 from .._schema import Column, Schema
-from .._stability_probe import time_grid
+from ..stability_probe import time_grid
 from .._study import Study, requires
 
 Check = Literal["white_noise", "equivalence"]

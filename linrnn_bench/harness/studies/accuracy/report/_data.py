@@ -23,7 +23,7 @@ from ... import PRESET_NAMES
 from ... import _matched
 from ... import accuracy as study
 from ....report import origins, style
-from ....report.selection import (BUDGET, DEPTH, MODEL, TASK, _keys, _same, _selected,
+from ....report.selection import (BUDGET, DEPTH, MODEL, TASK, with_keys, same_value, shown_runs,
                           configurations)
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ class Selection:
     Attributes:
         rows: every row of the shown runs (``kind`` ``"eval"`` and ``"final"``).
         final: the ``"final"`` rows of finished runs (one per run), keyed by
-            `harness.report.selection._keys`, with the boolean columns ``recipe`` and
+            `harness.report.selection.with_keys`, with the boolean columns ``recipe`` and
             ``tuned`` of `configurations`.
         runs: every run of the preset (any status, and `NOT_RUN` for the grid's runs the store
             lacks), keyed likewise.
@@ -185,7 +185,7 @@ class Selection:
             elif (task, model, depth) not in finished_cells:
                 keep.append(True)
             else:
-                keep.append(any(_same(a, pa) and _same(b, pb) for t, m, d, pa, pb in pairs
+                keep.append(any(same_value(a, pa) and same_value(b, pb) for t, m, d, pa, pb in pairs
                                 if (t, m, d) == (task, model, depth)))
         return runs[np.asarray(keep, dtype=bool)] if len(runs) else runs
 
@@ -198,7 +198,7 @@ def load(store: Store, arm: str = "width") -> Selection | str:
     already within the budget at equal width (whose matched runs are its equal-width ones),
     its equal-width runs.
     """
-    rows, runs, preset, note = _selected(store, arm)
+    rows, runs, preset, note = shown_runs(store, arm)
     if arm == "matched" and not runs.empty:
         rows, runs = _with_runs_within_budget(store, rows, runs)
     if runs.empty:
@@ -213,8 +213,8 @@ def load(store: Store, arm: str = "width") -> Selection | str:
     if lacking:
         return (f"the accuracy study's rows lack the columns {lacking} that this section reads "
                 "(the study and harness/studies/accuracy/report/ disagree on the row format).")
-    final = configurations(_keys(final).reset_index(drop=True))
-    runs = _keys(runs)
+    final = configurations(with_keys(final).reset_index(drop=True))
+    runs = with_keys(runs)
     pending = _pending(preset, set(store.recorded(STUDY)), arm)
     if not pending.empty:
         runs = pd.concat([runs, pending], ignore_index=True)
@@ -238,7 +238,7 @@ def _with_runs_within_budget(store: Store, rows: pd.DataFrame, runs: pd.DataFram
     """``rows`` and ``runs`` of the matched arm, with the equal-width runs of every (model,
     task, depth) that has no matched run on a matched task and whose layer is within the
     task's budget (the grid trains no separate matched run for it)."""
-    width_rows, width_runs, _, _ = _selected(store, "width")
+    width_rows, width_runs, _, _ = shown_runs(store, "width")
     key = [TASK_COLUMN, DEPTH_COLUMN]
     budgets = runs.groupby(key)[BUDGET].first()
     matched_cells = set(zip(runs[LAYER], runs[TASK_COLUMN], runs[DEPTH_COLUMN]))

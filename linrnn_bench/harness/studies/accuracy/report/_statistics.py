@@ -38,7 +38,7 @@ def summarise(final: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
     Arguments:
         final: the ``"final"`` rows of finished runs (one per run), with ``model``, ``task``
-            and ``depth`` columns (see `harness.report.selection._keys`).
+            and ``depth`` columns (see `harness.report.selection.with_keys`).
         runs: every run of the same configuration (any status), with the same key columns.
     """
     records = []

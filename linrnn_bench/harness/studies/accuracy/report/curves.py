@@ -11,7 +11,7 @@ from .... import stats as inference
 from ... import accuracy as accuracy_study
 from ....report import style
 from ....report.artifacts import Artifact, Figure, Missing
-from ....report.selection import _keys
+from ....report.selection import with_keys
 from ._data import STEP, TITLES, VAL, VAL_LOSS, Labels, is_regression, metric
 from .figures import _zoom, baseline_line
 
@@ -98,7 +98,7 @@ def _validation(evals: pd.DataFrame, final: pd.DataFrame, regression_tasks: set[
     validation MSE of a regression task, else the accuracy in percent); rows without one
     dropped."""
     tuned_ids = set(final.loc[final["tuned"], "run_id"])
-    evals = _keys(evals[evals["run_id"].isin(tuned_ids)])
+    evals = with_keys(evals[evals["run_id"].isin(tuned_ids)])
     value = np.where(evals["task"].isin(regression_tasks),
                      pd.to_numeric(evals.get(VAL_LOSS, np.nan), errors="coerce"),
                      100.0 * pd.to_numeric(evals.get(VAL, np.nan), errors="coerce"))

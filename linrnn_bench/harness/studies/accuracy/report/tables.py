@@ -2,7 +2,7 @@
 comparisons within and across tasks, the detail of every cell, and the published numbers.
 
 Every table has a row or column for the task's trivial baseline. How numbers are shown
-(`harness.report._writers.FORMATS`): accuracy and its differences in percent (points) to one
+(`harness.report.writers.FORMATS`): accuracy and its differences in percent (points) to one
 decimal, MSE in scientific notation with three significant digits (its values span decades),
 p-values as papers print them.
 """
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .... import stats as inference
-from ....report import _published
+from ....report import published
 from ....report.artifacts import Artifact, Missing, Table
 from ._data import TITLES, Labels
 from ._statistics import Z_INFORMATIVE, friedman_text, pairs_text
@@ -379,8 +379,8 @@ def versus_published(cells: pd.DataFrame, baselines: dict[str, float], labels: L
                      scale: str, run_ids: tuple[str, ...]) -> Artifact:
     """Our accuracy beside the published LRA number, for our tasks that are LRA tasks."""
     name = "accuracy_vs_published"
-    lra = {t: _published.LRA_TASK_OF[t] for t in cells["task"].unique()
-           if t in _published.LRA_TASK_OF}
+    lra = {t: published.LRA_TASK_OF[t] for t in cells["task"].unique()
+           if t in published.LRA_TASK_OF}
     if not lra:
         return Missing(
             name,
@@ -389,8 +389,8 @@ def versus_published(cells: pd.DataFrame, baselines: dict[str, float], labels: L
             "LRA task, so no published number applies; the published LRA table is in its own "
             "section.",
         )
-    published = _published.accuracy_frame()
-    row_of = {ours: pub for pub, ours in _published.OUR_MODEL_OF.items()}
+    paper = published.accuracy_frame()
+    row_of = {ours: pub for pub, ours in published.OUR_MODEL_OF.items()}
     records, errors = [], []
     for task, lra_task in sorted(lra.items()):
         of_task = cells[cells["task"] == task]
@@ -403,7 +403,7 @@ def versus_published(cells: pd.DataFrame, baselines: dict[str, float], labels: L
                 "ours, test acc. (%)": float(mine["test"].iloc[0]),
                 "n seeds": int(mine["n"].iloc[0]),
                 "LRA task": lra_task,
-                "PUBLISHED (%)": published.at[pub_row, lra_task] if pub_row else "not published",
+                "PUBLISHED (%)": paper.at[pub_row, lra_task] if pub_row else "not published",
                 "published as": pub_row or "",
             })
             errors.append(float(mine["test_se"].iloc[0]))

@@ -1,6 +1,6 @@
 """Where a change of the stationary norm through training comes from: the scale of the layer's
 input, or the recurrence. Per layer and measurement, exactly
-(`harness.studies._stability_probe.stationary_rows`),
+(`harness.studies.stability_probe.stationary_rows`),
 
     norm_rms = input_rms * (drive_rms / input_rms) * gain,
 

@@ -640,7 +640,7 @@ def _spell_plain(text: str) -> str:
             if not plain.isascii() or not plain:
                 raise ValueError(
                     f"No LaTeX spelling for {ch!r} (U+{ord(ch):04X}, "
-                    f"{unicodedata.name(ch, 'unnamed')}); add one to _writers._LATEX_SPELLING."
+                    f"{unicodedata.name(ch, 'unnamed')}); add one to writers._LATEX_SPELLING."
                 )
             out.append(plain)
     return "".join(out)
