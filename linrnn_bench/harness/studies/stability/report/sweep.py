@@ -13,8 +13,10 @@ network are distributed as a network of d layers.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -251,13 +253,28 @@ def _per_seed(rows: pd.DataFrame, deepest: int) -> dict[tuple[str, str, int], pd
     return out
 
 
-# The two families of tests on the sweep: (family, what is compared, how, effect size's name).
+@dataclasses.dataclass(frozen=True)
+class _Family:
+    """One family of tests on the sweep: its finding's opening words, how its networks pair,
+    what its n counts, its table caption's words, and its test (`harness.stats`)."""
+
+    opening: str
+    design: str
+    counted: str
+    caption: str
+    compare: Callable[..., inference.Comparison]
+
+
 _FAMILIES = {
-    "probe length": ("task length − long probe, each variant at its registration's head count",
-                     "paired by seed (the same networks on both probes)", "d_z"),
-    "head count": ("the fewest against the most heads measured, per probe",
-                   "independent networks (Welch's interval; the larger of Welch's and the "
-                   "permutation p)", "Hedges' g"),
+    "probe length": _Family(
+        "Probe length, task length − long probe", "paired by seed", "paired seeds",
+        "task length − long probe, each variant at its registration's head count, paired by "
+        "seed (the same networks on both probes)", inference.paired),
+    "head count": _Family(
+        "Head count, the fewest against the most heads measured", "independent networks",
+        "networks in both groups",
+        "the fewest against the most heads measured, per probe, independent networks (Welch's "
+        "interval; the larger of Welch's and the permutation p)", inference.unpaired),
 }
 
 
@@ -283,7 +300,7 @@ def _sweep_tests(values: dict[tuple[str, str, int], pd.Series], registered: dict
     records = []
     for family in _FAMILIES:
         mine = [t for t in tests if t[0] == family]
-        compare = inference.paired if family == "probe length" else inference.unpaired
+        compare = _FAMILIES[family].compare
         found = [compare(first, second) for *_, first, second in mine]
         p_holm = inference.holm([c.p for c in found])
         m = max(1, int(np.isfinite([c.p for c in found]).sum())) if found else 1
@@ -304,21 +321,16 @@ def _family_line(tests: pd.DataFrame, family: str, name: str) -> str | None:
     mine = tests[tests["Family"] == family]
     if mine.empty:
         return None
-    what, how, _ = _FAMILIES[family]
+    spec = _FAMILIES[family]
     supported = int((mine["Holm p"] <= inference.ALPHA).sum())
     top = mine.loc[mine["difference"].abs().idxmax()]
     counts = sorted(set(mine["n"].astype(int)))
-    n = "n = " + (f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}")
-    n += " paired seeds" if family == "probe length" else " networks in both groups"
-    return (f"{_capital(family)}, {what.split(',')[0]} ({how.split(' (')[0]}, {n}): "
+    n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    return (f"{spec.opening} ({spec.design}, n = {n} {spec.counted}): "
             f"{supported} of {len(mine)} differ after Holm; "
             f"largest {top['Variant']}, {top['Comparison']} {top['difference']:+.3g} "
             f"[{top['95% CI low']:+.3g}, "
             f"{top['95% CI high']:+.3g}] (every test: {name}).")
-
-
-def _capital(text: str) -> str:
-    return text[:1].upper() + text[1:]
 
 
 def _init_values(frame: pd.DataFrame) -> tuple[pd.DataFrame, int, dict, dict[str, int]]:
@@ -357,9 +369,9 @@ def sweep_tests_table(frame: pd.DataFrame, task: str, preset: str | None) -> Art
             f"({per_family}), and the "
             f"difference the test could detect with 80% power at Holm's first level (inf: not "
             f"at this n); n counts the paired seeds of a paired test and the networks of "
-            f"both groups of an unpaired one. Probe length: {_FAMILIES['probe length'][0]}, "
-            f"{_FAMILIES['probe length'][1]}. Head count: {_FAMILIES['head count'][0]}, "
-            f"{_FAMILIES['head count'][1]}."),
+            f"both groups of an unpaired one. Probe length: "
+            f"{_FAMILIES['probe length'].caption}. Head count: "
+            f"{_FAMILIES['head count'].caption}."),
         short_caption=(
             f"Tests on the depth component before training: first − second, 95% interval, "
             f"effect size, p, Holm p over the family's m tests ({per_family}), MDD at Holm's "
