@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import tomllib
 from typing import Any, Literal
 
 import pytest
@@ -122,3 +124,61 @@ def test_bad_layer_options_say_what_is_accepted(overrides, message):
 
     with pytest.raises(C.ConfigError, match=message):
         C.replace(NetworkConfig(layer="lru"), overrides)
+
+
+@dataclasses.dataclass(frozen=True)
+class Many:
+    """A config with a tuple of dataclasses, as a study's recipes are."""
+
+    inner: Inner = Inner()
+    parts: tuple[Inner, ...] = ()
+    pairs: tuple[tuple[str, str], ...] = ()
+
+
+def test_a_preset_table_builds_the_config_its_overrides_would():
+    table = tomllib.loads('inner = { size = 8 }\npairs = [["a", "b"]]\n'
+                          '[[parts]]\nsize = 2\n[[parts]]\nrate = 1e-3\n')
+    assert C.from_table(Many, table, what="t") == Many(
+        inner=Inner(size=8), parts=(Inner(size=2), Inner(rate=1e-3)), pairs=(("a", "b"),))
+    with pytest.raises(C.ConfigError, match=r"Unknown key 'sise' for t.parts \(Inner\); "
+                                            r"accepted keys: rate, size"):
+        C.from_table(Many, {"parts": [{"sise": 2}]}, what="t")
+
+
+_STUDY = '''\
+import dataclasses
+import importlib
+import tomllib
+from linrnn_bench.harness.studies._study import read_presets
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    steps: int = 1
+    tasks: tuple[str, ...] = ("digits",)
+
+PRESETS = read_presets(__name__, Config)
+'''
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[smoke]\nsteps = 2\n[cpu]\nstep = 3\n",
+         r"Unknown key 'step' for mystudy/presets.toml \[cpu\]; accepted keys: steps, tasks"),
+        ("[smoke]\nsteps = 'many'\n", r"mystudy/presets.toml \[smoke\].steps='many' is not an int"),
+        ("[cpu_full]\nsteps = 2\n",
+         r"mystudy/presets.toml: unknown preset\(s\) cpu_full; accepted: smoke, cpu, cpu-full, gpu"),
+        ("[smoke\nsteps = 2\n", r"mystudy/presets.toml: Expected ']'"),
+        (None, r"mystudy/presets.toml: .*No such file"),
+    ],
+)
+def test_a_bad_presets_file_names_itself_the_preset_and_what_is_accepted(
+        tmp_path, monkeypatch, text, message):
+    package = tmp_path / "mystudy"
+    package.mkdir()
+    (package / "__init__.py").write_text(_STUDY)
+    if text is not None:
+        (package / "presets.toml").write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(C.ConfigError, match=message):
+        importlib.import_module("mystudy")

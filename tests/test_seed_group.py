@@ -174,7 +174,7 @@ def test_an_interrupted_group_resumes_from_its_checkpoints(task, tmp_path):
 
 
 def test_a_grouped_run_has_the_id_and_rows_of_a_separate_one(tmp_path, monkeypatch):
-    monkeypatch.setenv(accuracy.CHECKPOINT_ENV, str(tmp_path / "checkpoints"))
+    monkeypatch.setenv("LINRNN_CHECKPOINTS", str(tmp_path / "checkpoints"))
     study = accuracy.STUDY
     config = study.config("smoke", {"models": "lru", "seeds": "0,1,2", "group_seeds": "true"})
     alone = dataclasses.replace(config, group_seeds=False)

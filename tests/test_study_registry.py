@@ -81,3 +81,16 @@ def test_the_accuracy_study_declares_the_one_run_train_makes():
     assert config.tuning_seeds == 0
     assert config.recipes[-1].overrides == (("train.steps", "3"),)
     assert config.recipes[-1].source == COMMAND_LINE
+
+
+def test_train_finds_its_study_by_registration_and_explains_its_run(toy, capsys):
+    """The study ``train`` runs is the registered one declaring `Study.one_run` (the toy study
+    declares none); ``--explain`` prints the settings its `Study.resolve_run` gives."""
+    assert studies.training() is studies.get("accuracy")
+    assert main(["train", "model=lru", "task=digits", "train.steps=3", "--preset", "smoke",
+                 "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "train.steps" in out and "the command line" in out
+    with pytest.raises(ValueError, match="one_run and resolve_run go together"):
+        studies.Study(name="x", description="", presets=toy.presets, grid=toy.grid,
+                      run=toy.run, one_run=toy.one_run or studies.get("accuracy").one_run)

@@ -66,8 +66,6 @@ _PRESET_LINES = {
     "gpu": "the papers' configurations, for an accelerator",
 }
 _TRAIN_KEYS = ("model", "task", "seed", "seeds")
-# The study whose one run ``train`` makes (`Study.one_run`), stored as the study ``train``.
-_TRAINING_STUDY = "accuracy"
 _TRAIN_COLUMNS = ("kind", "step", "lr", "train_loss", "val_loss", "val_accuracy", "best_step",
                   "test_loss", "test_accuracy", "params", "train_seconds")
 
@@ -389,7 +387,7 @@ def _executor(args):
 
 def _prepare(store_path: Path) -> Store:
     """Open the store; put checkpoints beside it; switch on the persistent compilation cache."""
-    from .studies.accuracy import CHECKPOINT_ENV
+    from .train import CHECKPOINT_ENV
 
     from .runner import enable_compilation_cache
 
@@ -408,7 +406,7 @@ def _prepare(store_path: Path) -> Store:
 def _check_checkpoint_dir() -> None:
     """Refuse a checkpoint folder that is a file (or lies under one) before any run starts:
     every run would fail on it."""
-    from .studies.accuracy import CHECKPOINT_ENV, checkpoint_dir
+    from .train import CHECKPOINT_ENV, checkpoint_dir
 
     folder = checkpoint_dir()
     for path in [folder, *folder.parents]:
@@ -505,7 +503,9 @@ def _list_studies() -> None:
 def _cmd_train(args) -> int:
     from .runner import run_study
 
-    training = _study(_TRAINING_STUDY)
+    from .studies import training as training_study
+
+    training = training_study()  # its runs are stored as the study ``train``
     items = _config.parse_overrides(args.overrides)
     request = {k: items.pop(k) for k in _TRAIN_KEYS if k in items}
     preset = args.preset
@@ -520,7 +520,7 @@ def _cmd_train(args) -> int:
     study = dataclasses.replace(training, name="train")
     specs = _grid(study, config)
     if args.explain:
-        _explain(config, model, task, preset, seeds)
+        _explain(training.resolve_run(config, model, task), model, task, preset, seeds)
         return 0
     store = _prepare(args.store)
     summary = run_study(study, config, store=store, fresh=args.fresh)
@@ -610,17 +610,17 @@ def _print_train_runs(store, study, specs) -> int:
     return failed
 
 
-def _explain(config, model: str, task: str, preset: str, seeds: tuple[int, ...]) -> None:
-    """Print each effective option of the run ``train`` would make, with its source."""
+def _explain(resolved, model: str, task: str, preset: str, seeds: tuple[int, ...]) -> None:
+    """Print each effective option of the run ``train`` would make (``resolved``, a
+    `settings.Resolved`), with its source."""
     from .settings import explain_text
-    from .studies.accuracy import resolve
 
     seed_text = ", ".join(map(str, seeds))
     print(f"train {model} on {task}, preset {preset}, seed(s) {seed_text}: each effective "
           "option, its value and where it came from (sources in increasing precedence: "
           "defaults, task preset, registration, study layer options, recipes, command line; "
           "width options fill what none of them set). Nothing is trained.")
-    print(explain_text(resolve(config, model, task)))
+    print(explain_text(resolved))
 
 
 def _train_model(model: str | None, layer: str | None) -> str | None:

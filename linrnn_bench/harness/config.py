@@ -168,6 +168,25 @@ def _set_nested(config: Any, direct: dict[str, Any], nested: Mapping[str, dict[s
         direct[head] = replace(current, sub, what=f"{what}.{head}")
 
 
+def from_table(cls: type[T], table: Mapping[str, Any], *, what: str) -> T:
+    """A ``cls`` config from a table of a preset file (TOML, parsed): its keys are ``cls``'s
+    fields, a nested table sets a nested config's fields (``network = {depth = 2}`` is
+    ``network.depth=2``), a list of tables a tuple of dataclasses (``[[cpu.recipes]]``). Every
+    value is parsed and checked as a command line's override is (`replace` on ``cls()``)."""
+    return replace(cls(), _dotted(table), what=what)
+
+
+def _dotted(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"network": {"depth": 2}}`` -> ``{"network.depth": 2}``; lists are kept whole."""
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, Mapping):
+            out.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def parse_pairs(text: Any, where: str) -> dict[str, str]:
     """``"a=1,b=x"`` (an options field's text, e.g. ``layer_options``) -> ``{"a": "1", "b": "x"}``;
     an item not of the form name=value and a name given twice are errors."""
@@ -234,6 +253,13 @@ def parse_value(value: Any, annotation: Any, where: str) -> Any:
         return str(value)
     if dataclasses.is_dataclass(annotation) and isinstance(value, annotation):
         return value
+    if dataclasses.is_dataclass(annotation) and isinstance(value, Mapping):
+        # A table of a preset file (`from_table`): the dataclass built from its fields.
+        fields = parse_fields(annotation, value, where)
+        try:
+            return annotation(**fields)
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"{where}: {e}") from None
     if isinstance(annotation, type) and isinstance(value, annotation):
         return value
     raise ConfigError(f"{where}: cannot parse {value!r} as {annotation}.")

@@ -70,7 +70,8 @@ class Recipe:
     source: str = ""
 
     def __post_init__(self):
-        object.__setattr__(self, "overrides", tuple(tuple(p) for p in self.overrides))
+        pairs = self.overrides.items() if isinstance(self.overrides, Mapping) else self.overrides
+        object.__setattr__(self, "overrides", tuple(tuple(p) for p in pairs))
         for pair in self.overrides:
             if len(pair) != 2 or not isinstance(pair[0], str) or not pair[0].startswith(PREFIXES):
                 raise ValueError(

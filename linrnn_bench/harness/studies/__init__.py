@@ -30,3 +30,14 @@ def get(name: str) -> Study:
     if name not in _REGISTRY:
         raise KeyError(f"Unknown study {name!r}; accepted: {', '.join(_REGISTRY)}.")
     return importlib.import_module(_REGISTRY[name]).STUDY
+
+
+def training() -> Study:
+    """The study whose one run ``linrnn-bench train`` makes: the first registered study with a
+    `Study.one_run` (the accuracy study's training run)."""
+    for name in _REGISTRY:
+        study = get(name)
+        if study.one_run is not None:
+            return study
+    raise LookupError(f"No registered study makes one training run (Study.one_run); "
+                      f"registered: {', '.join(_REGISTRY)}.")

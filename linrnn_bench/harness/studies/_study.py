@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.resources
+import tomllib
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -31,6 +33,24 @@ def resolve(reference: str) -> Any:
     if not module or not name:
         raise ValueError(f"{reference!r} is not a reference of the form 'module:name'.")
     return getattr(importlib.import_module(module), name)
+
+
+def read_presets(package: str, cls: type[C]) -> dict[str, C]:
+    """The presets in the ``presets.toml`` beside ``package``'s ``__init__.py``: each table
+    one preset (named as in `PRESET_NAMES`), built by `config.from_table`. A bad name, key or
+    value is a `ConfigError` naming the file, the preset and what is accepted."""
+    where = f"{package.replace('.', '/')}/presets.toml"
+    try:
+        tables = tomllib.loads(importlib.resources.files(package).joinpath("presets.toml")
+                               .read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise _config.ConfigError(f"{where}: {e}") from None
+    unknown = [name for name in tables if name not in PRESET_NAMES]
+    if unknown:
+        raise _config.ConfigError(f"{where}: unknown preset(s) {', '.join(unknown)}; accepted: "
+                                  f"{', '.join(PRESET_NAMES)}.")
+    return {name: _config.from_table(cls, table, what=f"{where} [{name}]")
+            for name, table in tables.items()}
 
 
 def enters_all(model: Any) -> str | None:
@@ -123,6 +143,9 @@ class Study(Generic[C, S]):
             on one task with ``seeds`` (trained as one group) and the command line's
             ``key=value`` pairs as its last settings: the run ``linrnn-bench train`` makes;
             None for a study ``train`` cannot make a run of. A bad value is a `ValueError`.
+        resolve_run: ``(config, model, task) ->`` the settings of that run and where each came
+            from (`harness.settings.Resolved`), which ``linrnn-bench train --explain`` prints;
+            given with ``one_run``.
     """
 
     name: str
@@ -141,10 +164,13 @@ class Study(Generic[C, S]):
     section: str | None = None
     take_layer_options: Callable[[C, Mapping[str, str]], C] | None = None
     one_run: OneRun | None = None
+    resolve_run: Callable[[C, str, str], Any] | None = None
 
     def __post_init__(self):
         if (self.group is None) != (self.run_group is None):
             raise ValueError(f"Study {self.name!r}: group and run_group go together.")
+        if (self.one_run is None) != (self.resolve_run is None):
+            raise ValueError(f"Study {self.name!r}: one_run and resolve_run go together.")
         missing = [p for p in PRESET_NAMES if p not in self.presets and p not in PRESET_FALLBACK]
         if missing:
             raise ValueError(f"Study {self.name!r} lacks presets {missing}.")

@@ -47,6 +47,8 @@ The package, by role:
 from .batches import (BUCKET_SPACING, Batch, BatchSampler, bucket_lengths, split_length,
                       to_batch, trimmed_length)
 from .checkpoints import _CHECKPOINT_FORMAT, _identity, _resume, load_checkpoint, save_checkpoint
+from .checkpoints import CHECKPOINT_ENV as CHECKPOINT_ENV
+from .checkpoints import checkpoint_dir as checkpoint_dir
 from .evaluate import _eval_sums, evaluate, evaluate_group
 from .group import stack, train_group, unstack
 from .loop import _COMPILE_EVENT, _compile_listener, train

@@ -22,6 +22,16 @@ from .recipe import TrainConfig
 # (inject_hyperparams of partition), whose leaves are not those of format 2.
 _CHECKPOINT_FORMAT = 3
 
+# Where runs keep their checkpoints: ``$LINRNN_CHECKPOINTS``, else ``results/checkpoints`` (the
+# command line sets it to ``checkpoints/`` beside the store).
+CHECKPOINT_ENV = "LINRNN_CHECKPOINTS"
+DEFAULT_CHECKPOINTS = Path("results") / "checkpoints"
+
+
+def checkpoint_dir() -> Path:
+    """Where runs keep their checkpoints: ``$LINRNN_CHECKPOINTS`` or ``results/checkpoints``."""
+    return Path(os.environ.get(CHECKPOINT_ENV) or DEFAULT_CHECKPOINTS)
+
 
 def save_checkpoint(path: Path, header: dict[str, Any], tree: Any) -> None:
     """Write the checkpoint at ``path`` whole or not at all: a temporary file beside it, then
@@ -32,7 +42,7 @@ def save_checkpoint(path: Path, header: dict[str, Any], tree: Any) -> None:
     except (FileExistsError, NotADirectoryError):
         raise NotADirectoryError(
             f"Cannot keep checkpoints in {path.parent}: it, or a folder above it, is a file. "
-            "Move the file aside, or set LINRNN_CHECKPOINTS to another folder."
+            f"Move the file aside, or set {CHECKPOINT_ENV} to another folder."
         ) from None
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:

@@ -22,9 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -38,13 +36,11 @@ from linrnn_bench.models.network import NetworkConfig
 from ... import config as _config
 from ... import settings
 from ...settings import Recipe as Recipe  # re-exported: presets and users build them here
-from ...train import TrainConfig, train, train_group
+from ...train import TrainConfig, checkpoint_dir, train, train_group
 from .. import _matched
 from .._schema import TRAINING, TRAINING_KINDS, Column, Schema, merged
-from .._study import Study, requires
+from .._study import Study, read_presets, requires
 
-CHECKPOINT_ENV = "LINRNN_CHECKPOINTS"
-DEFAULT_CHECKPOINTS = Path("results") / "checkpoints"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -540,11 +536,6 @@ def _resolve(config: AccuracyConfig, model: str, task: str, depth: int, seed: in
                    resolved.train.lr, resolved.train.recurrent_lr)
 
 
-def checkpoint_dir() -> Path:
-    """Where runs keep their checkpoints: ``$LINRNN_CHECKPOINTS`` or ``results/checkpoints``."""
-    return Path(os.environ.get(CHECKPOINT_ENV) or DEFAULT_CHECKPOINTS)
-
-
 def run(spec: RunSpec) -> list[dict[str, Any]]:
     """Train one run; its rows (see the module docstring)."""
     task = tasks.build(spec.task, **dict(spec.task_options))
@@ -683,171 +674,6 @@ COLUMNS = Schema(
 )
 
 
-# --------------------------------------------------------------------------------------------
-# Presets. Sizes are stated here, in one place; what is not from a paper says so.
-
-_MODELS = entering_models()  # the presets' models: every registered layer that can enter
-
-_SMOKE = AccuracyConfig(
-    # Seconds: the tests' preset. One tiny run per model on sequential digits (256 examples).
-    models=_MODELS,
-    tasks=("digits",),
-    seeds=(0,),
-    task_preset="smoke",
-    network=NetworkConfig(depth=1, d_model=8, d_state=8),
-    train=TrainConfig(steps=4, batch_size=8, eval_every=2, eval_batch_size=64),
-)
-
-_TASK_SIZES_CPU = (
-    Recipe(task="adding", overrides=(("task.seq_len", 100),),
-           source="adding problem at L=100 (5000/500/500 examples): L=200 doubles the cost"),
-    Recipe(task="ucr", overrides=(("task.dataset", "JapaneseVowels"),),
-           source="JapaneseVowels (UEA; 9 classes, 12 features, length <= 29): PigCVP's "
-                  "length 2000 is beyond the CPU budget"),
-)
-# The learning-rate grid every model gets on a tuned task, log-spaced around the one recipe
-# (3e-3, recurrent 1e-3). Measured on ListOps at the cpu size (LRU and RotRNN, seed 0): on the
-# grid one step lower (1e-3..1e-2 x 3e-4..3e-3) both selected the largest shared rate, so the
-# grid starts at the recipe and goes up.
-_LR_GRID = (3e-3, 1e-2, 3e-2)
-_RECURRENT_LR_GRID = (1e-3, 3e-3, 1e-2)
-
-_LEFT_OUT_ALWAYS = (
-    ("pathx", "Path-X (L = 16384) is beyond a CPU budget; it is in the gpu preset"),
-    *((name, "reads a data release from disk (task.path=...), which these machines cannot "
-             "download") for name in ("lra_listops", "lra_text", "lra_retrieval", "lra_image",
-                                      "lra_pathfinder", "lra_pathx", "speech_commands",
-                                      "speech_commands_8khz")),
-)
-
-_CPU = AccuracyConfig(
-    # make report's default: every number informative within about 15 minutes on two cores.
-    # 4 tasks x 4 models x 5 paired seeds, 2 of them tuning and 3 held out (estimates with
-    # intervals; an exact test over 3 seeds cannot reach p < 0.05, which the report says at its
-    # top; cpu-full is the preset that can decide), every task tuned:
-    # three learning-rate pairs for every model (the grid's diagonal: the shared and the
-    # recurrent rate moving together; the full 3 x 3 product, lr_pairing=product, triples the
-    # tuning runs), grown by up to three pairs at either end where a model selects an end pair
-    # (lr_extend), selected on the first two seeds (tuning_seeds) and then trained with the
-    # other three at the selected pair: sequential digits (L=64,
-    # 10 classes), ListOps at its cpu size (trees of depth <= 3, 11-37 tokens, 10 classes),
-    # the adding problem (L=100, regression, MSE), JapaneseVowels (L<=29, 9 classes). MQAR is
-    # left out: at its cpu size (and at L=64 with 4 pairs) every model stayed at chance within
-    # this budget (it is in cpu-full). Every run: 2 blocks, H=32, d_state=32 (each layer's own
-    # meaning of it: LRU P=32 complex states; RotRNN N=32 real states in 8 heads; S5 P=32
-    # before conjugate halving; S4D N=32 per channel), BatchNorm, half-GLU, no dropout; AdamW
-    # steps of 32 examples (400 on ListOps, 300 elsewhere), lr 3e-3, recurrent lr 1e-3 (S4D's
-    # value for A, B, Delta), weight decay 0.05, 10% warm-up then cosine; validation every 40
-    # steps (50 on ListOps): 8 evaluations per run, enough for a curve to show whether it has
-    # levelled off. Short-budget numbers, not the papers'.
-    models=_MODELS,
-    tasks=("digits", "listops", "adding", "ucr"),
-    seeds=(0, 1, 2, 3, 4),
-    task_preset="cpu",
-    network=NetworkConfig(depth=2, d_model=32, d_state=32),
-    train=TrainConfig(steps=300, batch_size=32, lr=3e-3, recurrent_lr=1e-3, weight_decay=0.05,
-                      eval_every=40, eval_batch_size=256),
-    recipes=(
-        Recipe(task="listops", overrides=(("train.steps", 400), ("train.eval_every", 50)),
-               source="ListOps at its cpu task size (LRA generator, trees of depth <= 3 with "
-                      "2-5 arguments, 8000/500/500 examples): 400 steps"),
-        *_TASK_SIZES_CPU,
-    ),
-    tune_tasks=("digits", "listops", "adding", "ucr"),
-    tuning_seeds=2,
-    lr_grid=_LR_GRID,
-    recurrent_lr_grid=_RECURRENT_LR_GRID,
-    lr_pairing="paired",
-    lr_extend=3,
-    left_out=(
-        ("mqar", "at its cpu size (and at L = 64 with 4 pairs) every model stayed at chance "
-                 "within this budget; it is in cpu-full"),
-        ("selective_copy", "its 240-step gap needs more steps than this budget; in cpu-full"),
-        ("pathfinder", "L = 1024 trained for every model and seed exceeds the 15-minute budget; "
-                       "in the gpu preset"),
-        *_LEFT_OUT_ALWAYS,
-    ),
-)
-
-_CPU_FULL = AccuracyConfig(
-    # The powered CPU preset: 12 paired seeds, of which the first 2 tune (every learning-rate
-    # pair of the cpu preset's grid, grown at an end the same way) and the other 10 are held
-    # out, trained at the selected pair alone: the tuned comparisons are over 10 held-out
-    # seeds, where the exact sign-flip test's smallest p (2/2^10 = 0.002) passes Holm over the
-    # 6 pairs of four models (0.05/6 = 0.0083). Twice the cpu preset's steps, evaluated 10
-    # times per run (a validation curve that can show its plateau); ListOps deeper and longer
-    # (trees of depth <= 4, 21-99 tokens, 16000 training examples); MQAR and selective
-    # copying; ListOps again at a common parameter budget for the models whose layer is not
-    # within it at this width (tuned and held out the same way, as cells of their own).
-    models=_MODELS,
-    tasks=("digits", "listops", "adding", "ucr", "mqar", "selective_copy"),
-    seeds=tuple(range(12)),
-    task_preset="cpu",
-    network=NetworkConfig(depth=2, d_model=32, d_state=32),
-    train=TrainConfig(steps=600, batch_size=32, lr=3e-3, recurrent_lr=1e-3, weight_decay=0.05,
-                      eval_every=60, eval_batch_size=256),
-    recipes=(
-        Recipe(task="listops", overrides=(
-            ("task.min_length", 20), ("task.max_length", 100), ("task.max_depth", 4),
-            ("task.num_train", 16000), ("train.steps", 1500), ("train.eval_every", 150)),
-            source="ListOps (LRA generator) with trees of depth <= 4, 2-5 arguments, 21-99 "
-                   "tokens: 1500 steps"),
-        *_TASK_SIZES_CPU,
-    ),
-    tune_tasks=("digits", "listops", "adding", "ucr", "mqar", "selective_copy"),
-    tuning_seeds=2,
-    lr_grid=_LR_GRID,
-    recurrent_lr_grid=_RECURRENT_LR_GRID,
-    lr_pairing="paired",
-    lr_extend=3,
-    # ListOps also at a common parameter budget (the smallest layer at this width), beside
-    # the equal-width table: an accuracy gap at equal width may be a gap in size.
-    match_parameters=("listops",),
-    left_out=(
-        ("pathfinder", "L = 1024 for the whole tuning grid would add hours on two cores; in "
-                       "the gpu preset"),
-        *_LEFT_OUT_ALWAYS,
-    ),
-)
-
-
-def _lra(task: str, depth: int, width: int, steps: int, batch: int,
-         extra: tuple[tuple[str, Any], ...] = ()) -> Recipe:
-    return Recipe(
-        task=task,
-        overrides=(("network.depth", depth), ("network.d_model", width), ("train.steps", steps),
-                   ("train.batch_size", batch), *extra),
-        source="LRU paper Table 9 (depth, H, iterations, batch), shared by every model",
-    )
-
-
-_BIDIRECTIONAL = (("layer.bidirectional", True),)
-
-_GPU = AccuracyConfig(
-    # The papers' configurations for the LRA tasks this project can generate (ListOps,
-    # Pathfinder 32x32, Path-X 128x128 at LRA sizes: see tasks' gpu presets), for an
-    # accelerator; days of compute. Shared per task (LRU Table 9): depth, width H, iterations,
-    # batch; bidirectional on Pathfinder and Path-X (LRU; S5 is bidirectional throughout).
-    # Per model, from each paper: the state size (LRU N, S5 P and blocks J, S4D N=64, RotRNN
-    # N=128 in 32 heads on ListOps), the LRU's ring radii and phase. Not confirmed from the
-    # papers and therefore assumed, the same for every model: lr 1e-3 (recurrent 1e-3, S4D's value),
-    # weight decay 0.05, dropout 0, BatchNorm pre-norm with half-GLU, 10% warm-up then cosine.
-    models=_MODELS,
-    tasks=("listops", "pathfinder", "pathx"),
-    seeds=(0, 1, 2),
-    task_preset="gpu",
-    network=NetworkConfig(depth=6, d_model=128, d_state=256),
-    train=TrainConfig(steps=80_000, batch_size=32, lr=1e-3, recurrent_lr=1e-3, weight_decay=0.05,
-                      eval_every=2_000, eval_batch_size=256),
-    recipes=(
-        _lra("listops", 6, 128, 80_000, 32),
-        _lra("pathfinder", 6, 192, 500_000, 64, (("train.eval_every", 10_000),)),
-        _lra("pathx", 6, 128, 250_000, 32, (("train.eval_every", 10_000),)),
-        Recipe(task="pathfinder", overrides=_BIDIRECTIONAL, source="LRU: bidirectional"),
-        Recipe(task="pathx", overrides=_BIDIRECTIONAL, source="LRU: bidirectional"),
-    ),
-)
-
 def take_layer_options(config: AccuracyConfig, options: Mapping[str, str]) -> AccuracyConfig:
     """``config`` with the command line's ``layer.<option>`` values as its last recipe, set on
     every model whose config has the option (as ``train`` does)."""
@@ -877,7 +703,7 @@ def one_run(base: AccuracyConfig, model: str, task: str, seeds: tuple[int, ...],
 STUDY = Study(
     name="accuracy",
     description="Test accuracy at the best validation step: every model on every task and seed.",
-    presets={"smoke": _SMOKE, "cpu": _CPU, "cpu-full": _CPU_FULL, "gpu": _GPU},
+    presets=read_presets(__name__, AccuracyConfig),
     grid=grid,
     run=run,
     planner=f"{__name__}.plan:plan",
@@ -892,4 +718,5 @@ STUDY = Study(
     from_store=bind,
     take_layer_options=take_layer_options,
     one_run=one_run,
+    resolve_run=resolve,
 )

@@ -61,7 +61,7 @@ from ...programs import (
     without_paper_size,
 )
 from .._schema import ENVIRONMENT, PROGRAM, Column, Schema, merged
-from .._study import Study
+from .._study import Study, read_presets
 
 Isolate = Literal["auto", "process", "none"]
 ISOLATES: tuple[str, ...] = ("auto", "process", "none")
@@ -385,26 +385,7 @@ COLUMNS = Schema(
     },
 )
 
-PRESETS = {
-    # Seconds: compile only, two short lengths, every model at its paper size.
-    "smoke": MemoryConfig(
-        sizes=("paper",), modes=("forward", "train"), seq_lens=(256, 1024), batches=(2,),
-        isolate="none",
-    ),
-    # Compile only (no execution), L from 1024 to 65536, forward and training step, each layer
-    # at its paper size (sizes=(paper,matched) adds the matched-parameter layers, doubling the
-    # time). Its time in a report: docs/performance.md.
-    "cpu": MemoryConfig(
-        sizes=("paper",), modes=("forward", "train"),
-        seq_lens=(1024, 4096, 16384, 65536), batches=(8,), isolate="auto",
-    ),
-    # An accelerator: every length run in a fresh process for the device's peak bytes.
-    "gpu": MemoryConfig(
-        sizes=("paper", "matched"), modes=("forward", "train"),
-        seq_lens=(4096, 16384, 65536, 262144), batches=(1, 8), budget_bytes=80 * 2**30,
-        isolate="auto",
-    ),
-}
+PRESETS = read_presets(__name__, MemoryConfig)
 
 STUDY = Study(
     name="memory",

@@ -83,7 +83,7 @@ from ...variants import check_variants, variant, variants
 from .._schema import TRAINING, TRAINING_KINDS, Column, Schema, merged
 from ..stability_probe import (LONG_PROBES, STATISTICS, Probe, Statistics, long_probe_bytes,
                                stream_ladder)
-from .._study import Diverged, Study, requires
+from .._study import Diverged, Study, read_presets, requires
 
 # The probe reads each layer's hidden states (the paper's state norm); the eigenvalue columns
 # come from the discrete system of a layer that declares one, and are left out for the others.
@@ -598,52 +598,7 @@ def programs(spec: StabilityRun) -> tuple[Any, ...]:
             spec.long_probe)
 
 
-PRESETS = {
-    # Seconds: the tests run it. The two variants the claim is about, one task, one trained
-    # depth (every run compiles its own measurement and training step, which dominates here).
-    "smoke": StabilityConfig(
-        tasks=("listops",), task_preset="smoke", variants=("rotrnn", "lru"), depths=(1,),
-        train_depths=(1,), seeds=(0,), d_model=8, d_state=8, heads=2, steps=4, eval_every=2,
-        batch_size=16, probe_size=8, profile_points=6, probe_length=60, long_probe_size=4,
-    ),
-    # The paper's claim on the paper's task: every variant (the four layers and the ablations)
-    # trained on ListOps at its cpu size (trees of depth <= 3, 11-37 tokens, where every layer
-    # learns beyond the majority class) at depths 1 and 2 and five seeds, 400 steps (RotRNN,
-    # LRU and the LRU without gamma at depth 2, seed 0, 600 steps: every layer's norm moved by
-    # less than 1% over the last 100 steps, as the cosine schedule decays; at 400 the schedule
-    # decays the same way), probed every 50. The networks are the accuracy study's (H = 32,
-    # d_state = 32, each registration's width options: RotRNN in heads of 4 states). The
-    # initialisation sweep: 8-block networks of every variant at ten seeds, the RotRNN
-    # variants also at 2 and 16 heads beside their registration's 8 (head sizes 16, 4 and 2),
-    # their layers 1..d standing for depth d (so no separate 4-block networks). Deeper trained
-    # networks and sequential digits are in cpu-full.
-    "cpu": StabilityConfig(
-        tasks=("listops",), depths=(1, 2, 8), train_depths=(1, 2), seeds=(0, 1, 2, 3, 4),
-        steps=400, eval_every=50, long_probe_size=8,
-        init_seeds=tuple(range(10)), sweep_heads=(2, 16),
-    ),
-    # For decisive CPU numbers (the whole `make report PRESET=cpu-full` is timed in
-    # docs/performance.md): ten seeds, ListOps trained at depth 2 and at the papers' ListOps
-    # depth of 6 blocks, 1500 steps (sequential digits at initialisation only: trained too, it
-    # would take the preset past its budget); the initialisation sweep at 8 blocks, RotRNN
-    # at 1, 2, 4, 8 and 16 heads; 8 long-probe streams, as at cpu (16 at up to 8000 steps
-    # would double the probe's share of the time).
-    "cpu-full": StabilityConfig(
-        depths=(1, 2, 6, 8), train_depths=(2, 6), train_tasks=("listops",),
-        seeds=tuple(range(10)), steps=1500, eval_every=100, long_probe_size=8,
-        init_seeds=tuple(range(10)), sweep_heads=(1, 2, 4, 16),
-    ),
-    # ListOps-sized networks (each registration's gpu options: RotRNN 128 states in 32 heads,
-    # as the authors' sweeps), the papers' 6 blocks trained; 63 training runs of 5000 steps,
-    # hours on one accelerator.
-    "gpu": StabilityConfig(
-        tasks=("listops", "pathfinder", "digits"), task_preset="gpu", depths=(1, 2, 4, 6, 8),
-        train_depths=(6,), seeds=(0, 1, 2),
-        d_model=128, d_state=128, steps=5000, eval_every=250, batch_size=32,
-        probe_size=64, profile_points=32, probe_length=2000,
-        init_seeds=tuple(range(10)), sweep_heads=(8, 64),
-    ),
-}
+PRESETS = read_presets(__name__, StabilityConfig)
 
 def take_layer_options(config: StabilityConfig, options: Mapping[str, str]
                        ) -> StabilityConfig:

@@ -60,7 +60,7 @@ from ...state_norm import closed_form_energy, stationary_energy
 from ...variants import build_options, check_variants, variant, variants
 from .._schema import Column, Schema
 from ..stability_probe import time_grid
-from .._study import Study, requires
+from .._study import Study, read_presets, requires
 
 Check = Literal["white_noise", "equivalence"]
 
@@ -559,26 +559,7 @@ def equivalence(spec: TheoryRun) -> list[dict[str, Any]]:
     return rows
 
 
-PRESETS = {
-    # Seconds: the tests run it.
-    "smoke": TheoryConfig(
-        d_model=4, d_state=8, heads=2, seq_len=64, samples=256, trials=2, time_points=8
-    ),
-    # Long enough for gamma = 0.999 to approach its limit (L = 2048 steps, where
-    # gamma^(2L) is about 0.017). Its time in a report: docs/performance.md.
-    "cpu": TheoryConfig(
-        ablations=True,
-        equivalence_variants=("rotrnn", "rotrnn-ring"),
-        d_model=16, d_state=32, heads=8, seq_len=2048, samples=1024, trials=16, seeds=(0, 1),
-    ),
-    # ListOps-sized layers (RotRNN's 128 states in 32 heads), more samples and steps.
-    "gpu": TheoryConfig(
-        ablations=True,
-        equivalence_variants=("rotrnn", "rotrnn-ring"),
-        d_model=128, d_state=128, heads=32, seq_len=8192, samples=8192, trials=64,
-        time_points=48, seeds=(0, 1, 2),
-    ),
-}
+PRESETS = read_presets(__name__, TheoryConfig)
 
 STUDY = Study(
     name="theory",

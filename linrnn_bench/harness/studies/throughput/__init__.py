@@ -64,7 +64,7 @@ from ...programs import (
     without_paper_size,
 )
 from .._schema import ENVIRONMENT, PROGRAM, Column, Schema, merged
-from .._study import Study
+from .._study import Study, read_presets
 from .step import (
     STEP_COLUMNS,
     STEP_PARTS,
@@ -507,29 +507,7 @@ COLUMNS = Schema(
     by="scope",
 )
 
-PRESETS = {
-    # Seconds: every model at its paper size, one short sequence, forward and training step.
-    "smoke": ThroughputConfig(
-        sizes=("paper",), scopes=("layer",), modes=("forward", "train"), seq_lens=(64,),
-        batches=(2,), warmup=1, repeats=2, peak_matmul_size=256, peak_stream_mib=16,
-        peak_repeats=2,
-    ),
-    # Most of its time is XLA compiling one program per row: each layer alone, both sizes,
-    # L = 1024, 4096, 16384 at B = 1 and L = 1024 at B = 16 (the batch pairs are capped at 16384
-    # tokens per call); 64 rows. The network (scopes=(network,)) and L = 256 are overrides
-    # here: each adds a third to a half of the time. Its time in a report: docs/performance.md.
-    "cpu": ThroughputConfig(
-        sizes=("paper", "matched"), scopes=("layer",), modes=("forward", "train"),
-        seq_lens=(1024, 4096, 16384), batches=(1, 16), max_tokens=16384, repeats=3,
-        peak_matmul_size=1024, peak_stream_mib=64, peak_repeats=3,
-    ),
-    # An accelerator: L up to 65536, batches to 32; larger peak measurements.
-    "gpu": ThroughputConfig(
-        sizes=("paper", "matched"), scopes=("layer", "network"), modes=("forward", "train"),
-        seq_lens=(1024, 4096, 16384, 65536), batches=(1, 8, 32), max_tokens=2**21, repeats=10,
-        warmup=3, peak_matmul_size=8192, peak_stream_mib=2048, peak_repeats=10,
-    ),
-}
+PRESETS = read_presets(__name__, ThroughputConfig)
 
 STUDY = Study(
     name="throughput",
