@@ -585,3 +585,26 @@ def test_a_read_only_store_is_read_but_not_written(tmp_path, monkeypatch, capsys
     with pytest.raises(StoreError, match="read-only.*--store"):
         run_study(_fault_study.STUDY, None, store=readonly, progress=False)
     assert writable.recorded() == {"r": "done"}
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads Linux's /proc")
+def test_a_process_near_its_memory_map_limit_lets_go_of_its_compiled_programs():
+    """Each compiled CPU program holds memory maps; a worker that compiled a few thousand met
+    the kernel's limit and LLVM aborted it (a cpu-full report, 2026-12-06). Past a share of the
+    limit the runner lets JAX's compiled programs go, which returns their maps."""
+    import jax
+    import jax.numpy as jnp
+
+    from linrnn_bench.harness.runner import release_compiled_programs
+
+    def maps() -> int:
+        with open("/proc/self/maps", "rb") as f:
+            return sum(1 for _ in f)
+
+    programs = 60
+    for n in range(1, programs + 1):
+        jax.jit(lambda x, n=n: jnp.cumsum(x) * n)(jnp.ones(n)).block_until_ready()
+    assert not release_compiled_programs(share=1.0)  # far below the limit: kept
+    before = maps()
+    assert release_compiled_programs(share=0.0)
+    assert maps() <= before - programs  # at least a map a program went with them

@@ -77,10 +77,43 @@ def execute_group(study: Study, specs: tuple[Any, ...] | list[Any]) -> list[Outc
 
 
 def execute_unit(study: Study, unit: Any) -> list[Outcome]:
-    """Execute a unit of work (`Study.units`): a `harness.studies.Group` or one spec."""
-    if isinstance(unit, Group):
-        return execute_group(study, unit.specs)
-    return [execute(study, unit)]
+    """Execute a unit of work (`Study.units`): a `harness.studies.Group` or one spec; then let
+    go of the process's compiled programs if they near its limit of memory maps
+    (`release_compiled_programs`)."""
+    outcomes = execute_group(study, unit.specs) if isinstance(unit, Group) else [
+        execute(study, unit)]
+    release_compiled_programs()
+    return outcomes
+
+
+# Past this share of the process's limit of memory maps, its compiled programs are let go.
+MAP_SHARE = 0.5
+
+
+def release_compiled_programs(share: float = MAP_SHARE) -> bool:
+    """Drop JAX's compiled programs (`jax.clear_caches`) when the process's memory maps exceed
+    ``share`` of the kernel's limit (``vm.max_map_count``); True if it did.
+
+    Each compiled CPU program keeps about 20 maps, so a process that compiles a few thousand
+    (a worker serving a whole cpu-full report) reaches Linux's default limit of 65530, and LLVM
+    then aborts it ("Unable to allocate section memory"). A program needed again is compiled
+    again, or read from the compilation cache on disk (`enable_compilation_cache`). Nothing
+    happens where ``/proc`` does not say (not Linux) or JAX is not loaded."""
+    if "jax" not in sys.modules:
+        return False
+    try:
+        limit = int(Path("/proc/sys/vm/max_map_count").read_text())
+        with open("/proc/self/maps", "rb") as maps:
+            used = sum(1 for _ in maps)
+    except (OSError, ValueError):
+        return False
+    if used <= share * limit:
+        return False
+    import gc
+
+    sys.modules["jax"].clear_caches()
+    gc.collect()
+    return True
 
 
 def _outcome(study: Study, spec: Any, result: list[dict[str, Any]] | Exception, started: str,
