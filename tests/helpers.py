@@ -448,6 +448,21 @@ def isolated_registry(*outside_modules: str) -> Iterator[None]:
             sys.modules.pop(name, None)
 
 
+@contextlib.contextmanager
+def builtin_models_only() -> Iterator[None]:
+    """Inside: only our own layers are registered, as in a fresh process (a report lists every
+    registered layer a study leaves out, so a layer another test of this process registered
+    would otherwise appear in it). After: the registry as before."""
+    with isolated_registry():
+        outside = {name for name, info in _registry._REGISTRY.items()
+                   if info.origin != _registry.BUILTIN}
+        for name in outside:
+            del _registry._REGISTRY[name]
+        for path in [p for p, name in _registry._PATHS.items() if name in outside]:
+            del _registry._PATHS[path]
+        yield
+
+
 def write_toy_module(directory: Path, name: str = "toy_layer") -> Path:
     """Write the toy layer module into ``directory`` (put it on ``sys.path``); its path."""
     path = directory / f"{name}.py"

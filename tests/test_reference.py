@@ -29,7 +29,7 @@ from linrnn_bench.harness.runner import run_study
 from linrnn_bench.harness.store import Store
 from linrnn_bench.harness.studies import accuracy, stability
 
-from helpers import isolated_registry
+from helpers import builtin_models_only, isolated_registry
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "reports" / "cpu-full"
@@ -50,7 +50,8 @@ def _rerender_differences(folder: Path, tmp: Path) -> list[str]:
     renders now (present in one only, or other bytes)."""
     store = tmp / "unpacked.sqlite"
     reference.decompress(folder / reference.STORE_FILE, store)
-    render(store, tmp / "again")
+    with builtin_models_only():  # as `make reference-report` renders it, in a fresh process
+        render(store, tmp / "again")
     shipped, again = _digests(folder), _digests(tmp / "again")
     return sorted(n for n in {*shipped, *again} if shipped.get(n) != again.get(n))
 
