@@ -35,8 +35,8 @@ from typing import Literal
 import numpy as np
 from scipy import ndimage
 
-from . import _util
-from ._base import SPLITS, Split, TaskInfo
+from . import _generated, _util
+from ._base import Split, TaskInfo
 from ._registry import TaskSpec
 
 Encoding = Literal["real", "tokens"]
@@ -47,12 +47,11 @@ _TURN_TRIES = 10  # angles a paddle tries before its contour gives up
 
 
 @dataclasses.dataclass(frozen=True)
-class PathfinderConfig:
-    """Options of the generated Pathfinder task (defaults: LRA's Pathfinder 32, hardest level).
+class PathfinderConfig(_generated.GeneratedConfig):
+    """Options of the generated Pathfinder task (`tasks._generated.GeneratedConfig` plus these;
+    defaults: LRA's Pathfinder 32, hardest level, split 80/10/10 of 200000 images).
 
     Attributes:
-        seed: generation seed.
-        num_train, num_val, num_test: split sizes (LRA: 80/10/10 of 200000 images).
         image_size: side of the square image in pixels (sequence length is its square).
         contour_length: paddles in each of the two long contours (LRA hardest: 14).
         paddle_length: pixels drawn per paddle.
@@ -67,7 +66,6 @@ class PathfinderConfig:
         encoding: ``"real"`` (normalised pixels, one feature) or ``"tokens"`` (pixel + 1).
     """
 
-    seed: int = 0
     num_train: int = 160_000
     num_val: int = 20_000
     num_test: int = 20_000
@@ -81,12 +79,11 @@ class PathfinderConfig:
     marker_radius: int = 1
     encoding: Encoding = "real"
 
+    task = "pathfinder"
+
     def __post_init__(self):
-        w = "pathfinder"
-        _util.integer(f"{w}.seed", self.seed)
-        _util.integer(f"{w}.num_train", self.num_train, low=1)
-        _util.integer(f"{w}.num_val", self.num_val, low=1)
-        _util.integer(f"{w}.num_test", self.num_test, low=1)
+        super().__post_init__()
+        w = self.task
         _util.integer(f"{w}.image_size", self.image_size, low=8, high=512)
         _util.integer(f"{w}.contour_length", self.contour_length, low=1)
         _util.integer(f"{w}.paddle_length", self.paddle_length, low=1)
@@ -107,9 +104,6 @@ class PathfinderConfig:
 class PathXConfig(PathfinderConfig):
     """Path-X: Pathfinder at 128x128 with paddles scaled up (the LRA Path-X setting)."""
 
-    num_train: int = 160_000
-    num_val: int = 20_000
-    num_test: int = 20_000
     image_size: int = 128
     contour_length: int = 14
     paddle_length: int = 6
@@ -240,10 +234,8 @@ def _chunk(
 
 
 def make(cfg: PathfinderConfig) -> dict[str, np.ndarray]:
-    sizes = {"train": cfg.num_train, "val": cfg.num_val, "test": cfg.num_test}
     arrays: dict[str, np.ndarray] = {}
-    for split in SPLITS:
-        n = sizes[split]
+    for split, n in cfg.sizes.items():
         # Each chunk has its own seed stream: chunks are independent of one another (a
         # paper-scale split could be drawn in parallel with the same result; here it is not).
         parts = [_chunk(cfg, split, k, min(CHUNK, n - start))
