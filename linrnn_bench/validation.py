@@ -71,7 +71,9 @@ def number(
 ) -> None:
     """``value`` is a real number in ``[low, high]`` (``(low, high)`` if not ``closed``)."""
     if not is_number(value):
-        raise ValueError(f"{where} must be a number, got {value!r}.")
+        bounded = math.isfinite(low) or math.isfinite(high)
+        accepted = f" in {_bounds(low, high, closed)}" if bounded else ""
+        raise ValueError(f"{where} must be a number{accepted}, got {value!r}.")
     in_range(where, value, low, high, closed=closed)
 
 
@@ -91,8 +93,11 @@ def in_range(where: str, value: float, low: float, high: float, *, closed: bool 
         raise ValueError(f"{where} must be a number, got {value!r}.")
     ok = low <= value <= high if closed else low < value < high
     if not ok:
-        bounds = f"[{low}, {high}]" if closed else f"({low}, {high})"
-        raise ValueError(f"{where}={value!r} must lie in {bounds}.")
+        raise ValueError(f"{where}={value!r} must lie in {_bounds(low, high, closed)}.")
+
+
+def _bounds(low: float, high: float, closed: bool) -> str:
+    return f"[{low}, {high}]" if closed else f"({low}, {high})"
 
 
 def ordered(where_low: str, low: float, where_high: str, high: float) -> None:

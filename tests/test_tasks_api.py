@@ -93,6 +93,9 @@ def test_unknown_option_lists_the_accepted_ones():
         ("ucr", dict(dataset="Pig"), r"ucr.dataset='Pig' is not accepted; accepted values: \["),
         ("digits", dict(val_size=1000, test_size=900), "leaves no training example"),
         ("adding", dict(seq_len=True), "adding.seq_len must be an integer"),
+        ("adding", dict(seed=-1), r"adding.seed=-1 is not accepted; .*integer >= 0"),
+        ("pathx", dict(num_val=0), r"pathfinder.num_val=0 .*integer >= 1"),
+        ("mqar", dict(power_a="x"), r"mqar.power_a must be a number in \(0.0, 1.0\), got 'x'"),
     ],
 )
 def test_bad_values_say_what_is_accepted(name, options, message):

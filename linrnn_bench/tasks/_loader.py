@@ -45,7 +45,7 @@ class LoaderConfig:
     def __post_init__(self):
         name = type(self).__name__
         _util.data_path(f"{name}.path", self.path, self.expected)
-        _util.integer(f"{name}.seed", self.seed)
+        _util.integer(f"{name}.seed", self.seed, low=0)
         _util.optional_integer(f"{name}.max_train", self.max_train)
         _util.optional_integer(f"{name}.max_val", self.max_val)
         _util.optional_integer(f"{name}.max_test", self.max_test)

@@ -1,7 +1,9 @@
-"""Helpers shared by the task files: validation, seed streams, padding and split bookkeeping.
+"""Helpers shared by the task files: seed streams, config checks, release files, padding and
+split bookkeeping.
 
-Validation errors name the bad value and what is accepted (STYLE.md section 9); they are
-`ValueError`s raised from a config's ``__post_init__``.
+The checks are `linrnn_bench.validation`'s (shared with the layers' configs) plus the two only
+tasks need; each raises a `ValueError` that names the bad value and what is accepted (STYLE.md
+section 9), from a config's ``__post_init__``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import numpy as np
 # Shared with the layers' configs (`linrnn_bench.validation`), re-exported for the task files.
 from ..validation import boolean as boolean
 from ..validation import choice as choice
+from ..validation import integer as integer
+from ..validation import number as number
 
 
 # One seed stream per purpose. A split drawn from its own stream does not change when another
@@ -47,33 +51,9 @@ def uniforms(generator: np.random.Generator, block: int = 1 << 14) -> Iterator[f
 # Validation (raised from a config's __post_init__)
 
 
-def integer(where: str, value: Any, *, low: int = 0, high: int | None = None) -> None:
-    """``value`` is an int (not a bool) in ``[low, high]``."""
-    bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{where} must be an integer {bounds}, got {value!r}.")
-    if value < low or (high is not None and value > high):
-        raise ValueError(f"{where}={value!r} is not accepted; it must be an integer {bounds}.")
-
-
 def optional_integer(where: str, value: Any, *, low: int = 1) -> None:
     if value is not None:
         integer(where, value, low=low)
-
-
-def number(where: str, value: Any, *, low: float, high: float, closed: bool = True) -> None:
-    """``value`` is a real number in ``[low, high]`` (``(low, high)`` if not ``closed``)."""
-    bounds = f"[{low}, {high}]" if closed else f"({low}, {high})"
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise ValueError(f"{where} must be a number in {bounds}, got {value!r}.")
-    ok = low <= value <= high if closed else low < value < high
-    if not ok:
-        raise ValueError(f"{where}={value!r} is not accepted; it must lie in {bounds}.")
-
-
-def less(where_low: str, low: float, where_high: str, high: float) -> None:
-    if not low < high:
-        raise ValueError(f"{where_low}={low!r} must be smaller than {where_high}={high!r}.")
 
 
 def data_path(where: str, value: Any, expected: str) -> None:

@@ -14,32 +14,25 @@ import dataclasses
 
 import numpy as np
 
-from . import _util
-from ._base import SPLITS, TaskInfo
+from . import _generated, _util
+from ._base import TaskInfo
 from ._registry import TaskSpec
 
 
 @dataclasses.dataclass(frozen=True)
-class AddingConfig:
-    """Options of the adding problem.
+class AddingConfig(_generated.GeneratedConfig):
+    """Options of the adding problem (`tasks._generated.GeneratedConfig` plus these).
 
     Attributes:
-        seed: generation seed.
-        num_train, num_val, num_test: split sizes.
         seq_len: T, the sequence length (the memory horizon grows with it).
     """
 
-    seed: int = 0
-    num_train: int = 100_000
-    num_val: int = 2_000
-    num_test: int = 2_000
     seq_len: int = 1000
 
+    task = "adding"
+
     def __post_init__(self):
-        _util.integer("adding.seed", self.seed)
-        _util.integer("adding.num_train", self.num_train, low=1)
-        _util.integer("adding.num_val", self.num_val, low=1)
-        _util.integer("adding.num_test", self.num_test, low=1)
+        super().__post_init__()
         _util.integer("adding.seq_len", self.seq_len, low=2)
 
 
@@ -58,14 +51,7 @@ def sample(cfg: AddingConfig, n: int, g: np.random.Generator):
 
 
 def make(cfg: AddingConfig) -> dict[str, np.ndarray]:
-    sizes = {"train": cfg.num_train, "val": cfg.num_val, "test": cfg.num_test}
-    arrays: dict[str, np.ndarray] = {}
-    for split in SPLITS:
-        inputs, target = sample(cfg, sizes[split], _util.rng(cfg.seed, split))
-        arrays[f"{split}/inputs"] = inputs
-        arrays[f"{split}/labels"] = target
-        arrays[f"{split}/lengths"] = np.full(sizes[split], cfg.seq_len, dtype=np.int32)
-    return arrays
+    return _generated.fixed_length(cfg, sample, cfg.seq_len)
 
 
 def info(cfg: AddingConfig, arrays=None) -> TaskInfo:

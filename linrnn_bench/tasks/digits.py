@@ -51,12 +51,12 @@ class DigitsConfig:
     permutation_seed: int = 0
 
     def __post_init__(self):
-        _util.integer("digits.seed", self.seed)
+        _util.integer("digits.seed", self.seed, low=0)
         _util.integer("digits.val_size", self.val_size, low=1)
         _util.integer("digits.test_size", self.test_size, low=1)
         _util.optional_integer("digits.max_train", self.max_train)
         _util.boolean("digits.permute", self.permute)
-        _util.integer("digits.permutation_seed", self.permutation_seed)
+        _util.integer("digits.permutation_seed", self.permutation_seed, low=0)
         if self.val_size + self.test_size >= NUM_EXAMPLES:
             raise ValueError(
                 f"digits: val_size + test_size = {self.val_size + self.test_size} leaves no "

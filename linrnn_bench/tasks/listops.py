@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import _util
+from . import _generated, _util
 from ._base import TaskInfo
 from ._registry import TaskSpec
 
@@ -53,12 +53,11 @@ VALUE_P = 0.25  # probability that a node above max_depth is an operator (LRA's 
 
 
 @dataclasses.dataclass(frozen=True)
-class ListOpsConfig:
-    """Options of the generated ListOps task (defaults: LRA's settings).
+class ListOpsConfig(_generated.GeneratedConfig):
+    """Options of the generated ListOps task (`tasks._generated.GeneratedConfig` plus these;
+    defaults: LRA's settings, split sizes 96000 / 2000 / 2000).
 
     Attributes:
-        seed: generation seed.
-        num_train, num_val, num_test: split sizes (LRA: 96000 / 2000 / 2000).
         min_length, max_length: a tree is kept when ``min_length < length < max_length``
             (LRA: 500, 2000).
         max_depth: depth at which every node is a digit (LRA: 10).
@@ -66,21 +65,17 @@ class ListOpsConfig:
         append_eos: append the end-of-sequence token, as the S4/S5/LRU loaders do.
     """
 
-    seed: int = 0
     num_train: int = 96_000
-    num_val: int = 2_000
-    num_test: int = 2_000
     min_length: int = 500
     max_length: int = 2_000
     max_depth: int = 10
     max_args: int = 10
     append_eos: bool = True
 
+    task = "listops"
+
     def __post_init__(self):
-        _util.integer("listops.seed", self.seed)
-        _util.integer("listops.num_train", self.num_train, low=1)
-        _util.integer("listops.num_val", self.num_val, low=1)
-        _util.integer("listops.num_test", self.num_test, low=1)
+        super().__post_init__()
         _util.integer("listops.min_length", self.min_length, low=0)
         _util.integer("listops.max_length", self.max_length, low=2)
         _util.integer("listops.max_depth", self.max_depth, low=2)
@@ -203,12 +198,11 @@ def seq_len(cfg: ListOpsConfig) -> int:
 
 
 def make(cfg: ListOpsConfig) -> dict[str, np.ndarray]:
-    sizes = {"train": cfg.num_train, "val": cfg.num_val, "test": cfg.num_test}
     seen: set[bytes] = set()
     arrays: dict[str, np.ndarray] = {}
     eos = [VOCAB[EOS]] if cfg.append_eos else []
     for split in ("test", "val", "train"):
-        trees, values = sample_trees(cfg, sizes[split], _util.rng(cfg.seed, split), seen)
+        trees, values = sample_trees(cfg, cfg.sizes[split], _util.rng(cfg.seed, split), seen)
         seqs = [np.asarray(t + eos, dtype=np.int32) for t in trees]
         inputs, lengths = _util.pad(seqs, seq_len(cfg), np.int32)
         arrays[f"{split}/inputs"] = inputs

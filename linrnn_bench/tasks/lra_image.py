@@ -20,14 +20,11 @@ from __future__ import annotations
 import dataclasses
 import pickle
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
 from . import _loader, _util
-from ._base import Split, TaskInfo
-from ._registry import TaskSpec
-from .pathfinder import ENCODINGS
+from .pathfinder import ENCODINGS, Encoding, pixel_spec
 
 TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
 TEST_FILE = "test_batch"
@@ -45,7 +42,7 @@ class LRAImageConfig(_loader.LoaderConfig):
     """
 
     val_size: int = 5000
-    encoding: Literal["real", "tokens"] = "real"
+    encoding: Encoding = "real"
 
     expected = "CIFAR-10's python batches data_batch_1..5 and test_batch"
 
@@ -102,50 +99,24 @@ def make(cfg: LRAImageConfig) -> dict[str, np.ndarray]:
     arrays: dict[str, np.ndarray] = {}
     for split, (x, y) in parts.items():
         idx = _loader.cap(cfg, split, len(y))
-        arrays[f"{split}/inputs"] = x[idx]  # uint8; `decode` normalises
+        arrays[f"{split}/inputs"] = x[idx]  # uint8; `decode_pixels` normalises
         arrays[f"{split}/labels"] = y[idx]
         arrays[f"{split}/lengths"] = np.full(len(idx), 1024, dtype=np.int32)
     return arrays
 
 
-def decode(cfg: LRAImageConfig, arrays, split: str) -> Split:
-    pixels = arrays[f"{split}/inputs"]
-    if cfg.encoding == "real":
-        inputs = ((pixels.astype(np.float32) / 255.0 - MEAN) / STD)[..., None]
-    elif cfg.encoding == "tokens":
-        inputs = pixels.astype(np.int32) + 1
-    else:
-        raise ValueError(f"lra_image.encoding={cfg.encoding!r} is not accepted; accepted "
-                         f"values: {list(ENCODINGS)}.")
-    return Split(inputs=inputs, labels=arrays[f"{split}/labels"],
-                 lengths=arrays[f"{split}/lengths"])
-
-
-def info(cfg: LRAImageConfig, arrays=None) -> TaskInfo:
-    tokens = cfg.encoding == "tokens"
-    return TaskInfo(
-        name="lra_image",
-        description=DESCRIPTION,
-        seq_len=1024,
-        variable_length=False,
-        input_kind="tokens" if tokens else "real",
-        vocab_size=257 if tokens else None,
-        input_dim=None if tokens else 1,
-        num_classes=10,
-    )
-
-
 DESCRIPTION = "LRA Image: grey CIFAR-10 pixel by pixel (path=cifar-10-batches-py/); 10 classes."
 
 TASKS = {
-    "lra_image": TaskSpec(
-        name="lra_image",
-        description=DESCRIPTION,
+    "lra_image": pixel_spec(
+        "lra_image",
+        DESCRIPTION,
+        lambda cfg: 32,
+        classes=10,
+        normalise=(MEAN, STD),
         label="LRA Image",
         config_cls=LRAImageConfig,
         make=make,
-        info=info,
-        decode=decode,
         fingerprint=lambda cfg: _util.fingerprint([p for ps in files(cfg).values() for p in ps]),
         presets=_loader.PRESETS,
     )

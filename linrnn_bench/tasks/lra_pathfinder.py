@@ -28,9 +28,8 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from . import _loader, _util
-from ._base import SPLITS, Split
-from ._registry import TaskSpec
-from .pathfinder import ENCODINGS, decode_pixels, pixel_info
+from ._base import SPLITS
+from .pathfinder import ENCODINGS, Encoding, pixel_spec
 
 logger = logging.getLogger("linrnn_bench.tasks.lra_pathfinder")
 
@@ -51,7 +50,7 @@ class LRAPathfinderConfig(_loader.LoaderConfig):
     difficulty: Difficulty = "curv_contour_length_14"
     val_fraction: float = 0.1
     test_fraction: float = 0.1
-    encoding: Literal["real", "tokens"] = "real"
+    encoding: Encoding = "real"
 
     resolution = 32
     expected = "pathfinder32/<difficulty>/metadata/*.npy and imgs/ (LRA release)"
@@ -151,14 +150,6 @@ def make(cfg: LRAPathfinderConfig) -> dict[str, np.ndarray]:
     return arrays
 
 
-def decode(cfg: LRAPathfinderConfig, arrays, split: str) -> Split:
-    return Split(
-        inputs=decode_pixels(arrays[f"{split}/inputs"], cfg.encoding),
-        labels=arrays[f"{split}/labels"],
-        lengths=arrays[f"{split}/lengths"],
-    )
-
-
 DESCRIPTIONS = {
     "lra_pathfinder": "LRA Pathfinder 32x32 from the release (path=pathfinder32/): are the "
     "markers connected? 2 classes.",
@@ -168,24 +159,17 @@ DESCRIPTIONS = {
 
 LABELS = {"lra_pathfinder": "LRA Pathfinder", "lra_pathx": "LRA Path-X"}
 
-
-def _spec(name: str, config_cls: type) -> TaskSpec:
-    return TaskSpec(
-        name=name,
-        description=DESCRIPTIONS[name],
+TASKS = {
+    name: pixel_spec(
+        name,
+        DESCRIPTIONS[name],
+        lambda cfg: cfg.resolution,
         config_cls=config_cls,
         label=LABELS[name],
         make=make,
-        info=lambda cfg, arrays=None: pixel_info(
-            name, DESCRIPTIONS[name], cfg.resolution, cfg.encoding, 2
-        ),
-        decode=decode,
         fingerprint=lambda cfg: _util.fingerprint(metadata_files(cfg)),
         presets=_loader.PRESETS,
     )
-
-
-TASKS = {
-    "lra_pathfinder": _spec("lra_pathfinder", LRAPathfinderConfig),
-    "lra_pathx": _spec("lra_pathx", LRAPathXConfig),
+    for name, config_cls in (("lra_pathfinder", LRAPathfinderConfig),
+                             ("lra_pathx", LRAPathXConfig))
 }

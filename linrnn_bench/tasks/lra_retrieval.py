@@ -22,7 +22,7 @@ import numpy as np
 from . import _loader, _util
 from ._base import SPLITS, Split, TaskInfo
 from ._registry import TaskSpec
-from .lra_text import encode_bytes
+from .lra_text import byte_info, encode_bytes
 
 FILES = {
     "train": "new_aan_pairs.train.tsv",
@@ -112,16 +112,7 @@ def decode(cfg: LRARetrievalConfig, arrays, split: str) -> Split:
 
 
 def info(cfg: LRARetrievalConfig, arrays=None) -> TaskInfo:
-    return TaskInfo(
-        name="lra_retrieval",
-        description=DESCRIPTION,
-        seq_len=cfg.max_length,
-        variable_length=True,
-        input_kind="tokens",
-        vocab_size=257,
-        num_classes=2,
-        pair=True,
-    )
+    return byte_info("lra_retrieval", DESCRIPTION, cfg.max_length, pair=True)
 
 
 DESCRIPTION = (

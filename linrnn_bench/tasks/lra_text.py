@@ -100,16 +100,23 @@ def fingerprint(cfg: LRATextConfig) -> list:
     return [len(found["train"]), len(found["test"]), _util.fingerprint(folders)]
 
 
-def info(cfg: LRATextConfig, arrays=None) -> TaskInfo:
+def byte_info(name: str, description: str, max_length: int, pair: bool = False) -> TaskInfo:
+    """The `TaskInfo` of an LRA byte-level task (here and in `tasks.lra_retrieval`): token ids
+    ``byte + 1`` (vocabulary 257), up to ``max_length`` per text, two classes."""
     return TaskInfo(
-        name="lra_text",
-        description=DESCRIPTION,
-        seq_len=cfg.max_length,
+        name=name,
+        description=description,
+        seq_len=max_length,
         variable_length=True,
         input_kind="tokens",
         vocab_size=257,
         num_classes=2,
+        pair=pair,
     )
+
+
+def info(cfg: LRATextConfig, arrays=None) -> TaskInfo:
+    return byte_info("lra_text", DESCRIPTION, cfg.max_length)
 
 
 DESCRIPTION = "LRA Text: IMDb reviews as bytes (path=aclImdb/), positive or negative; tokens."

@@ -24,18 +24,17 @@ import dataclasses
 
 import numpy as np
 
-from . import _util
-from ._base import SPLITS, TaskInfo
+from . import _generated, _util
+from ._base import TaskInfo
 from ._registry import TaskSpec
 
 
 @dataclasses.dataclass(frozen=True)
-class MQARConfig:
-    """Options of MQAR (defaults: Zoology's harder setting).
+class MQARConfig(_generated.GeneratedConfig):
+    """Options of MQAR (`tasks._generated.GeneratedConfig` plus these; defaults: Zoology's
+    harder setting).
 
     Attributes:
-        seed: generation seed.
-        num_train, num_val, num_test: split sizes.
         seq_len: sequence length L.
         num_kv_pairs: key-value pairs (and queries) per sequence.
         vocab_size: token ids including padding 0; keys take ids 1..K, values K+1..vocab-1 with
@@ -43,8 +42,6 @@ class MQARConfig:
         power_a: exponent of the query-gap distribution (Zoology: 0.01).
     """
 
-    seed: int = 0
-    num_train: int = 100_000
     num_val: int = 3_000
     num_test: int = 3_000
     seq_len: int = 512
@@ -52,11 +49,10 @@ class MQARConfig:
     vocab_size: int = 8192
     power_a: float = 0.01
 
+    task = "mqar"
+
     def __post_init__(self):
-        _util.integer("mqar.seed", self.seed)
-        _util.integer("mqar.num_train", self.num_train, low=1)
-        _util.integer("mqar.num_val", self.num_val, low=1)
-        _util.integer("mqar.num_test", self.num_test, low=1)
+        super().__post_init__()
         _util.integer("mqar.seq_len", self.seq_len, low=4)
         _util.integer("mqar.num_kv_pairs", self.num_kv_pairs, low=1)
         _util.integer("mqar.vocab_size", self.vocab_size, low=5)
@@ -113,14 +109,7 @@ def sample(cfg: MQARConfig, n: int, g: np.random.Generator) -> tuple[np.ndarray,
 
 
 def make(cfg: MQARConfig) -> dict[str, np.ndarray]:
-    sizes = {"train": cfg.num_train, "val": cfg.num_val, "test": cfg.num_test}
-    arrays: dict[str, np.ndarray] = {}
-    for split in SPLITS:
-        inputs, labels = sample(cfg, sizes[split], _util.rng(cfg.seed, split))
-        arrays[f"{split}/inputs"] = inputs
-        arrays[f"{split}/labels"] = labels
-        arrays[f"{split}/lengths"] = np.full(sizes[split], cfg.seq_len, dtype=np.int32)
-    return arrays
+    return _generated.fixed_length(cfg, sample, cfg.seq_len)
 
 
 def info(cfg: MQARConfig, arrays=None) -> TaskInfo:

@@ -30,13 +30,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from scipy import ndimage
 
-from . import _util
-from ._base import SPLITS, Split, TaskInfo
+from . import _generated, _util
+from ._base import Split, TaskInfo
 from ._registry import TaskSpec
 
 Encoding = Literal["real", "tokens"]
@@ -47,12 +47,11 @@ _TURN_TRIES = 10  # angles a paddle tries before its contour gives up
 
 
 @dataclasses.dataclass(frozen=True)
-class PathfinderConfig:
-    """Options of the generated Pathfinder task (defaults: LRA's Pathfinder 32, hardest level).
+class PathfinderConfig(_generated.GeneratedConfig):
+    """Options of the generated Pathfinder task (`tasks._generated.GeneratedConfig` plus these;
+    defaults: LRA's Pathfinder 32, hardest level, split 80/10/10 of 200000 images).
 
     Attributes:
-        seed: generation seed.
-        num_train, num_val, num_test: split sizes (LRA: 80/10/10 of 200000 images).
         image_size: side of the square image in pixels (sequence length is its square).
         contour_length: paddles in each of the two long contours (LRA hardest: 14).
         paddle_length: pixels drawn per paddle.
@@ -67,7 +66,6 @@ class PathfinderConfig:
         encoding: ``"real"`` (normalised pixels, one feature) or ``"tokens"`` (pixel + 1).
     """
 
-    seed: int = 0
     num_train: int = 160_000
     num_val: int = 20_000
     num_test: int = 20_000
@@ -81,12 +79,11 @@ class PathfinderConfig:
     marker_radius: int = 1
     encoding: Encoding = "real"
 
+    task = "pathfinder"
+
     def __post_init__(self):
-        w = "pathfinder"
-        _util.integer(f"{w}.seed", self.seed)
-        _util.integer(f"{w}.num_train", self.num_train, low=1)
-        _util.integer(f"{w}.num_val", self.num_val, low=1)
-        _util.integer(f"{w}.num_test", self.num_test, low=1)
+        super().__post_init__()
+        w = self.task
         _util.integer(f"{w}.image_size", self.image_size, low=8, high=512)
         _util.integer(f"{w}.contour_length", self.contour_length, low=1)
         _util.integer(f"{w}.paddle_length", self.paddle_length, low=1)
@@ -107,9 +104,6 @@ class PathfinderConfig:
 class PathXConfig(PathfinderConfig):
     """Path-X: Pathfinder at 128x128 with paddles scaled up (the LRA Path-X setting)."""
 
-    num_train: int = 160_000
-    num_val: int = 20_000
-    num_test: int = 20_000
     image_size: int = 128
     contour_length: int = 14
     paddle_length: int = 6
@@ -240,51 +234,66 @@ def _chunk(
 
 
 def make(cfg: PathfinderConfig) -> dict[str, np.ndarray]:
-    sizes = {"train": cfg.num_train, "val": cfg.num_val, "test": cfg.num_test}
     arrays: dict[str, np.ndarray] = {}
-    for split in SPLITS:
-        n = sizes[split]
+    for split, n in cfg.sizes.items():
         # Each chunk has its own seed stream: chunks are independent of one another (a
         # paper-scale split could be drawn in parallel with the same result; here it is not).
         parts = [_chunk(cfg, split, k, min(CHUNK, n - start))
                  for k, start in enumerate(range(0, n, CHUNK))]
-        # Pixels are stored as uint8 (4x smaller than float32); `decode` normalises them.
+        # Pixels are stored as uint8 (4x smaller than float32); `decode_pixels` normalises them.
         arrays[f"{split}/inputs"] = np.concatenate([p[0] for p in parts])
         arrays[f"{split}/labels"] = np.concatenate([p[1] for p in parts])
         arrays[f"{split}/lengths"] = np.full(n, cfg.image_size**2, dtype=np.int32)
     return arrays
 
 
-def decode_pixels(pixels: np.ndarray, encoding: str) -> np.ndarray:
-    """uint8 pixels ``(n, L)`` -> the contract's inputs: ``(n, L, 1)`` float32 in [-1, 1], or
-    ``(n, L)`` int32 tokens ``pixel + 1``."""
+def decode_pixels(
+    pixels: np.ndarray, encoding: str, mean: float = 0.5, std: float = 0.5
+) -> np.ndarray:
+    """uint8 pixels ``(n, L)`` -> the contract's inputs: ``(n, L, 1)`` float32
+    ``(pixel/255 - mean)/std`` (the defaults map onto [-1, 1]), or ``(n, L)`` int32 tokens
+    ``pixel + 1``."""
     if encoding == "real":
-        return ((pixels.astype(np.float32) / 255.0 - 0.5) / 0.5)[..., None]
+        return ((pixels.astype(np.float32) / 255.0 - mean) / std)[..., None]
     if encoding == "tokens":
         return pixels.astype(np.int32) + 1
     raise ValueError(f"encoding={encoding!r} is not accepted; accepted values: {list(ENCODINGS)}.")
 
 
-def decode(cfg: PathfinderConfig, arrays, split: str) -> Split:
-    return Split(
-        inputs=decode_pixels(arrays[f"{split}/inputs"], cfg.encoding),
-        labels=arrays[f"{split}/labels"],
-        lengths=arrays[f"{split}/lengths"],
-    )
+def pixel_spec(
+    name: str,
+    description: str,
+    side: Callable[[Any], int],
+    classes: int = 2,
+    normalise: tuple[float, float] = (0.5, 0.5),
+    **fields: Any,
+) -> TaskSpec:
+    """The `TaskSpec` of a square image stored as uint8 pixels and read pixel by pixel (here,
+    `tasks.lra_pathfinder`, `tasks.lra_image`): ``side(config) ** 2`` steps, ``classes``
+    classes, inputs by `decode_pixels` with the config's ``encoding`` and ``normalise = (mean,
+    std)``; ``fields`` are the spec's other fields."""
 
+    def info(cfg: Any, arrays=None) -> TaskInfo:
+        tokens = cfg.encoding == "tokens"
+        return TaskInfo(
+            name=name,
+            description=description,
+            seq_len=side(cfg) ** 2,
+            variable_length=False,
+            input_kind="tokens" if tokens else "real",
+            vocab_size=257 if tokens else None,
+            input_dim=None if tokens else 1,
+            num_classes=classes,
+        )
 
-def pixel_info(name: str, description: str, side: int, encoding: str, classes: int) -> TaskInfo:
-    tokens = encoding == "tokens"
-    return TaskInfo(
-        name=name,
-        description=description,
-        seq_len=side * side,
-        variable_length=False,
-        input_kind="tokens" if tokens else "real",
-        vocab_size=257 if tokens else None,
-        input_dim=None if tokens else 1,
-        num_classes=classes,
-    )
+    def decode(cfg: Any, arrays, split: str) -> Split:
+        return Split(
+            inputs=decode_pixels(arrays[f"{split}/inputs"], cfg.encoding, *normalise),
+            labels=arrays[f"{split}/labels"],
+            lengths=arrays[f"{split}/lengths"],
+        )
+
+    return TaskSpec(name=name, description=description, info=info, decode=decode, **fields)
 
 
 DESCRIPTIONS = {
@@ -298,18 +307,8 @@ LABELS = {"pathfinder": "Pathfinder", "pathx": "Path-X"}  # as the LRA paper nam
 
 
 def _spec(name: str, config_cls: type, presets: dict) -> TaskSpec:
-    return TaskSpec(
-        name=name,
-        description=DESCRIPTIONS[name],
-        config_cls=config_cls,
-        label=LABELS[name],
-        make=make,
-        info=lambda cfg, arrays=None: pixel_info(
-            name, DESCRIPTIONS[name], cfg.image_size, cfg.encoding, 2
-        ),
-        decode=decode,
-        presets=presets,
-    )
+    return pixel_spec(name, DESCRIPTIONS[name], lambda cfg: cfg.image_size,
+                      config_cls=config_cls, label=LABELS[name], make=make, presets=presets)
 
 
 TASKS = {

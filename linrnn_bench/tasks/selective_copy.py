@@ -19,38 +19,32 @@ import dataclasses
 
 import numpy as np
 
-from . import _util
-from ._base import SPLITS, TaskInfo
+from . import _generated, _util
+from ._base import TaskInfo
 from ._registry import TaskSpec
 
 BLANK, MARKER, FIRST_DATA = 1, 2, 3
 
 
 @dataclasses.dataclass(frozen=True)
-class SelectiveCopyConfig:
-    """Options of selective copying (defaults: the Mamba paper's setting, L = 4096).
+class SelectiveCopyConfig(_generated.GeneratedConfig):
+    """Options of selective copying (`tasks._generated.GeneratedConfig` plus these; defaults:
+    the Mamba paper's setting, L = 4096).
 
     Attributes:
-        seed: generation seed.
-        num_train, num_val, num_test: split sizes.
         num_tokens: data tokens to memorise and recall.
         gap_length: blank tokens among the data; ``seq_len = gap_length + 2 * num_tokens``.
         alphabet: distinct data tokens (classes).
     """
 
-    seed: int = 0
-    num_train: int = 100_000
-    num_val: int = 2_000
-    num_test: int = 2_000
     num_tokens: int = 16
     gap_length: int = 4064
     alphabet: int = 16
 
+    task = "selective_copy"
+
     def __post_init__(self):
-        _util.integer("selective_copy.seed", self.seed)
-        _util.integer("selective_copy.num_train", self.num_train, low=1)
-        _util.integer("selective_copy.num_val", self.num_val, low=1)
-        _util.integer("selective_copy.num_test", self.num_test, low=1)
+        super().__post_init__()
         _util.integer("selective_copy.num_tokens", self.num_tokens, low=1)
         _util.integer("selective_copy.gap_length", self.gap_length, low=0)
         _util.integer("selective_copy.alphabet", self.alphabet, low=2)
@@ -74,17 +68,17 @@ def sample(cfg: SelectiveCopyConfig, n: int, g: np.random.Generator):
     return inputs, labels
 
 
+def sample_blocks(
+    cfg: SelectiveCopyConfig, n: int, g: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """`sample` in blocks of 4096 sequences from one generator, so that the ``(n, context)``
+    noise behind the positions stays small."""
+    parts = [sample(cfg, min(4096, n - i), g) for i in range(0, n, 4096)]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
 def make(cfg: SelectiveCopyConfig) -> dict[str, np.ndarray]:
-    sizes = {"train": cfg.num_train, "val": cfg.num_val, "test": cfg.num_test}
-    arrays: dict[str, np.ndarray] = {}
-    for split in SPLITS:
-        g = _util.rng(cfg.seed, split)
-        # In blocks, so that the (n, context) noise behind the positions stays small.
-        parts = [sample(cfg, min(4096, sizes[split] - i), g) for i in range(0, sizes[split], 4096)]
-        arrays[f"{split}/inputs"] = np.concatenate([p[0] for p in parts])
-        arrays[f"{split}/labels"] = np.concatenate([p[1] for p in parts])
-        arrays[f"{split}/lengths"] = np.full(sizes[split], cfg.seq_len, dtype=np.int32)
-    return arrays
+    return _generated.fixed_length(cfg, sample_blocks, cfg.seq_len)
 
 
 def info(cfg: SelectiveCopyConfig, arrays=None) -> TaskInfo:

@@ -88,7 +88,7 @@ class UCRConfig:
 
     def __post_init__(self):
         _util.choice("ucr.dataset", self.dataset, list(BUNDLED))
-        _util.integer("ucr.seed", self.seed)
+        _util.integer("ucr.seed", self.seed, low=0)
         _util.number("ucr.val_fraction", self.val_fraction, low=0.0, high=0.5, closed=False)
         _util.boolean("ucr.normalise", self.normalise)
         if self.path is not None:
