@@ -65,6 +65,10 @@ Algorithm = Literal[
 ALGORITHMS: tuple[str, ...] = (
     "auto", "sequential", "native", "fused", "parallel", "chunked", "convolution"
 )
+# What a layer's config may ask for: a MIMO system's kernel is (L, H, H), which the engine does
+# not apply by FFT; "chunked" and "fused" fuse MIMO matmuls with the scan, and a bank has none.
+MIMO_ALGORITHMS: tuple[str, ...] = tuple(a for a in ALGORITHMS if a != "convolution")
+BANK_ALGORITHMS: tuple[str, ...] = tuple(a for a in ALGORITHMS if a not in ("chunked", "fused"))
 Resolved = Literal["sequential", "native", "fused", "parallel", "chunked", "convolution"]
 Recurrence = Literal["sequential", "native", "parallel"]
 
