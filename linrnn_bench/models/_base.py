@@ -8,8 +8,11 @@ the shared engine. The harness talks to layers only through these methods.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
+from typing import Any
 
 import equinox as eqx
+import jax
 from jaxtyping import Array, Complex, Float, PyTree
 
 from . import _engine
@@ -79,3 +82,10 @@ class AbstractRecurrentLayer(eqx.Module):
     def state_size(self) -> int:
         """P: complex states per direction."""
         return self.discrete_system().state_size
+
+
+def mask_where(layer: eqx.Module, where: Callable[[Any], Any]) -> PyTree[bool]:
+    """A pytree like ``layer``, True at the arrays ``where`` selects and False elsewhere: a
+    `AbstractRecurrentLayer.recurrent_mask` from the selector of its group."""
+    mask = jax.tree_util.tree_map(lambda _: False, layer)
+    return eqx.tree_at(where, mask, replace_fn=lambda _: True)

@@ -56,7 +56,8 @@ from . import _native, _validate
 from ._fused import fused_recurrence
 from ._native.bank import bank_output
 from ._native.mimo import mimo_output
-from ._scan import linear_scan, planar_scan, to_complex, to_planar
+from ._scan import linear_scan as scan  # public as models.scan
+from ._scan import planar_scan, to_complex, to_planar
 from ._system import DiscreteSystem
 
 Algorithm = Literal[
@@ -65,6 +66,10 @@ Algorithm = Literal[
 ALGORITHMS: tuple[str, ...] = (
     "auto", "sequential", "native", "fused", "parallel", "chunked", "convolution"
 )
+# What a layer's config may ask for: a MIMO system's kernel is (L, H, H), which the engine does
+# not apply by FFT; "chunked" and "fused" fuse MIMO matmuls with the scan, and a bank has none.
+MIMO_ALGORITHMS: tuple[str, ...] = tuple(a for a in ALGORITHMS if a != "convolution")
+BANK_ALGORITHMS: tuple[str, ...] = tuple(a for a in ALGORITHMS if a not in ("chunked", "fused"))
 Resolved = Literal["sequential", "native", "fused", "parallel", "chunked", "convolution"]
 Recurrence = Literal["sequential", "native", "parallel"]
 
@@ -213,21 +218,6 @@ def _planar_readout(
 
 # --------------------------------------------------------------------------------------------
 # The recurrence
-
-
-def scan(
-    lam: Complex[Array, " P"],
-    b: Complex[Array, "L P"],
-    *,
-    reverse: bool = False,
-    algorithm: Recurrence = "sequential",
-) -> Complex[Array, "L P"]:
-    """h_t = lam * h_{t-1} + b_t with h_{-1} = 0 (or from the end if ``reverse``).
-
-    Differentiable in ``lam`` and ``b`` by a hand-written reverse-mode rule that saves only
-    ``h`` (see `models._scan`); forward-mode differentiation is not supported.
-    """
-    return linear_scan(lam, b, reverse=reverse, algorithm=algorithm)
 
 
 def _planar_states(

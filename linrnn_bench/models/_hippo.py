@@ -1,4 +1,5 @@
-"""Continuous-time diagonal systems for S5 and S4D: HiPPO-N eigenpairs and discretisation.
+"""Continuous-time diagonal systems for S5 and S4D: HiPPO-N eigenpairs, discretisation and the
+timescales Delta.
 
 HiPPO-LegS (Gu et al. 2020; the S4 paper's eq. 2), for n, k = 0..N-1:
 
@@ -30,17 +31,20 @@ official kernel). Both map Re(Lambda) < 0 to |lambda| < 1.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, TypeVar
 
+import equinox as eqx
 import jax.numpy as jnp
+import jax.random as jr
 import numpy as np
 import scipy.linalg
-from jaxtyping import Array, Complex, Float
+from jaxtyping import Array, Complex, Float, PRNGKeyArray
 
 from . import _validate
 
 Discretisation = Literal["zoh", "bilinear"]
 DISCRETISATIONS: tuple[str, ...] = ("zoh", "bilinear")
+Layer = TypeVar("Layer", bound=eqx.Module)
 
 
 def legs_matrix(N: int) -> np.ndarray:
@@ -102,7 +106,14 @@ def discretise(
         raise ValueError(f"Unknown discretisation {method!r}; accepted values: {DISCRETISATIONS}.")
 
 
-def timescale_shift(factor: float) -> float:
-    """log(factor): what rescaling every timescale Delta by ``factor`` adds to log Delta."""
+def init_Delta_log(
+    key: PRNGKeyArray, size: int, dt_min: float, dt_max: float
+) -> Float[Array, " n"]:
+    """log Delta ~ U[log dt_min, log dt_max], ``(size,)``: S4D's and S5's initial timescales."""
+    return jr.uniform(key, (size,), minval=math.log(dt_min), maxval=math.log(dt_max))
+
+
+def rescale_timescales(layer: Layer, factor: float) -> Layer:
+    """A copy of ``layer`` with every timescale Delta (its field ``Delta_log``) times ``factor``."""
     _validate.finite("A timescale factor", factor, low=0.0, closed=False)
-    return math.log(factor)
+    return eqx.tree_at(lambda m: m.Delta_log, layer, layer.Delta_log + math.log(factor))

@@ -81,6 +81,9 @@ def linear_scan(
 ) -> Complex[Array, "L P"]:
     """h_t = lam * h_{t-1} + b_t with h_{-1} = 0 (or h_t = lam * h_{t+1} + b_t if ``reverse``).
 
+    Differentiable in ``lam`` and ``b`` by the hand-written reverse-mode rule of the module
+    docstring, which saves only ``h``; forward-mode differentiation is not supported.
+
     Arguments:
         lam: the diagonal of the state matrix, ``(P,)``.
         b: the driving sequence, ``(L, P)``.
@@ -114,17 +117,8 @@ def planar_scan(
     reverse: bool = False,
     algorithm: str = "sequential",
 ) -> Float[Array, "L 2 P"]:
-    """`linear_scan` on the planar representation (see the module docstring).
-
-    Arguments:
-        lam_re, lam_im: the real and imaginary parts of lambda, ``(P,)`` each.
-        b: the driving sequence, ``(L, 2, P)``.
-        reverse: run from the end of the sequence towards its start.
-        algorithm: ``"sequential"``, ``"native"`` or ``"parallel"``.
-
-    Returns:
-        The states, ``(L, 2, P)``.
-    """
+    """`linear_scan` on the planar representation (module docstring): lambda as its real and
+    imaginary parts ``(P,)``, ``b`` and the states returned ``(L, 2, P)``."""
     if algorithm not in SCAN_ALGORITHMS:
         raise ValueError(
             f"Unknown scan algorithm {algorithm!r}; accepted values: {SCAN_ALGORITHMS}."

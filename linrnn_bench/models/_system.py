@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Literal
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Complex, Float
 
@@ -117,3 +118,11 @@ class DiscreteSystem(eqx.Module):
     def output_scale(self) -> float:
         """2 for conjugate-symmetric systems (y = 2 Re(C h)), else 1."""
         return 2.0 if self.conj_sym else 1.0
+
+
+def optional_complex(
+    re: Float[Array, "..."] | None, im: Float[Array, "..."] | None
+) -> Complex[Array, "..."] | None:
+    """``re + i im`` from a layer's pair of real fields, or None where the pair is absent (the
+    ``C_reverse`` of a one-way layer)."""
+    return None if re is None or im is None else jax.lax.complex(re, im)

@@ -27,8 +27,8 @@ import jax.random as jr
 from jaxtyping import Array, Complex, Float, PRNGKeyArray, PyTree
 
 from . import _validate
-from ._base import AbstractRecurrentLayer
-from ._engine import ALGORITHMS, Algorithm
+from ._base import AbstractRecurrentLayer, mask_where
+from ._engine import MIMO_ALGORITHMS, Algorithm
 from ._registry import (
     Ablation,
     BenchmarkInfo,
@@ -37,12 +37,10 @@ from ._registry import (
     TaskOptions,
     register,
 )
-from ._system import DiscreteSystem
+from ._system import DiscreteSystem, optional_complex
 
 Normaliser = Literal["learned", "none"]
 NORMALISERS: tuple[str, ...] = ("learned", "none")
-# A MIMO layer's kernel is (L, H, H), which the engine does not apply by FFT.
-_MIMO_ALGORITHMS: tuple[str, ...] = tuple(a for a in ALGORITHMS if a != "convolution")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +94,7 @@ class LRUConfig:
             )
         _validate.choice("LRUConfig.normaliser", self.normaliser, NORMALISERS)
         _validate.choice("LRUConfig.bidirectional", self.bidirectional, (False, True))
-        _validate.choice("LRUConfig.algorithm", self.algorithm, _MIMO_ALGORITHMS)
+        _validate.choice("LRUConfig.algorithm", self.algorithm, MIMO_ALGORITHMS)
 
 
 def _uniform_open_closed(key: PRNGKeyArray, shape: tuple[int, ...]) -> Float[Array, "..."]:
@@ -193,25 +191,20 @@ class LRU(AbstractRecurrentLayer):
         B_bar = jax.lax.complex(self.B_re, self.B_im)
         if self.gamma_log is not None:
             B_bar = jnp.exp(self.gamma_log)[:, None] * B_bar
-        C_reverse = None
-        if self.C_reverse_re is not None and self.C_reverse_im is not None:
-            C_reverse = jax.lax.complex(self.C_reverse_re, self.C_reverse_im)
         return DiscreteSystem(
             lam=self.eigenvalues(),
             B=B_bar,
             C=jax.lax.complex(self.C_re, self.C_im),
             D=self.D,
-            C_reverse=C_reverse,
+            C_reverse=optional_complex(self.C_reverse_re, self.C_reverse_im),
             conj_sym=False,
             structure="mimo",
         )
 
     def recurrent_mask(self) -> PyTree[bool]:
         # The paper trains lambda, B and gamma with a smaller learning rate and no weight decay.
-        mask = jax.tree_util.tree_map(lambda _: False, self)
-
         def recurrent(m):
             group = (m.nu_log, m.theta_log, m.B_re, m.B_im)
             return group if m.gamma_log is None else (*group, m.gamma_log)
 
-        return eqx.tree_at(recurrent, mask, replace_fn=lambda _: True)
+        return mask_where(self, recurrent)

@@ -41,8 +41,8 @@ import jax.random as jr
 from jaxtyping import Array, Complex, Float, PRNGKeyArray, PyTree
 
 from . import _validate
-from ._base import AbstractRecurrentLayer
-from ._engine import ALGORITHMS, Algorithm
+from ._base import AbstractRecurrentLayer, mask_where
+from ._engine import MIMO_ALGORITHMS, Algorithm
 from ._expm import expm_skew
 from ._registry import (
     ENGINE_CAPABILITIES,
@@ -59,8 +59,6 @@ from ._system import DiscreteSystem
 
 GammaInit = Literal["loglog_uniform", "ring"]
 GAMMA_INITS: tuple[str, ...] = ("loglog_uniform", "ring")
-# A MIMO layer's kernel is (L, H, H), which the engine does not apply by FFT.
-_MIMO_ALGORITHMS: tuple[str, ...] = tuple(a for a in ALGORITHMS if a != "convolution")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +117,7 @@ class RotRNNConfig:
         _validate.in_range("RotRNNConfig.max_phase", self.max_phase, 0.0, 2 * math.pi)
         _validate.choice("RotRNNConfig.normalise", self.normalise, (False, True))
         _validate.choice("RotRNNConfig.bidirectional", self.bidirectional, (False, True))
-        _validate.choice("RotRNNConfig.algorithm", self.algorithm, _MIMO_ALGORITHMS)
+        _validate.choice("RotRNNConfig.algorithm", self.algorithm, MIMO_ALGORITHMS)
 
 
 def _init_gamma_loglog(key: PRNGKeyArray, config: RotRNNConfig) -> Float[Array, " heads"]:
@@ -280,7 +278,4 @@ class RotRNN(AbstractRecurrentLayer):
         # public fork by one of its authors groups by parameter name and so puts only its
         # gamma_log (our gamma_loglog; and, in one setting, B) there, leaving M and theta with
         # weight decay.
-        mask = jax.tree_util.tree_map(lambda _: False, self)
-        return eqx.tree_at(
-            lambda m: (m.M, m.angles, m.gamma_loglog, m.B), mask, replace=(True, True, True, True)
-        )
+        return mask_where(self, lambda m: (m.M, m.angles, m.gamma_loglog, m.B))

@@ -48,9 +48,9 @@ import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from . import _validate
-from ._base import AbstractRecurrentLayer
-from ._engine import ALGORITHMS, Algorithm
-from ._hippo import DISCRETISATIONS, Discretisation, discretise, timescale_shift
+from ._base import AbstractRecurrentLayer, mask_where
+from ._engine import BANK_ALGORITHMS, Algorithm
+from ._hippo import DISCRETISATIONS, Discretisation, discretise, init_Delta_log, rescale_timescales
 from ._registry import (
     ENGINE_CAPABILITIES,
     RESCALE,
@@ -60,11 +60,9 @@ from ._registry import (
     TaskOptions,
     register,
 )
-from ._system import DiscreteSystem
+from ._system import DiscreteSystem, optional_complex
 
 Init = Literal["lin", "inv"]
-# "chunked" and "fused" fuse MIMO matmuls with the scan; a bank has none (models._engine).
-_BANK_ALGORITHMS: tuple[str, ...] = tuple(a for a in ALGORITHMS if a not in ("chunked", "fused"))
 INITS: tuple[str, ...] = ("lin", "inv")
 
 
@@ -114,7 +112,7 @@ class S4DConfig:
         if self.discretisation == "bilinear":
             a = -0.5 + 1j * np.asarray(_imaginary_parts(self.init, self.d_state))
             _validate.bilinear_radius("S4DConfig", a, self.dt_min, self.dt_max)
-        _validate.choice("S4DConfig.algorithm", self.algorithm, _BANK_ALGORITHMS)
+        _validate.choice("S4DConfig.algorithm", self.algorithm, BANK_ALGORITHMS)
 
 
 def _imaginary_parts(init: str, N: int) -> Float[Array, " half"]:
@@ -187,12 +185,7 @@ class S4D(AbstractRecurrentLayer):
         else:
             self.C_reverse_re = self.C_reverse_im = None
         self.D = jr.normal(k_D, (config.d_model,))
-        self.Delta_log = jr.uniform(
-            k_Delta,
-            (config.d_model,),
-            minval=math.log(config.dt_min),
-            maxval=math.log(config.dt_max),
-        )
+        self.Delta_log = init_Delta_log(k_Delta, config.d_model, config.dt_min, config.dt_max)
         self.discretisation = config.discretisation
         self.algorithm = config.algorithm
 
@@ -200,34 +193,23 @@ class S4D(AbstractRecurrentLayer):
         """lambda = disc(a, Delta), B_bar = gain * B, per channel (module docstring)."""
         a = jax.lax.complex(-jnp.exp(self.A_real_log), self.A_imag)
         lam, gain = discretise(a, jnp.exp(self.Delta_log)[:, None], self.discretisation)
-        B = gain
-        if self.B_re is not None and self.B_im is not None:
-            B = gain * jax.lax.complex(self.B_re, self.B_im)
-        C_reverse = None
-        if self.C_reverse_re is not None and self.C_reverse_im is not None:
-            C_reverse = jax.lax.complex(self.C_reverse_re, self.C_reverse_im)
+        B = optional_complex(self.B_re, self.B_im)
         return DiscreteSystem(
             lam=lam,
-            B=B,
+            B=gain if B is None else gain * B,
             C=jax.lax.complex(self.C_re, self.C_im),
             D=self.D,
-            C_reverse=C_reverse,
+            C_reverse=optional_complex(self.C_reverse_re, self.C_reverse_im),
             conj_sym=True,
             structure="bank",
         )
 
     def recurrent_mask(self) -> PyTree[bool]:
         """A, B (when trained) and Delta: the group the authors train at lr 0.001, no decay."""
-        mask = jax.tree_util.tree_map(lambda _: False, self)
         if self.B_re is None:
-            where = lambda m: (m.A_real_log, m.A_imag, m.Delta_log)  # noqa: E731
-        else:
-            where = lambda m: (m.A_real_log, m.A_imag, m.B_re, m.B_im, m.Delta_log)  # noqa: E731
-        return eqx.tree_at(where, mask, replace_fn=lambda _: True)
+            return mask_where(self, lambda m: (m.A_real_log, m.A_imag, m.Delta_log))
+        return mask_where(self, lambda m: (m.A_real_log, m.A_imag, m.B_re, m.B_im, m.Delta_log))
 
     def rescaled(self, factor: float) -> S4D:
-        """A copy with every timescale Delta multiplied by ``factor`` (S4's ``rate``).
-
-        Speech Commands' zero-shot 8 kHz test evaluates a 16 kHz model with ``factor=2``.
-        """
-        return eqx.tree_at(lambda m: m.Delta_log, self, self.Delta_log + timescale_shift(factor))
+        """A copy with every timescale Delta times ``factor`` (S4's ``rate``)."""
+        return rescale_timescales(self, factor)

@@ -467,19 +467,11 @@ ffi::Error BankForward(ffi::ThreadPool pool, ffi::AnyBuffer params, ffi::AnyBuff
     return ffi::Error::InvalidArgument(std::string(name) + ": all arrays need one dtype.");
   }
   if (l.sequences == 0) return ffi::Error::Success();
-  switch (dtype) {
-    case ffi::DataType::F32:
-      Forward(pool, l, params.typed_data<float>(), u.typed_data<float>(), y->typed_data<float>(),
-              checkpoints->typed_data<float>());
-      return ffi::Error::Success();
-    case ffi::DataType::F64:
-      Forward(pool, l, params.typed_data<double>(), u.typed_data<double>(),
-              y->typed_data<double>(), checkpoints->typed_data<double>());
-      return ffi::Error::Success();
-    default:
-      return ffi::Error::InvalidArgument(
-          std::string(name) + ": unsupported dtype; accepted: float32, float64.");
-  }
+  return linrnn::ForFloatType(dtype, name, [&](auto zero) {
+    using T = decltype(zero);
+    Forward(pool, l, params.typed_data<T>(), u.typed_data<T>(), y->typed_data<T>(),
+            checkpoints->typed_data<T>());
+  });
 }
 
 ffi::Error BankBackward(ffi::ThreadPool pool, ffi::AnyBuffer params, ffi::AnyBuffer u,
@@ -506,21 +498,11 @@ ffi::Error BankBackward(ffi::ThreadPool pool, ffi::AnyBuffer params, ffi::AnyBuf
     return ffi::Error::InvalidArgument(std::string(name) + ": all arrays need one dtype.");
   }
   if (l.sequences == 0) return ffi::Error::Success();
-  switch (dtype) {
-    case ffi::DataType::F32:
-      Backward(pool, l, params.typed_data<float>(), u.typed_data<float>(),
-               checkpoints.typed_data<float>(), dy.typed_data<float>(),
-               dparams->typed_data<float>(), du->typed_data<float>());
-      return ffi::Error::Success();
-    case ffi::DataType::F64:
-      Backward(pool, l, params.typed_data<double>(), u.typed_data<double>(),
-               checkpoints.typed_data<double>(), dy.typed_data<double>(),
-               dparams->typed_data<double>(), du->typed_data<double>());
-      return ffi::Error::Success();
-    default:
-      return ffi::Error::InvalidArgument(
-          std::string(name) + ": unsupported dtype; accepted: float32, float64.");
-  }
+  return linrnn::ForFloatType(dtype, name, [&](auto zero) {
+    using T = decltype(zero);
+    Backward(pool, l, params.typed_data<T>(), u.typed_data<T>(), checkpoints.typed_data<T>(),
+             dy.typed_data<T>(), dparams->typed_data<T>(), du->typed_data<T>());
+  });
 }
 
 }  // namespace

@@ -396,22 +396,12 @@ ffi::Error MimoForward(ffi::ThreadPool pool, ffi::AnyBuffer u, ffi::AnyBuffer b_
     return ffi::Error::Success();
   }
   SingleThreadedBlas();
-  switch (u.element_type()) {
-    case ffi::DataType::F32:
-      Forward(pool, s, u.typed_data<float>(), b_in.typed_data<float>(),
-              c_out.typed_data<float>(), lam_re.typed_data<float>(), lam_im.typed_data<float>(),
-              y->typed_data<float>(), save_states ? h->typed_data<float>() : nullptr, reverse);
-      return ffi::Error::Success();
-    case ffi::DataType::F64:
-      Forward(pool, s, u.typed_data<double>(), b_in.typed_data<double>(),
-              c_out.typed_data<double>(), lam_re.typed_data<double>(),
-              lam_im.typed_data<double>(), y->typed_data<double>(),
-              save_states ? h->typed_data<double>() : nullptr, reverse);
-      return ffi::Error::Success();
-    default:
-      return ffi::Error::InvalidArgument(
-          "linrnn_mimo_forward: unsupported dtype; accepted: float32, float64.");
-  }
+  return linrnn::ForFloatType(u.element_type(), "linrnn_mimo_forward", [&](auto zero) {
+    using T = decltype(zero);
+    Forward(pool, s, u.typed_data<T>(), b_in.typed_data<T>(), c_out.typed_data<T>(),
+            lam_re.typed_data<T>(), lam_im.typed_data<T>(), y->typed_data<T>(),
+            save_states ? h->typed_data<T>() : nullptr, reverse);
+  });
 }
 
 ffi::Error MimoBackward(ffi::ThreadPool pool, ffi::AnyBuffer u, ffi::AnyBuffer dy,
@@ -436,25 +426,13 @@ ffi::Error MimoBackward(ffi::ThreadPool pool, ffi::AnyBuffer u, ffi::AnyBuffer d
     return ffi::Error::Success();
   }
   SingleThreadedBlas();
-  switch (u.element_type()) {
-    case ffi::DataType::F32:
-      Backward(pool, s, u.typed_data<float>(), dy.typed_data<float>(), h.typed_data<float>(),
-               b_in.typed_data<float>(), c_out.typed_data<float>(), lam_re.typed_data<float>(),
-               lam_im.typed_data<float>(), du->typed_data<float>(), d_b->typed_data<float>(),
-               d_c->typed_data<float>(), d_re->typed_data<float>(), d_im->typed_data<float>(),
-               reverse);
-      return ffi::Error::Success();
-    case ffi::DataType::F64:
-      Backward(pool, s, u.typed_data<double>(), dy.typed_data<double>(),
-               h.typed_data<double>(), b_in.typed_data<double>(), c_out.typed_data<double>(),
-               lam_re.typed_data<double>(), lam_im.typed_data<double>(),
-               du->typed_data<double>(), d_b->typed_data<double>(), d_c->typed_data<double>(),
-               d_re->typed_data<double>(), d_im->typed_data<double>(), reverse);
-      return ffi::Error::Success();
-    default:
-      return ffi::Error::InvalidArgument(
-          "linrnn_mimo_backward: unsupported dtype; accepted: float32, float64.");
-  }
+  return linrnn::ForFloatType(u.element_type(), "linrnn_mimo_backward", [&](auto zero) {
+    using T = decltype(zero);
+    Backward(pool, s, u.typed_data<T>(), dy.typed_data<T>(), h.typed_data<T>(),
+             b_in.typed_data<T>(), c_out.typed_data<T>(), lam_re.typed_data<T>(),
+             lam_im.typed_data<T>(), du->typed_data<T>(), d_b->typed_data<T>(),
+             d_c->typed_data<T>(), d_re->typed_data<T>(), d_im->typed_data<T>(), reverse);
+  });
 }
 
 }  // namespace

@@ -26,8 +26,9 @@ Batching: `jax.vmap` with ``vmap_method="expand_dims"``: unbatched parameters re
 once, with size-1 batch dimensions (the kernel reads them with stride 0; ``"broadcast_all"``
 copied them per sequence, a third of the working memory left at B = 8, L = 1024); the backward
 pass returns one parameter cotangent per sequence (``batch x 4 P H`` numbers), which
-`jax.custom_vjp` sums over the batch for unbatched parameters. Forward-mode differentiation and second derivatives are not supported (the
-backward pass is a C++ call with no derivative of its own): use ``algorithm="sequential"``.
+`jax.custom_vjp` sums over the batch for unbatched parameters. Forward-mode differentiation and
+second derivatives are not supported (the backward pass is a C++ call with no derivative of its
+own): use ``algorithm="sequential"``.
 """
 
 from __future__ import annotations
@@ -49,17 +50,11 @@ def mimo_output(
     *,
     reverse: bool = False,
 ) -> Float[Array, "L H"]:
-    """y_t = C_out h_t with h_t = lam * h_{t-1} + B_in u_t, planar (module docstring).
+    """`models._fused.fused_recurrence` (the same arguments and ``y``, no ``chunk``) in one
+    C++ call; float32 or float64.
 
-    Arguments:
-        lam_re, lam_im: the real and imaginary parts of lambda, ``(P,)`` each.
-        B_in: the planar input map ``[Re B; Im B]``, ``(2P, H)``.
-        C_out: the planar output map ``s [Re C, -Im C]``, ``(H, 2P)``.
-        u: one unbatched input sequence, ``(L, H)``.
-        reverse: run the recurrence from the end of the sequence towards its start.
-
-    Returns:
-        ``y``, ``(L, H)``, in the promoted dtype of the arguments (float32 or float64).
+    Raises:
+        NativeUnavailable: the C++ library cannot be built or loaded here (says why).
     """
     current = status()
     if not current.available:

@@ -1,4 +1,5 @@
-// ParallelFor: the one scheduler of the native kernels (scan.cc, bank.cc).
+// What the native kernels share: ParallelFor, their one scheduler, and ForFloatType, the dtype
+// dispatch of every FFI handler.
 #pragma once
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "xla/ffi/api/ffi.h"
 
@@ -46,6 +48,23 @@ void ParallelFor(xla::ffi::ThreadPool& pool, int64_t count, int64_t threads, con
   work(0);
   std::unique_lock<std::mutex> lock(shared->mutex);
   shared->all_done.wait(lock, [&] { return shared->done == count; });
+}
+
+// Calls body(T{}) with T = float or double, the element type of a float32 or float64 buffer, so
+// that a handler writes its typed call once; any other dtype is an error naming the handler.
+template <typename Body>
+xla::ffi::Error ForFloatType(xla::ffi::DataType dtype, const std::string& handler, Body&& body) {
+  switch (dtype) {
+    case xla::ffi::DataType::F32:
+      body(float{});
+      return xla::ffi::Error::Success();
+    case xla::ffi::DataType::F64:
+      body(double{});
+      return xla::ffi::Error::Success();
+    default:
+      return xla::ffi::Error::InvalidArgument(
+          handler + ": unsupported dtype; accepted: float32, float64.");
+  }
 }
 
 }  // namespace linrnn

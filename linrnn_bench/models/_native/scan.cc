@@ -288,20 +288,11 @@ ffi::Error PlanarScan(ffi::ThreadPool pool, ffi::AnyBuffer lam_re, ffi::AnyBuffe
   ffi::Error error = CheckLayout("linrnn_planar_scan", lam_re, lam_im, b, &sequences, &length,
                                  &states, &per_sequence);
   if (error.failure() || sequences == 0) return error;
-  switch (b.element_type()) {
-    case ffi::DataType::F32:
-      Scan(pool, lam_re.typed_data<float>(), lam_im.typed_data<float>(), b.typed_data<float>(),
-           h->typed_data<float>(), sequences, per_sequence, length, states, reverse);
-      return ffi::Error::Success();
-    case ffi::DataType::F64:
-      Scan(pool, lam_re.typed_data<double>(), lam_im.typed_data<double>(),
-           b.typed_data<double>(), h->typed_data<double>(), sequences, per_sequence, length,
-           states, reverse);
-      return ffi::Error::Success();
-    default:
-      return ffi::Error::InvalidArgument(
-          "linrnn_planar_scan: unsupported dtype; accepted: float32, float64.");
-  }
+  return linrnn::ForFloatType(b.element_type(), "linrnn_planar_scan", [&](auto zero) {
+    using T = decltype(zero);
+    Scan(pool, lam_re.typed_data<T>(), lam_im.typed_data<T>(), b.typed_data<T>(),
+         h->typed_data<T>(), sequences, per_sequence, length, states, reverse);
+  });
 }
 
 ffi::Error PlanarAdjoint(ffi::ThreadPool pool, ffi::AnyBuffer lam_re, ffi::AnyBuffer lam_im,
@@ -316,22 +307,12 @@ ffi::Error PlanarAdjoint(ffi::ThreadPool pool, ffi::AnyBuffer lam_re, ffi::AnyBu
   if (h.element_count() != g.element_count() || h.element_type() != g.element_type()) {
     return ffi::Error::InvalidArgument("linrnn_planar_adjoint: h and g need one shape and dtype.");
   }
-  switch (g.element_type()) {
-    case ffi::DataType::F32:
-      Adjoint(pool, lam_re.typed_data<float>(), lam_im.typed_data<float>(), h.typed_data<float>(),
-              g.typed_data<float>(), a->typed_data<float>(), grad_re->typed_data<float>(),
-              grad_im->typed_data<float>(), sequences, per_sequence, length, states, reverse);
-      return ffi::Error::Success();
-    case ffi::DataType::F64:
-      Adjoint(pool, lam_re.typed_data<double>(), lam_im.typed_data<double>(),
-              h.typed_data<double>(), g.typed_data<double>(), a->typed_data<double>(),
-              grad_re->typed_data<double>(), grad_im->typed_data<double>(), sequences,
-              per_sequence, length, states, reverse);
-      return ffi::Error::Success();
-    default:
-      return ffi::Error::InvalidArgument(
-          "linrnn_planar_adjoint: unsupported dtype; accepted: float32, float64.");
-  }
+  return linrnn::ForFloatType(g.element_type(), "linrnn_planar_adjoint", [&](auto zero) {
+    using T = decltype(zero);
+    Adjoint(pool, lam_re.typed_data<T>(), lam_im.typed_data<T>(), h.typed_data<T>(),
+            g.typed_data<T>(), a->typed_data<T>(), grad_re->typed_data<T>(),
+            grad_im->typed_data<T>(), sequences, per_sequence, length, states, reverse);
+  });
 }
 
 }  // namespace

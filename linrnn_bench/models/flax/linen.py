@@ -84,7 +84,26 @@ def _published_names(name: str, config: Any) -> tuple[str, ...]:
     return tuple(eqx.filter_eval_shape(convert, shaped_layer(name, config)))
 
 
-class Layer(nn.Module):
+def _call_published(module: nn.Module, name: str, config: Any, u: Array) -> Array:
+    """A drop-in's call: its params in the published layout, drawn as our layer draws them."""
+
+    def draw(key: PRNGKeyArray) -> dict[str, Array]:
+        layer = models.from_config(name, config, key=key)
+        return to_flax_params(layer, layout="published")
+
+    params = _declare(module, draw, _published_names(name, config))
+    return _call(name, config, params, "published", u)
+
+
+class _Validated(nn.Module):
+    """A module whose ``config()`` is validated at construction, not at the first call."""
+
+    def __post_init__(self):
+        self.config()
+        super().__post_init__()
+
+
+class Layer(_Validated):
     """Any registered layer as a linen module; its params are the Equinox layer's fields.
 
     ``Layer(model="lru", d_model=64, d_state=128, options={"r_min": 0.5})`` (linen reserves the
@@ -102,10 +121,6 @@ class Layer(nn.Module):
     d_model: int
     d_state: int
     options: Mapping[str, Any] = FrozenDict()
-
-    def __post_init__(self):
-        self.config()  # validate now, not at the first call
-        super().__post_init__()
 
     def config(self) -> Any:
         """The model's validated config."""
@@ -196,7 +211,7 @@ def _under(path: str, name: str) -> bool:
     return path == name or path.startswith(name + "/")
 
 
-class LRU(nn.Module):
+class LRU(_Validated):
     """minimal-LRU's ``LRU`` (NicolasZucchet/minimal-LRU, lru/model.py), on our LRU layer.
 
     Same attributes, defaults, call (one ``(L, H)`` sequence) and params (``nu_log, theta_log,
@@ -224,23 +239,12 @@ class LRU(nn.Module):
             r_max=self.r_max, max_phase=self.max_phase, algorithm=self.algorithm,
         )
 
-    def __post_init__(self):
-        self.config()
-        super().__post_init__()
-
     @nn.compact
     def __call__(self, inputs: Float[Array, "L H"]) -> Float[Array, "L H"]:
-        config = self.config()
-
-        def draw(key: PRNGKeyArray) -> dict[str, Array]:
-            layer = models.from_config("lru", config, key=key)
-            return to_flax_params(layer, layout="published")
-
-        params = _declare(self, draw, _published_names("lru", config))
-        return _call("lru", config, params, "published", inputs)
+        return _call_published(self, "lru", self.config(), inputs)
 
 
-class S5SSM(nn.Module):
+class S5SSM(_Validated):
     """The S5 code's ``S5SSM`` (lindermanlab/S5, s5/ssm.py), on our S5 layer.
 
     Same attributes (the initial eigenvalues and eigenvectors come from the caller, as
@@ -306,10 +310,6 @@ class S5SSM(nn.Module):
             clip_eigs=self.clip_eigs, bidirectional=self.bidirectional, algorithm=self.algorithm,
         )
 
-    def __post_init__(self):
-        self.config()
-        super().__post_init__()
-
     def _draw(self, config: S5Config, key: PRNGKeyArray) -> dict[str, Array]:
         V = self._eigenvectors()
         if self.Vinv is not None and not np.allclose(np.asarray(self.Vinv), V.conj().T,
@@ -360,7 +360,7 @@ def init_S5SSM(
     )
 
 
-class RotRNN(nn.Module):
+class RotRNN(_Validated):
     """The RotRNN authors' Flax ``RotRNN`` (their extension of the S5 code), on our RotRNN layer.
 
     Same attributes and defaults, call (one ``(L, H)`` sequence) and params: ``theta (heads,
@@ -399,20 +399,9 @@ class RotRNN(nn.Module):
             algorithm=self.algorithm,
         )
 
-    def __post_init__(self):
-        self.config()
-        super().__post_init__()
-
     @nn.compact
     def __call__(self, input_sequence: Float[Array, "L H"]) -> Float[Array, "L H"]:
-        config = self.config()
-
-        def draw(key: PRNGKeyArray) -> dict[str, Array]:
-            layer = models.from_config("rotrnn", config, key=key)
-            return to_flax_params(layer, layout="published")
-
-        params = _declare(self, draw, _published_names("rotrnn", config))
-        return _call("rotrnn", config, params, "published", input_sequence)
+        return _call_published(self, "rotrnn", self.config(), input_sequence)
 
 
 __all__ = ["Layer", "LRU", "RotRNN", "S5SSM", "init_S5SSM"]
