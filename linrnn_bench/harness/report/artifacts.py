@@ -130,6 +130,16 @@ def no_runs(study: str) -> str:
     return f"no finished runs of the {study} study in the store (linrnn-bench study {study})"
 
 
+def run_ids(frame: pd.DataFrame) -> tuple[str, ...]:
+    """The run ids of ``frame``'s rows, each once, sorted: an artifact's ``runs``."""
+    return tuple(sorted(frame["run_id"].unique()))
+
+
+def drawn_data(frames: Sequence[pd.DataFrame]) -> pd.DataFrame | None:
+    """A `Figure`'s ``data``: the frames of its drawn lines as one (None when none was drawn)."""
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
 def all_missing(titles: Mapping[str, str], reason: str) -> list[Missing]:
     """Every artifact of ``titles`` (name -> title, a section's list of what it makes) as
     missing for one ``reason``."""

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from ...store import Store
 from .. import memory as study
 from ...report import style
 from ...report.style import MODE_LABELS
-from ...report.artifacts import Artifact, Figure, Missing, Section, Table, all_missing, no_runs
+from ...report.artifacts import (Artifact, Figure, Missing, Section, Table, all_missing,
+                                 drawn_data, no_runs, run_ids)
 from ...report.origins import largest_preset
+from ...report.programs import keyed_table, mode_size_axes
 
 # The study's row columns (`harness.studies.memory.COLUMNS`): ``C.total_bytes``.
 C = study.COLUMNS.names
@@ -38,15 +39,10 @@ _TITLES = {
     "memory_fit": "Bytes per token and linear growth",
     "memory_points": "Every compiled memory measurement",
 }
-_MODES = tuple(MODE_LABELS)
-
-
-def _selected(store: Store) -> tuple[pd.DataFrame, str | None]:
-    return largest_preset(store.read("memory"), "memory")
 
 
 def section(store: Store) -> list[Artifact]:
-    frame, preset = _selected(store)
+    frame, preset = largest_preset(store.read("memory"), "memory")
     if frame.empty:
         return all_missing(_TITLES, no_runs("memory"))
     points = frame[frame[C.kind] == "point"]
@@ -63,24 +59,17 @@ def _figure(points: pd.DataFrame, preset: str | None) -> Figure:
     """The working set and the temporaries against L per model, one panel per size (rows) and
     mode (columns), at the largest batch; the models set side by side on the page so that
     coinciding lines stay visible, and named in the caption where they coincide."""
-    style.apply_style()
-    modes = [m for m in _MODES if m in set(points[C.mode])]
-    sizes = [s for s in ("paper", "matched") if s in set(points[C.size])]
-    fig, axes = plt.subplots(
-        len(sizes), len(modes), figsize=(style.FULL_WIDTH_IN, 2.2 * len(sizes)), squeeze=False,
-        sharex=True,
-    )
+    fig, cells = mode_size_axes(points)
     batch = int(points[C.batch].max())
     data: list[pd.DataFrame] = []
     coinciding: list[str] = []
-    for i, size in enumerate(sizes):
-        for j, mode in enumerate(modes):
-            rows = points[(points[C.size] == size) & (points[C.mode] == mode)
-                          & (points[C.batch] == batch)]
-            drawn = _panel(axes[i][j], rows, mode, size, batch)
-            data += drawn
-            coinciding += [f"{what} of {', '.join(group)} ({MODE_LABELS[mode]}, {size} size)"
-                           for what, group in _coinciding(drawn)]
+    for ax, mode, size in cells:
+        rows = points[(points[C.size] == size) & (points[C.mode] == mode)
+                      & (points[C.batch] == batch)]
+        drawn = _panel(ax, rows, mode, size, batch)
+        data += drawn
+        coinciding += [f"{what} of {', '.join(group)} ({MODE_LABELS[mode]}, {size} size)"
+                       for what, group in _coinciding(drawn)]
     from matplotlib.lines import Line2D
 
     entries = style.legend_entries(fig)
@@ -105,8 +94,8 @@ def _figure(points: pd.DataFrame, preset: str | None) -> Figure:
             + "."
         ),
         figure=fig,
-        runs=tuple(sorted(points["run_id"].unique())),
-        data=pd.concat(data, ignore_index=True) if data else None,
+        runs=run_ids(points),
+        data=drawn_data(data),
     )
 
 
@@ -159,7 +148,6 @@ def _fit_table(fits: pd.DataFrame, preset: str | None) -> Artifact:
     name = "memory_fit"
     if fits.empty:
         return Missing(name, _TITLES[name], f"no fit rows at preset {preset}")
-    keys = [C.model, C.size, C.mode, C.batch]
     columns = {
         C.algorithm: "algorithm",
         C.d_state: "state size",
@@ -174,8 +162,8 @@ def _fit_table(fits: pd.DataFrame, preset: str | None) -> Artifact:
         C.superlinear: "superlinear",
         C.largest_seq_len_in_budget: "largest L in budget",
     }
-    table = _labelled(fits.sort_values(keys)).set_index(keys)[list(columns)].rename(
-        columns=columns).rename_axis(["model", "size", "mode", "B"])
+    table = keyed_table(fits, {C.model: "model", C.size: "size", C.mode: "mode", C.batch: "B"},
+                        columns)
     budget = sorted(set(fits[C.budget_bytes]))
     tolerance = sorted(set(fits[C.linear_tolerance]))
     lengths = f"{int(fits[C.seq_len_min].min())} to {int(fits[C.seq_len_max].max())}"
@@ -195,7 +183,7 @@ def _fit_table(fits: pd.DataFrame, preset: str | None) -> Artifact:
         ),
         frame=table,
         digits={c: _FIT_FORMATS.get(c, 3) for c in table.columns},
-        runs=tuple(sorted(fits["run_id"].unique())),
+        runs=run_ids(fits),
         short_caption=(
             f"Fit of the working set as a + b L (L = {lengths}): bytes per token b / B (also "
             "of the temporaries), intercept a, log-log slope (1: linear), increment spread and "
@@ -212,13 +200,7 @@ _FIT_FORMATS: dict[str, int | str] = {
 }
 
 
-def _labelled(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with models as papers write them (sorted before, by key)."""
-    return frame.assign(**{C.model: frame[C.model].map(style.model_labels(frame[C.model]))})
-
-
 def _points_table(points: pd.DataFrame, preset: str | None) -> Table:
-    keys = [C.model, C.size, C.mode, C.batch, C.seq_len]
     columns = {
         C.argument_bytes: "arguments",
         C.output_bytes: "outputs",
@@ -232,8 +214,8 @@ def _points_table(points: pd.DataFrame, preset: str | None) -> Table:
     # Lengths and batches are whole numbers (stored as floats beside missing values).
     points = points.assign(**{k: pd.to_numeric(points[k]).astype("Int64")
                               for k in (C.batch, C.seq_len)})
-    table = _labelled(points.sort_values(keys)).set_index(keys)[list(columns)].rename(
-        columns=columns).rename_axis(["model", "size", "mode", "B", "L"])
+    table = keyed_table(points, {C.model: "model", C.size: "size", C.mode: "mode",
+                                 C.batch: "B", C.seq_len: "L"}, columns)
     return Table(
         name="memory_points",
         title=_TITLES["memory_points"],
@@ -247,7 +229,7 @@ def _points_table(points: pd.DataFrame, preset: str | None) -> Table:
         frame=table,
         # Bytes whole; the ratio spans decades (scientific when it does).
         digits={c: ("g" if c == "temp / states" else 0) for c in table.columns},
-        runs=tuple(sorted(points["run_id"].unique())),
+        runs=run_ids(points),
         short_caption=(
             "XLA's compiled memory analysis in bytes per configuration (B: batch, L: length); "
             "'temp / states': the temporaries over one (B, L, P) complex64 state sequence; "

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
@@ -12,7 +11,8 @@ from ...store import Store
 from .. import theory as study
 from ...variants import variants
 from ...report import style
-from ...report.artifacts import Artifact, Figure, Section, Table, all_missing, no_runs
+from ...report.artifacts import (Artifact, Figure, Section, Table, all_missing, drawn_data,
+                                 no_runs, run_ids)
 from ...report.origins import largest_preset
 
 # The study's row columns (`harness.studies.theory.COLUMNS`): ``C.predicted``.
@@ -66,13 +66,8 @@ _EQUIVALENCE_TITLES = {"theory_equivalence": "LRU ⇔ multi-head RotRNN"}
 _TITLES = {**_NOISE_TITLES, **_EQUIVALENCE_TITLES}
 
 
-def _selected(store: Store) -> tuple[pd.DataFrame, str | None]:
-    """The rows of the largest-scale preset present (smoke, cpu and gpu runs never mix)."""
-    return largest_preset(store.read("theory"), "theory")
-
-
 def section(store: Store) -> list[Artifact]:
-    frame, preset = _selected(store)
+    frame, preset = largest_preset(store.read("theory"), "theory")
     if frame.empty:
         return all_missing(_TITLES, no_runs("theory"))
     noise = frame[frame["cfg.check"] == "white_noise"]
@@ -97,18 +92,19 @@ def _first_seed(noise: pd.DataFrame) -> pd.DataFrame:
     return noise[keep]
 
 
+def _step_axes(ax, title: str) -> None:
+    ax.set_xscale("log")
+    style.plain_log_ticks(ax, "x")
+    ax.set_title(title, fontsize=7.5)
+    ax.set_xlabel(r"step $t$")
+
+
 def _energy_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
     style.apply_style()
     frame = _first_seed(noise)
     profile = frame[frame[C.kind] == "profile"]
     variants = _variant_order(profile[C.variant].unique())
-    ncols = min(4, len(variants))
-    nrows = math.ceil(len(variants) / ncols)
-    fig, axes = plt.subplots(
-        nrows, ncols, figsize=(style.FULL_WIDTH_IN, 2.0 * nrows), squeeze=False
-    )
-    for ax in axes.flat[len(variants):]:
-        ax.set_visible(False)
+    fig, axes = style.panels(len(variants), 2.0, width="full")
     data: list[pd.DataFrame] = []
     for ax, variant in zip(axes.flat, variants):
         rows = profile[profile[C.variant] == variant]
@@ -133,12 +129,9 @@ def _energy_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
             ax.plot(drawn["t"], drawn["measured_energy"], linestyle="none",
                     marker=style.model_marker(model), markersize=1.8, color=style.REFERENCE_COLOUR)
         what = f"{n_groups} groups" if n_groups <= _MAX_GROUP_CURVES else "all states"
-        ax.set_title(f"{style.math_text(_label(variant))}\n({what})", fontsize=7.5)
-        ax.set_xscale("log")
         ax.set_yscale("log")
         style.plain_log_ticks(ax)
-        style.plain_log_ticks(ax, "x")
-        ax.set_xlabel(r"step $t$")
+        _step_axes(ax, f"{style.math_text(_label(variant))}\n({what})")
     for row in axes:
         row[0].set_ylabel(r"$E\,\|h_t\|^2$")
     seeds = sorted(frame["seed"].unique())
@@ -156,8 +149,8 @@ def _energy_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
             f"Log-log axes."
         ),
         figure=fig,
-        runs=tuple(sorted(frame["run_id"].unique())),
-        data=pd.concat(data, ignore_index=True) if data else None,
+        runs=run_ids(frame),
+        data=drawn_data(data),
     )
 
 
@@ -186,10 +179,7 @@ def _ratio_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
         ax.axhline(1.0, color=style.REFERENCE_COLOUR, linewidth=0.6)
         ax.plot(drawn["t"], drawn["ratio"], color=colour, marker=style.model_marker(model),
                 markersize=1.8, linewidth=0.8)
-        ax.set_xscale("log")
-        style.plain_log_ticks(ax, "x")
-        ax.set_title(style.math_text(_label(variant)), fontsize=7.5)
-        ax.set_xlabel(r"step $t$")
+        _step_axes(ax, style.math_text(_label(variant)))
     for row in axes:
         row[0].set_ylabel("measured / predicted\n" + r"$E\,\|h_t\|^2$")
     samples = int(frame["cfg.samples"].iloc[0])
@@ -204,29 +194,37 @@ def _ratio_figure(noise: pd.DataFrame, preset: str | None) -> Figure:
             f"band is consistent with the formula."
         ),
         figure=fig,
-        runs=tuple(sorted(frame["run_id"].unique())),
-        data=pd.concat(data, ignore_index=True) if data else None,
+        runs=run_ids(frame),
+        data=drawn_data(data),
     )
+
+
+def _by_variant(rows: pd.DataFrame, record: Callable[[pd.DataFrame], dict]) -> pd.DataFrame:
+    """A table of one row per variant of ``rows``, labelled, in the registry's order: the
+    ``record`` of its rows."""
+    records = {_label(v): record(rows[rows[C.variant] == v])
+               for v in _variant_order(rows[C.variant].unique())}
+    return pd.DataFrame.from_dict(records, orient="index").rename_axis("Variant")
+
+
+def _noise_record(rows: pd.DataFrame) -> dict:
+    return {
+        "states P": int(rows[C.state_size].iloc[0]),
+        "groups": int(rows[C.groups].iloc[0]),
+        "seeds": int(rows["seed"].nunique()),
+        "MC worst rel. dev. (total)": rows[C.mc_worst_rel_dev].max(),
+        "MC worst rel. dev. (group)": rows[C.mc_worst_rel_dev_group].max(),
+        "MC worst |z|": rows[C.mc_worst_z].max(),
+        "exact worst rel. dev.": rows[C.exact_worst_rel_dev].max(),
+        "E‖h_∞‖² (mean)": rows[C.stationary_total].mean(),
+        "group E‖h_∞‖² min": rows[C.stationary_group_min].min(),
+        "group E‖h_∞‖² max": rows[C.stationary_group_max].max(),
+    }
 
 
 def _noise_table(noise: pd.DataFrame, preset: str | None) -> Table:
     summary = noise[noise[C.kind] == "summary"]
-    records = {}
-    for variant in _variant_order(summary[C.variant].unique()):
-        rows = summary[summary[C.variant] == variant]
-        records[_label(variant)] = {
-            "states P": int(rows[C.state_size].iloc[0]),
-            "groups": int(rows[C.groups].iloc[0]),
-            "seeds": int(rows["seed"].nunique()),
-            "MC worst rel. dev. (total)": rows[C.mc_worst_rel_dev].max(),
-            "MC worst rel. dev. (group)": rows[C.mc_worst_rel_dev_group].max(),
-            "MC worst |z|": rows[C.mc_worst_z].max(),
-            "exact worst rel. dev.": rows[C.exact_worst_rel_dev].max(),
-            "E‖h_∞‖² (mean)": rows[C.stationary_total].mean(),
-            "group E‖h_∞‖² min": rows[C.stationary_group_min].min(),
-            "group E‖h_∞‖² max": rows[C.stationary_group_max].max(),
-        }
-    frame = pd.DataFrame.from_dict(records, orient="index").rename_axis("Variant")
+    frame = _by_variant(summary, _noise_record)
     first = summary.iloc[0]
     return Table(
         name="theory_white_noise_table",
@@ -249,7 +247,7 @@ def _noise_table(noise: pd.DataFrame, preset: str | None) -> Table:
                 "MC worst rel. dev. (group)": 3, "MC worst |z|": 2,
                 "exact worst rel. dev.": "sci", "E‖h_∞‖² (mean)": "g",
                 "group E‖h_∞‖² min": "g", "group E‖h_∞‖² max": "g"},
-        runs=tuple(sorted(summary["run_id"].unique())),
+        runs=run_ids(summary),
         short_caption=(
             f"Untrained layers, unit white noise ({int(first[C.seq_len])} steps, "
             f"{int(first[C.samples])} Monte Carlo sequences per run); worst over steps, groups "
@@ -259,18 +257,18 @@ def _noise_table(noise: pd.DataFrame, preset: str | None) -> Table:
     )
 
 
+def _equivalence_record(rows: pd.DataFrame) -> dict:
+    return {
+        "trials": len(rows),
+        "max |y_rot − y_lru|": rows[C.max_abs_diff].max(),
+        "max rel. output diff.": rows[C.max_rel_diff].max(),
+        "max rel. state-norm diff.": rows[C.state_norm_max_rel_diff].max(),
+        "max |λ|": rows[C.modulus_max].max(),
+    }
+
+
 def _equivalence_table(equivalence: pd.DataFrame, preset: str | None) -> Table:
-    records = {}
-    for variant in _variant_order(equivalence[C.variant].unique()):
-        rows = equivalence[equivalence[C.variant] == variant]
-        records[_label(variant)] = {
-            "trials": len(rows),
-            "max |y_rot − y_lru|": rows[C.max_abs_diff].max(),
-            "max rel. output diff.": rows[C.max_rel_diff].max(),
-            "max rel. state-norm diff.": rows[C.state_norm_max_rel_diff].max(),
-            "max |λ|": rows[C.modulus_max].max(),
-        }
-    frame = pd.DataFrame.from_dict(records, orient="index").rename_axis("Variant")
+    frame = _by_variant(equivalence, _equivalence_record)
     first = equivalence.iloc[0]
     return Table(
         name="theory_equivalence",
@@ -290,7 +288,7 @@ def _equivalence_table(equivalence: pd.DataFrame, preset: str | None) -> Table:
         # distance to 1.
         digits={"trials": 0, "max |y_rot − y_lru|": "sci", "max rel. output diff.": "sci",
                 "max rel. state-norm diff.": "sci", "max |λ|": "near_one"},
-        runs=tuple(sorted(equivalence["run_id"].unique())),
+        runs=run_ids(equivalence),
         short_caption=(
             f"Random RotRNNs (width {int(first['cfg.d_model'])}, state size "
             f"{int(first['cfg.d_state'])}, initialisation perturbed) mapped to LRUs, run on "

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from ...store import Store
 from .. import throughput as study
 from ...report import style
 from ...report.style import MODE_LABELS
-from ...report.artifacts import Artifact, Figure, Missing, Section, Table, no_runs
+from ...report.artifacts import (Artifact, Figure, Missing, Section, Table, all_missing,
+                                 drawn_data, no_runs, run_ids)
 from ...report.origins import largest_preset
+from ...report.programs import MODES, keyed_table, mode_size_axes
 
 # The study's row columns (`harness.studies.throughput.COLUMNS`): ``C.tokens_per_s``.
 C = study.COLUMNS.names
@@ -35,8 +36,6 @@ INTRO = (
     "within one run."
 )
 
-_FIGURE_NAMES = ("throughput_tokens_per_s", "throughput_roofline_fraction")
-_TABLE_NAMES = ("throughput_summary", "throughput_training_step", "throughput_all")
 _TITLES = {
     "throughput_tokens_per_s": "Tokens per second against sequence length",
     "throughput_roofline_fraction": "Roofline fraction against sequence length",
@@ -44,21 +43,12 @@ _TITLES = {
     "throughput_training_step": "The network's training step at the accuracy study's shapes",
     "throughput_all": "Every throughput measurement",
 }
-_MODES = tuple(MODE_LABELS)
-
-
-def _selected(store: Store) -> tuple[pd.DataFrame, str | None]:
-    return largest_preset(store.read("throughput"), "throughput")
-
-
-def _missing(reason: str) -> list[Artifact]:
-    return [Missing(n, _TITLES[n], reason) for n in (*_FIGURE_NAMES, *_TABLE_NAMES)]
 
 
 def section(store: Store) -> list[Artifact]:
-    frame, preset = _selected(store)
+    frame, preset = largest_preset(store.read("throughput"), "throughput")
     if frame.empty:
-        return _missing(no_runs("throughput"))
+        return all_missing(_TITLES, no_runs("throughput"))
     out: list[Artifact] = []
     layer = frame[frame[C.scope] == "layer"]
     for name, column, label in (
@@ -155,29 +145,22 @@ def _calls_text(frame: pd.DataFrame) -> str:
 def _figure(frame: pd.DataFrame, preset: str | None, name: str, column: str, label: str) -> Figure:
     """``column`` against L of each layer alone, one panel per size (rows) and mode (columns),
     at the smallest batch (`_panel`)."""
-    style.apply_style()
-    modes = [m for m in _MODES if m in set(frame[C.mode])]
-    sizes = [s for s in ("paper", "matched") if s in set(frame[C.size])]
-    fig, axes = plt.subplots(
-        len(sizes), len(modes), figsize=(style.FULL_WIDTH_IN, 2.2 * len(sizes)), squeeze=False,
-        sharex=True,
-    )
+    fig, cells = mode_size_axes(frame)
     batch = int(frame[C.batch].min())
     blank = _blank_models(frame, column)
     frame = frame[~frame[C.model].isin(blank)]
     data: list[pd.DataFrame] = []
-    for i, size in enumerate(sizes):
-        for j, mode in enumerate(modes):
-            data += _panel(axes[i][j], frame[(frame[C.size] == size) & (frame[C.mode] == mode)],
-                           mode, size, column, label)
+    for ax, mode, size in cells:
+        data += _panel(ax, frame[(frame[C.size] == size) & (frame[C.mode] == mode)], mode, size,
+                       column, label)
     style.figure_legend(fig)
     return Figure(
         name=name,
         title=_TITLES[name],
         caption=_figure_caption(frame, preset, column, label, batch, blank),
         figure=fig,
-        runs=tuple(sorted(frame["run_id"].unique())),
-        data=pd.concat(data, ignore_index=True) if data else None,
+        runs=run_ids(frame),
+        data=drawn_data(data),
     )
 
 
@@ -208,7 +191,7 @@ def _summary(frame: pd.DataFrame, preset: str | None) -> Artifact:
     for model in _order(layer):
         record = {}
         for L in lengths:
-            for mode in [m for m in _MODES if m in set(layer[C.mode])]:
+            for mode in [m for m in MODES if m in set(layer[C.mode])]:
                 rows = layer[(layer[C.model] == model) & (layer[C.seq_len] == L)
                              & (layer[C.mode] == mode)]
                 if rows.empty:
@@ -240,14 +223,6 @@ def _summary(frame: pd.DataFrame, preset: str | None) -> Artifact:
             f"fraction at the smallest batch B measured, best in bold. Shared machine: "
             f"absolute values vary between runs. Preset {preset}."),
     )
-
-
-def _labelled(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with models and tasks as papers write them (sorted before, by key)."""
-    out = frame.assign(**{C.model: frame[C.model].map(style.model_labels(frame[C.model]))})
-    if C.task in out.columns:
-        out[C.task] = [style.task_label(t) if isinstance(t, str) else t for t in out[C.task]]
-    return out
 
 
 def _measures_steps(preset: str | None) -> bool:
@@ -284,9 +259,7 @@ def _training_step(frame: pd.DataFrame, preset: str | None) -> Artifact:
         C.real_tokens_per_step: "real tokens",
         C.padded_tokens_per_step: "padded tokens",
     }
-    keys = [C.task, C.model]
-    table = _labelled(step.sort_values(keys)).set_index(keys)[list(columns)].rename(
-        columns=columns).rename_axis(["task", "model"])
+    table = keyed_table(step, {C.task: "task", C.model: "model"}, columns)
     return Table(
         name=name,
         title=_TITLES[name],
@@ -304,7 +277,7 @@ def _training_step(frame: pd.DataFrame, preset: str | None) -> Artifact:
         ),
         frame=table,
         digits="g",
-        runs=tuple(sorted(step["run_id"].unique())),
+        runs=run_ids(step),
         short_caption=(
             "One training step of each accuracy run's network on its own batches: real "
             "(unpadded) tokens per second, median times of the step and its parts (s), compile "
@@ -327,9 +300,8 @@ def _all(frame: pd.DataFrame, preset: str | None) -> Table:
         C.bound_limiter: "bound by",
         C.allocator: "allocator",
     }
-    keys = [C.scope, C.model, C.size, C.mode, C.seq_len, C.batch]
-    table = _labelled(frame.sort_values(keys)).set_index(keys)[list(columns)].rename(
-        columns=columns).rename_axis(["scope", "model", "size", "mode", "L", "B"])
+    table = keyed_table(frame, {C.scope: "scope", C.model: "model", C.size: "size",
+                                C.mode: "mode", C.seq_len: "L", C.batch: "B"}, columns)
     return Table(
         name="throughput_all",
         title=_TITLES["throughput_all"],
@@ -341,7 +313,7 @@ def _all(frame: pd.DataFrame, preset: str | None) -> Table:
         ),
         frame=table,
         digits="g",
-        runs=tuple(sorted(frame["run_id"].unique())),
+        runs=run_ids(frame),
         short_caption=(
             "Every row of the throughput study: median and quartile times of the timed calls "
             "(s), compile time (s), roofline fraction and the roof that binds, heap allocator. "

@@ -22,7 +22,7 @@ from ....store import Store
 from ... import PRESET_NAMES
 from ... import _matched
 from ... import accuracy as study
-from ....report import origins, style
+from ....report import artifacts, origins, style
 from ....report.selection import (BUDGET, DEPTH, MODEL, TASK, with_keys, same_value, shown_runs,
                           configurations)
 
@@ -153,7 +153,7 @@ class Selection:
     def run_ids(self, configuration: str | None = None) -> tuple[str, ...]:
         """The finished runs shown, or those at ``configuration`` (``"recipe"``, ``"tuned"``)."""
         final = self.final if configuration is None else self.final[self.final[configuration]]
-        return tuple(sorted(final["run_id"].unique()))
+        return artifacts.run_ids(final)
 
     def runs_at(self, configuration: str) -> pd.DataFrame:
         """The runs (any status) at a cell's ``configuration`` rates.

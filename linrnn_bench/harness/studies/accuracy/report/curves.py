@@ -10,7 +10,7 @@ from matplotlib.ticker import NullFormatter
 from .... import stats as inference
 from ... import accuracy as accuracy_study
 from ....report import style
-from ....report.artifacts import Artifact, Figure, Missing
+from ....report.artifacts import Artifact, Figure, Missing, drawn_data, run_ids
 from ....report.selection import with_keys
 from ._data import STEP, TITLES, VAL, VAL_LOSS, Labels, is_regression, metric
 from .figures import _zoom, baseline_line
@@ -58,8 +58,8 @@ def curves_figure(evals: pd.DataFrame, final: pd.DataFrame, baselines: dict[str,
             "side in the panel's title. " + scale
         ),
         figure=fig,
-        runs=tuple(sorted(evals["run_id"].unique())),
-        data=pd.concat(data, ignore_index=True) if data else None,
+        runs=run_ids(evals),
+        data=drawn_data(data),
     )
 
 

@@ -12,8 +12,8 @@ import pandas as pd
 
 from ....store import Store
 from ....report import style
-from ....report.artifacts import Artifact, Missing, Section, all_missing, no_runs
-from ._data import C, _run_ids, _selected, _stationary, _trained, _trained_by_design, \
+from ....report.artifacts import Artifact, Missing, Section, all_missing, no_runs, run_ids
+from ._data import C, _selected, _stationary, _trained, _trained_by_design, \
     relative_norms, variants_of_models
 from ._statistics import BAND, COMPONENTS, comparison_pairs, components_by_seed, \
     spread_by_run, stationary_arrays
@@ -114,8 +114,8 @@ def section(store: Store) -> list[Artifact]:
         out.append(_summary_table(frame, task_runs, task, preset))
         if not trained.empty:
             spread = spread_by_run(trained)
-            out.append(_spread_table(spread, task, preset, _run_ids(trained)))
-            out.append(_finding(spread, task, preset, _run_ids(trained)))
+            out.append(_spread_table(spread, task, preset, run_ids(trained)))
+            out.append(_finding(spread, task, preset, run_ids(trained)))
             out.append(_pairs(frame, trained, spread, task, preset))
     return out
 
@@ -152,9 +152,9 @@ def _pairs(frame: pd.DataFrame, trained: pd.DataFrame, spread: pd.DataFrame, tas
     if not stationary.empty:
         families.append(stationary_families(stationary_arrays(stationary), stationary))
     families = [f for f in families if not f.empty]
-    run_ids = tuple(sorted(set(_run_ids(trained)) | set(_run_ids(stationary))))
+    runs = tuple(sorted(set(run_ids(trained)) | set(run_ids(stationary))))
     return pairs_table(pd.concat(families, ignore_index=True) if families else pd.DataFrame(),
-                       task, preset, run_ids)
+                       task, preset, runs)
 
 
 SECTION = Section("stability", TITLE, INTRO, section)

@@ -8,6 +8,8 @@ then any user's layer by import path).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from ....store import Store
@@ -59,8 +61,11 @@ def _trained(frame: pd.DataFrame) -> pd.Series:
     return frame["cfg.train.steps"].notna()
 
 
-def _run_ids(frame: pd.DataFrame) -> tuple[str, ...]:
-    return tuple(sorted(frame["run_id"].unique()))
+def _indexed(frame: pd.DataFrame, levels: dict[str, Any]) -> pd.DataFrame:
+    """A table's ``frame`` indexed by ``levels`` (``{heading: values}``), its seed counts
+    whole numbers."""
+    frame = frame.set_axis(pd.MultiIndex.from_arrays(list(levels.values()), names=list(levels)))
+    return frame.assign(seeds=frame["seeds"].astype("Int64"))
 
 
 def _trained_by_design(preset: str | None, task: str) -> bool:

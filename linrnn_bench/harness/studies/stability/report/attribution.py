@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 
 from ....report import style
-from ....report.artifacts import Artifact, Finding, Missing, Table
-from ._data import C, _label, _run_ids, _variant_order
+from ....report.artifacts import Artifact, Finding, Missing, Table, run_ids
+from ._data import C, _indexed, _label, _variant_order
 from ._statistics import BURN_IN
 
 # (key, label): the norm, then its three factors.
@@ -78,13 +78,11 @@ def attribution_table(logs: pd.DataFrame, stationary: pd.DataFrame, task: str,
         return Missing(name, title, "no input, drive and gain columns in the long-probe rows "
                                     "(stored before stability study version 5; rerun it)")
     summary = _summary(logs)
-    frame = summary.rename(columns={f"{k} {s}": f"{label}, {span}" for s, span in SPANS
-                                    for k, label in FACTORS})
-    frame.index = pd.MultiIndex.from_arrays(
-        [frame.index.get_level_values("depth"),
-         [_label(v) for v in frame.index.get_level_values("variant")]],
-        names=["Depth", "Variant"])
-    frame["seeds"] = frame["seeds"].astype("Int64")
+    frame = _indexed(
+        summary.rename(columns={f"{k} {s}": f"{label}, {span}" for s, span in SPANS
+                                for k, label in FACTORS}),
+        {"Depth": summary.index.get_level_values("depth"),
+         "Variant": [_label(v) for v in summary.index.get_level_values("variant")]})
     return Table(
         name=name, title=title,
         caption=(
@@ -102,7 +100,7 @@ def attribution_table(logs: pd.DataFrame, stationary: pd.DataFrame, task: str,
             f"B u / u, the recurrence's gain; their product is the norm), geometric means over "
             f"layers and seeds, from initialisation and after the {BURN_IN:.0%} burn-in. "
             f"{style.task_label(task)}, preset {preset}."),
-        frame=frame, digits={c: 3 for c in frame.columns}, runs=_run_ids(stationary),
+        frame=frame, digits={c: 3 for c in frame.columns}, runs=run_ids(stationary),
     )
 
 
@@ -128,4 +126,4 @@ def attribution_finding(logs: pd.DataFrame, stationary: pd.DataFrame, task: str)
             f"×{r['norm init']:.3g} from init (input ×{r['input init']:.3g}, B u / u "
             f"×{r['transfer init']:.3g}, gain ×{r['gain init']:.3g}), mostly {carrier}; "
             f"×{r['norm burn']:.3g} after the burn-in.")
-    return Finding(name=name, title=title, lines=tuple(lines), runs=_run_ids(stationary))
+    return Finding(name=name, title=title, lines=tuple(lines), runs=run_ids(stationary))

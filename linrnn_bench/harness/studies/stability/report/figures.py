@@ -15,8 +15,8 @@ import pandas as pd
 
 from .... import stats as inference
 from ....report import style
-from ....report.artifacts import Artifact, Figure, Missing
-from ._data import C, _deepest_trained, _label, _run_ids, _trained, _variant_order, relative_norms
+from ....report.artifacts import Artifact, Figure, Missing, drawn_data, run_ids
+from ._data import C, _deepest_trained, _label, _trained, _variant_order, relative_norms
 from ._statistics import _interval_rows
 
 
@@ -95,9 +95,10 @@ def _own_scale_text(own: list[str]) -> str:
             "twice what the other panels need and flatten them.")
 
 
-def _no_empty_bounds(data: pd.DataFrame | None) -> pd.DataFrame | None:
-    """A figure's data without interval columns that no point has (every n = 1): an interval
-    not drawn is not a column of NaN."""
+def _figure_data(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
+    """A figure's data (`drawn_data`) without interval columns that no point has (every
+    n = 1): an interval not drawn is not a column of NaN."""
+    data = drawn_data(frames)
     if data is None:
         return None
     empty = [c for c in data.columns if "ci95_" in c and data[c].isna().all()]
@@ -109,11 +110,6 @@ def _interval_text(counts, what: str = "the geometric mean over seeds") -> str:
     return (f"the line is {what}, the band its 95 % t interval over "
             f"{style.n_seeds_text(counts)} per point (the t interval of the mean of the "
             f"seeds' log values, exponentiated; none at n = 1)")
-
-
-def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
-    """A figure's data: its drawn lines' rows, one frame (None when nothing was drawn)."""
-    return pd.concat(frames, ignore_index=True) if frames else None
 
 
 def _layer_panel(ax, rows: pd.DataFrame, variant: str, depth: int, column: str, name: str, *,
@@ -186,8 +182,8 @@ def _training_figure(trained: pd.DataFrame, task: str, preset: str | None, depth
             f"and the summary table."
         ),
         figure=fig,
-        runs=_run_ids(trained),
-        data=_no_empty_bounds(_concat(data)),
+        runs=run_ids(trained),
+        data=_figure_data(data),
     )
 
 
@@ -337,8 +333,8 @@ def _eigen_figure(trained: pd.DataFrame, task: str, preset: str | None) -> Artif
         title=title,
         caption=_eigen_caption(task, preset, depth, counts, unit_circle, blank),
         figure=fig,
-        runs=_run_ids(trained),
-        data=_no_empty_bounds(_concat(data)),
+        runs=run_ids(trained),
+        data=_figure_data(data),
     )
 
 
@@ -482,8 +478,8 @@ def _depth_figure(layer: pd.DataFrame, task: str, preset: str | None) -> Artifac
         caption=_depth_caption(task, preset, depths, trained_depths, counts)
         + _own_scale_text(own),
         figure=fig,
-        runs=_run_ids(layer),
-        data=_no_empty_bounds(_concat(data)),
+        runs=run_ids(layer),
+        data=_figure_data(data),
     )
 
 
@@ -625,8 +621,8 @@ def _profile_figure(profile: pd.DataFrame, task: str, preset: str | None) -> Art
             f"probe steps.{_own_scale_text(own)}"
         ),
         figure=fig,
-        runs=_run_ids(source),
-        data=_no_empty_bounds(_concat(data)),
+        runs=run_ids(source),
+        data=_figure_data(data),
     )
 
 
@@ -667,5 +663,5 @@ def _stationary_figure(stationary: pd.DataFrame, task: str, preset: str | None,
             f"{_interval_text(counts)}; the faint lines are the seeds one by one; darker "
             f"shades are deeper layers. One panel per layer variant, on one log-scale y "
             f"axis.{_own_scale_text(own)}"),
-        figure=fig, runs=_run_ids(rows), data=_no_empty_bounds(_concat(data)),
+        figure=fig, runs=run_ids(rows), data=_figure_data(data),
     )

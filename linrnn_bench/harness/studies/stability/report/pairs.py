@@ -10,6 +10,10 @@ from ....report import style
 from ....report.artifacts import Artifact, Missing, Table
 
 
+def digits_of_tests(frame: pd.DataFrame) -> dict[str, int]:
+    return {c: 2 if c in ("p", "Holm p") else 3 for c in frame.columns}
+
+
 def pairs_table(families: pd.DataFrame, task: str, preset: str | None,
                 run_ids: tuple[str, ...]) -> Artifact:
     """``families`` (`findings.stationary_families` and `findings.spread_families` together)
@@ -33,8 +37,6 @@ def pairs_table(families: pd.DataFrame, task: str, preset: str | None,
         "Holm p": families["p_holm"],
         "MDD at Holm level": families["mdd_family"],
     }).set_index(["Measure", "Depth", "Pair"])
-    digits = {c: 3 for c in frame.columns}
-    digits.update({"p": 2, "Holm p": 2})
     return Table(
         name=name, title=title,
         caption=(
@@ -51,5 +53,5 @@ def pairs_table(families: pd.DataFrame, task: str, preset: str | None,
             f"pairs, MDD at Holm's first level; lower is steadier. {style.task_label(task)}, "
             f"preset {preset}."),
         n="n", intervals=("95% CI low", "95% CI high"),
-        frame=frame, digits=digits, runs=run_ids,
+        frame=frame, digits=digits_of_tests(frame), runs=run_ids,
     )

@@ -24,9 +24,10 @@ import pandas as pd
 from .... import state_norm
 from .... import stats as inference
 from ....report import style
-from ....report.artifacts import Artifact, Figure, Finding, Missing, Table
-from ._data import C, _label, _run_ids, _variant_order
+from ....report.artifacts import Artifact, Figure, Finding, Missing, Table, run_ids
+from ._data import C, _indexed, _label, _variant_order
 from ._statistics import init_components, norms_by_seed
+from .pairs import digits_of_tests
 
 # The two regimes a run's probes measure: the row kind and its per-layer norm column.
 PROBES: dict[str, tuple[str, str]] = {
@@ -120,12 +121,9 @@ def sweep_table(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
     if rows.empty:
         return Missing(name, title, "no runs measured at initialisation")
     data = _ordered(summary(rows, deepest))
-    out = data.drop(columns=["probe", "variant", "heads", "network_depth"])
-    out.index = pd.MultiIndex.from_arrays(
-        [data["probe"], data["network_depth"],
-         [_label_heads(v, h) for v, h in zip(data["variant"], data["heads"])]],
-        names=["Probe", "Depth", "Variant"])
-    out["seeds"] = out["seeds"].astype("Int64")
+    variants = [_label_heads(v, h) for v, h in zip(data["variant"], data["heads"])]
+    out = _indexed(data.drop(columns=["probe", "variant", "heads", "network_depth"]),
+                   {"Probe": data["probe"], "Depth": data["network_depth"], "Variant": variants})
     return Table(
         name=name, title=title,
         caption=(
@@ -140,7 +138,7 @@ def sweep_table(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
             f"example's steps (the transient build-up), 'long probe' its stationary level. "
             f"Layers with a heads option are measured at every head count the preset sweeps "
             f"(their registration's own is the study's ordinary run)."),
-        frame=out, digits={c: 3 for c in out.columns if c != "seeds"}, runs=_run_ids(rows),
+        frame=out, digits={c: 3 for c in out.columns if c != "seeds"}, runs=run_ids(rows),
         short_caption=(
             f"Layers 1..d of the {deepest}-block networks as a depth-d network, before "
             "training: state norm (geometric mean), its depth and seed components (log units); "
@@ -236,7 +234,7 @@ def sweep_figure(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact
             f"interval as a band; an ablation in its model's colour, dashed or dotted; the "
             f"points of one head count are set a few points apart. The same numbers at every "
             f"depth d <= {deepest} are in the table stability_init_sweep_{task}."),
-        figure=fig, runs=_run_ids(rows), data=table.reset_index(drop=True),
+        figure=fig, runs=run_ids(rows), data=table.reset_index(drop=True),
     )
 
 
@@ -357,8 +355,6 @@ def sweep_tests_table(frame: pd.DataFrame, task: str, preset: str | None) -> Art
     per_family = "; ".join(
         f"{family}: {', '.join(sorted(set(group['test'])))}, m = {int(group['tests (m)'].iloc[0])}"
         for family, group in tests.groupby("Family", sort=False))
-    digits = {c: 3 for c in out.columns}
-    digits.update({"p": 2, "Holm p": 2})
     return Table(
         name=name, title=title,
         caption=(
@@ -377,7 +373,7 @@ def sweep_tests_table(frame: pd.DataFrame, task: str, preset: str | None) -> Art
             f"effect size, p, Holm p over the family's m tests ({per_family}), MDD at Holm's "
             f"first level. {style.task_label(task)}, preset {preset}."),
         n="n", intervals=("95% CI low", "95% CI high"),
-        frame=out, digits=digits, runs=_run_ids(rows),
+        frame=out, digits=digits_of_tests(out), runs=run_ids(rows),
     )
 
 
@@ -396,4 +392,4 @@ def sweep_finding(frame: pd.DataFrame, task: str, preset: str | None) -> Artifac
              f"before training on {style.task_label(task)}, preset {preset}."]
     lines += [line for family in _FAMILIES
               if (line := _family_line(tests, family, f"stability_init_tests_{task}"))]
-    return Finding(name=name, title=title, lines=tuple(lines), runs=_run_ids(rows))
+    return Finding(name=name, title=title, lines=tuple(lines), runs=run_ids(rows))

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from ....report import style
-from ....report.artifacts import Artifact, Missing, Table
-from ._data import C, _deepest_trained, _label, _run_ids, _trained, _variant_order
+from ....report.artifacts import Artifact, Missing, Table, run_ids
+from ._data import C, _deepest_trained, _indexed, _label, _trained, _variant_order
 from ._statistics import COMPONENTS, _components_summary, _cv, _geo, _lambda_shift, \
     _spread_summary, init_components, norms_by_seed
 
@@ -20,7 +20,6 @@ _SHIFT_HEADERS = {"delta median |lambda|": "Δ median |λ|",
 
 
 def _interval_columns(frame: pd.DataFrame) -> tuple[str, ...]:
-    """The columns of ``frame`` that are an interval's bounds ("... low", "... high")."""
     return tuple(c for c in frame.columns if str(c).endswith((" low", " high")))
 
 
@@ -80,7 +79,7 @@ def _summary_table(frame: pd.DataFrame, runs: pd.DataFrame, task: str,
         best={c: "min" for c in ("CV (layers, seeds, steps)", "CV over training (mean)")
               if c in table.columns},
         digits={c: _summary_format(c) for c in table.columns},
-        runs=_run_ids(frame),
+        runs=run_ids(frame),
         short_caption=(
             "Per-layer mean of ‖h_t‖ over the probe batch and time, averaged over layers and "
             "seeds of the deepest trained network, at initialisation and at the end; "
@@ -249,7 +248,7 @@ def _levels_table(trained: pd.DataFrame, stationary: pd.DataFrame, task: str,
             f"minus step 0's, per layer (median |λ|: mean over layers and seeds; max "
             f"|λ|: the largest absolute change). Empty cells: the layer declares no discrete "
             f"system."),
-        frame=frame, digits=digits, runs=_run_ids(stationary),
+        frame=frame, digits=digits, runs=run_ids(stationary),
         short_caption=(
             "Stationary norm (mean ‖h_t‖ over the long probe's last steps; geometric mean) at "
             "initialisation and trained; ratio to the white-noise closed form; smallest "
@@ -279,11 +278,9 @@ def _init_table(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
     order = {v: i for i, v in enumerate(_variant_order(summary["variant"]))}
     summary = summary.assign(o=summary["variant"].map(order)).sort_values(
         ["network_depth", "o"])
-    frame_out = summary.drop(columns=["network_depth", "variant", "o"])
-    frame_out.index = pd.MultiIndex.from_arrays(
-        [summary["network_depth"], [_label(v) for v in summary["variant"]]],
-        names=["Depth", "Variant"])
-    frame_out["seeds"] = frame_out["seeds"].astype("Int64")
+    frame_out = _indexed(summary.drop(columns=["network_depth", "variant", "o"]),
+                         {"Depth": summary["network_depth"],
+                          "Variant": [_label(v) for v in summary["variant"]]})
     return Table(
         name=name, title=title,
         caption=(
@@ -296,7 +293,7 @@ def _init_table(frame: pd.DataFrame, task: str, preset: str | None) -> Artifact:
             f"reached at the window's start (>= 0.9: stationary). Every variant's "
             f"registration options (heads as registered); the head count and the probe length "
             f"are swept in the table stability_init_sweep_{task}."),
-        frame=frame_out, digits={c: 3 for c in frame_out.columns}, runs=_run_ids(rows),
+        frame=frame_out, digits={c: 3 for c in frame_out.columns}, runs=run_ids(rows),
         short_caption=(
             "Before training: stationary norm (geometric mean over layers and seeds), its depth "
             "and seed components (log units), means over seeds with 95% t intervals where "
