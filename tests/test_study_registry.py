@@ -93,4 +93,4 @@ def test_train_finds_its_study_by_registration_and_explains_its_run(toy, capsys)
     assert "train.steps" in out and "the command line" in out
     with pytest.raises(ValueError, match="one_run and resolve_run go together"):
         studies.Study(name="x", description="", presets=toy.presets, grid=toy.grid,
-                      run=toy.run, one_run=toy.one_run or studies.get("accuracy").one_run)
+                      run=toy.run, one_run=studies.get("accuracy").one_run)

@@ -12,6 +12,7 @@ come back.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import sys
 import traceback
@@ -109,9 +110,9 @@ def release_compiled_programs(share: float = MAP_SHARE) -> bool:
         return False
     if used <= share * limit:
         return False
-    import gc
+    import jax  # loaded already (checked above)
 
-    sys.modules["jax"].clear_caches()
+    jax.clear_caches()
     gc.collect()
     return True
 
